@@ -1,0 +1,1 @@
+"""sp-scan: Silent Payments (BIP352) scanning, sending and addresses."""

@@ -1,0 +1,103 @@
+"""Silent-payments addresses: bech32m `sp` / `tsp` encoding and decoding (BIP352)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bitcoin.segwit_addr import CHARSET, bech32_hrp_expand, bech32_polymod, convertbits
+
+from . import crypto
+from .errors import InvalidAddressError
+from .scan import label_tweak
+
+HRPS = ("sp", "tsp")
+"""Mainnet and testnet/signet/regtest human-readable parts."""
+
+MAX_LENGTH = 1023
+_BECH32M_CONST = 0x2BC830A3
+_V0_PAYLOAD = 66
+_RESERVED_VERSION = 31
+
+
+@dataclass(frozen=True, slots=True)
+class SPAddress:
+    """A decoded silent-payments address.
+
+    Attributes:
+        hrp: "sp" or "tsp".
+        version: 0..30.
+        scan_pubkey33: B_scan, compressed.
+        spend_pubkey33: B_m (B_spend, or labelled), compressed.
+    """
+
+    hrp: str
+    version: int
+    scan_pubkey33: bytes
+    spend_pubkey33: bytes
+
+
+def encode(scan_pubkey33: bytes, spend_pubkey33: bytes, hrp: str = "sp") -> str:
+    """Encode a version-0 address.
+
+    Raises:
+        InvalidKeyError: a key is not a 33-byte valid compressed point.
+        InvalidAddressError: hrp is not "sp" or "tsp".
+    """
+    if hrp not in HRPS:
+        raise InvalidAddressError(f"hrp must be one of {HRPS}")
+    payload = crypto.pubkey(scan_pubkey33, "scan_pubkey33").format() + crypto.pubkey(spend_pubkey33, "spend_pubkey33").format()
+    data = [0] + convertbits(payload, 8, 5)
+    polymod = bech32_polymod(bech32_hrp_expand(hrp) + data + [0] * 6) ^ _BECH32M_CONST
+    checksum = [(polymod >> 5 * (5 - i)) & 31 for i in range(6)]
+    return hrp + "1" + "".join(CHARSET[d] for d in data + checksum)
+
+
+def decode(address: str, hrp: str | None = None) -> SPAddress:
+    """Decode an address under BIP352's rules.
+
+    Versions 1..30 are read for their first 66 bytes; version 31 and a bech32
+    (non-m) checksum are rejected; version 0 must carry exactly 66 bytes.
+
+    Args:
+        address: the address string, at most 1023 characters, one case.
+        hrp: the expected hrp, or None to accept "sp" and "tsp".
+
+    Raises:
+        InvalidAddressError: on any violation, including an invalid key.
+    """
+    if not isinstance(address, str) or len(address) > MAX_LENGTH:
+        raise InvalidAddressError(f"an address is a string of at most {MAX_LENGTH} characters")
+    if address.lower() != address and address.upper() != address:
+        raise InvalidAddressError("mixed-case address")
+    address = address.lower()
+    sep = address.rfind("1")
+    got_hrp, rest = address[:sep], address[sep + 1 :]
+    if sep < 1 or len(rest) < 7 or any(c not in CHARSET for c in rest):
+        raise InvalidAddressError("not a bech32m string")
+    if got_hrp not in (HRPS if hrp is None else (hrp,)):
+        raise InvalidAddressError(f"unexpected hrp {got_hrp!r}")
+    data = [CHARSET.find(c) for c in rest]
+    if bech32_polymod(bech32_hrp_expand(got_hrp) + data) != _BECH32M_CONST:
+        raise InvalidAddressError("bad bech32m checksum")
+    version, payload = data[0], convertbits(data[1:-6], 5, 8, False)
+    if payload is None:
+        raise InvalidAddressError("invalid padding")
+    if version == _RESERVED_VERSION:
+        raise InvalidAddressError("version 31 is reserved")
+    if len(payload) < _V0_PAYLOAD or (version == 0 and len(payload) != _V0_PAYLOAD):
+        raise InvalidAddressError(f"version {version} payload has {len(payload)} bytes")
+    payload = bytes(payload[:_V0_PAYLOAD])
+    scan33, spend33 = payload[:33], payload[33:]
+    if crypto.point(scan33) is None or crypto.point(spend33) is None:
+        raise InvalidAddressError("address key is not a valid compressed point")
+    return SPAddress(got_hrp, version, scan33, spend33)
+
+
+def labelled_spend_pubkey(scan_key32: bytes, spend_pubkey33: bytes, m: int) -> bytes:
+    """Return B_m = B_spend + ℓ_m·G, compressed.
+
+    Raises:
+        InvalidKeyError: a key of the wrong width or invalid, or m out of [0, 2**32).
+    """
+    spend = crypto.pubkey(spend_pubkey33, "spend_pubkey33")
+    return spend.add(label_tweak(scan_key32, m)).format()

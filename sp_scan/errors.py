@@ -1,0 +1,42 @@
+"""Typed errors: every failure sp-scan raises is an `SPError`.
+
+Protocol outcomes are not errors: an ineligible input is `None`, a
+transaction that is not a silent-payments transaction is `None`, no match
+is `[]`. Errors are caller bugs and malformed data.
+"""
+
+
+class SPError(Exception):
+    """Base of every error sp-scan raises."""
+
+
+class InvalidKeyError(SPError, ValueError):
+    """A key or scalar has the wrong width, is out of range, or is not a valid point."""
+
+
+class InvalidAddressError(SPError, ValueError):
+    """A silent-payments address does not decode under BIP352's rules."""
+
+
+class MalformedDataError(SPError, ValueError):
+    """Serialized data (hex, block, transaction, witness, spent outputs) does not parse."""
+
+
+class MalformedBlockError(MalformedDataError):
+    """A block is truncated, has trailing bytes, or does not parse."""
+
+
+class PrevoutsError(SPError, ValueError):
+    """The prevouts of a block are missing or do not match its inputs."""
+
+
+class SendError(SPError, ValueError):
+    """Outputs cannot be created for these inputs and recipients."""
+
+
+class KeySumZeroError(SendError):
+    """The eligible input private keys sum to zero (BIP352: sending fails)."""
+
+
+class KmaxExceededError(SendError):
+    """More than K_max = 2323 outputs for one scan key (BIP352: sending fails)."""

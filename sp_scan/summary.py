@@ -1,0 +1,36 @@
+"""Prevouts summary: smallest outpoint, A, input_hash and the light-client tweak."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import crypto, extract
+from .types import Summary, TxInput
+
+
+def summarize(inputs: Sequence[TxInput]) -> Summary | None:
+    """Summarize the inputs of a transaction for BIP352.
+
+    Args:
+        inputs: every input of the transaction, with its prevout scriptPubKey.
+
+    Returns:
+        The summary, or None when the transaction is not a silent-payments
+        transaction: no eligible input, a segwit v2..16 spend, keys summing
+        to infinity, or input_hash out of range.
+    """
+    keys = extract.tx_pubkeys(inputs)
+    if not keys:
+        return None
+    # Taproot keys count with even Y; the running sum may pass through infinity.
+    points = [crypto.point(k) if len(k) == 33 else crypto.lift_x(k) for k in keys]
+    total = crypto.add(points)
+    if total is None:
+        return None
+    outpoint_smallest36 = min(i.outpoint.to_bytes() for i in inputs)
+    pubkey_sum33 = total.format()
+    input_hash32 = crypto.tagged_hash(crypto.TAG_INPUTS, outpoint_smallest36 + pubkey_sum33)
+    if not 0 < int.from_bytes(input_hash32, "big") < crypto.N:
+        return None
+    tweak33 = total.multiply(input_hash32).format()
+    return Summary(outpoint_smallest36, pubkey_sum33, input_hash32, tweak33)

@@ -1,0 +1,96 @@
+"""Frozen value types passed between the stages."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from .errors import InvalidKeyError, MalformedDataError
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class OutPoint:
+    """A transaction outpoint; ordering is BIP352's bytewise order of `to_bytes()`.
+
+    Attributes:
+        txid32: the txid in internal byte order (display hex reversed).
+        vout: output index, 0 <= vout < 2**32.
+    """
+
+    txid32: bytes
+    vout: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.txid32, bytes) or len(self.txid32) != 32:
+            raise InvalidKeyError("txid32 must be 32 bytes")
+        if not 0 <= self.vout < 2**32:
+            raise InvalidKeyError("vout must fit in 4 bytes")
+
+    def to_bytes(self) -> bytes:
+        """Return the 36-byte serialization: txid32 ‖ vout as 4-byte little-endian."""
+        return self.txid32 + struct.pack("<I", self.vout)
+
+    @classmethod
+    def from_bytes(cls, data36: bytes) -> OutPoint:
+        """Parse the 36-byte serialization; raises `MalformedDataError` on any other length."""
+        if len(data36) != 36:
+            raise MalformedDataError("an outpoint is 36 bytes")
+        return cls(bytes(data36[:32]), struct.unpack("<I", data36[32:])[0])
+
+    @classmethod
+    def from_display(cls, txid_hex: str, vout: int) -> OutPoint:
+        """Build from a display (big-endian) txid hex string, as RPC and explorers show it."""
+        try:
+            txid = bytes.fromhex(txid_hex)
+        except ValueError as exc:
+            raise MalformedDataError(f"txid is not hex: {exc}") from None
+        return cls(txid[::-1], vout)
+
+
+@dataclass(frozen=True, slots=True)
+class TxInput:
+    """One transaction input with the scriptPubKey of the output it spends.
+
+    Attributes:
+        outpoint: the output being spent.
+        script_sig: the input's scriptSig.
+        witness: the witness stack, one bytes per item (empty for none).
+        prevout_script: the scriptPubKey of the spent output.
+    """
+
+    outpoint: OutPoint
+    script_sig: bytes
+    witness: tuple[bytes, ...]
+    prevout_script: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What the inputs of an SP transaction contribute (BIP352 "prevouts summary").
+
+    Attributes:
+        outpoint_smallest36: the smallest outpoint over all inputs, serialized.
+        pubkey_sum33: A, the sum of the eligible input keys, compressed.
+        input_hash32: hash_BIP0352/Inputs(outpoint_L ‖ A).
+        tweak33: input_hash·A, compressed: the value an index serves to light clients.
+    """
+
+    outpoint_smallest36: bytes
+    pubkey_sum33: bytes
+    input_hash32: bytes
+    tweak33: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class FoundOutput:
+    """An output that pays the receiver.
+
+    Attributes:
+        output32: the x-only taproot output key.
+        tweak32: t_k plus the label tweak, mod n: the spend key is b_spend + tweak32.
+        label: the label m the output was paid to, or None for the unlabelled address.
+    """
+
+    output32: bytes
+    tweak32: bytes
+    label: int | None
