@@ -94,3 +94,33 @@ class FoundOutput:
     output32: bytes
     tweak32: bytes
     label: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TxTweak:
+    """The light-client data of one eligible transaction.
+
+    Attributes:
+        txid32: the txid in internal byte order (reverse for display).
+        tweak33: input_hash·A, compressed.
+    """
+
+    txid32: bytes
+    tweak33: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class BlockMatch:
+    """A found output located in a block.
+
+    Attributes:
+        txid32: the paying transaction's txid, internal byte order.
+        vout: the output's index in that transaction.
+        amount: its value in satoshis.
+        found: the output key, tweak and label.
+    """
+
+    txid32: bytes
+    vout: int
+    amount: int
+    found: FoundOutput
