@@ -1,0 +1,20 @@
+"""Build of the C extensions; the rest of the metadata lives in pyproject.toml."""
+
+from glob import glob
+
+from setuptools import Extension, setup
+
+NATIVE = "sp_scan/native"
+HASH_SOURCES = [f"{NATIVE}/sha256.c", f"{NATIVE}/ripemd160.c"]
+CFLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
+
+setup(
+    ext_modules=[
+        Extension("sp_scan.native._hash", [f"{NATIVE}/hashmod.c", *HASH_SOURCES], extra_compile_args=CFLAGS),
+        Extension(
+            "sp_scan.native._core",
+            sorted(glob(f"{NATIVE}/core*.c")) + HASH_SOURCES,
+            extra_compile_args=CFLAGS,
+        ),
+    ],
+)
