@@ -1,0 +1,167 @@
+/* sp_scan.native._hash: SHA256, BIP352 tagged hashes and HASH160 for Python. Private; use sp_scan.native. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "ripemd160.h"
+#include "sha256.h"
+
+/* Inputs at least this long are hashed without the GIL. */
+#define NOGIL_MIN 65536
+
+static void sha256_once(const Py_buffer *data, unsigned char out32[32]) {
+    spn_sha256 h;
+    spn_sha256_init(&h);
+    spn_sha256_write(&h, data->buf, (size_t)data->len);
+    spn_sha256_finalize(&h, out32);
+}
+
+static PyObject *hash_sha256(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    unsigned char out[32];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*:sha256", &data)) return NULL;
+    if (data.len < NOGIL_MIN) {
+        sha256_once(&data, out);
+    } else {
+        Py_BEGIN_ALLOW_THREADS;
+        sha256_once(&data, out);
+        Py_END_ALLOW_THREADS;
+    }
+    PyBuffer_Release(&data);
+    return PyBytes_FromStringAndSize((const char *)out, 32);
+}
+
+static PyObject *hash_sha256_loop(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t n;
+    unsigned char out[32];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*n:sha256_loop", &data, &n)) return NULL;
+    if (n < 1) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "n must be >= 1");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < n; i++) sha256_once(&data, out);
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&data);
+    return PyBytes_FromStringAndSize((const char *)out, 32);
+}
+
+static PyObject *hash_tagged_hash(PyObject *self, PyObject *args) {
+    int tag;
+    Py_buffer msg;
+    unsigned char out[32];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "iy*:tagged_hash", &tag, &msg)) return NULL;
+    if (tag != SPN_TAG_INPUTS && tag != SPN_TAG_SHARED_SECRET && tag != SPN_TAG_LABEL) {
+        PyBuffer_Release(&msg);
+        PyErr_SetString(PyExc_ValueError, "tag_index must be 0, 1 or 2");
+        return NULL;
+    }
+    spn_tagged_sha256(tag, msg.buf, (size_t)msg.len, out);
+    PyBuffer_Release(&msg);
+    PyObject *res = PyBytes_FromStringAndSize((const char *)out, 32);
+    spn_wipe(out, sizeof out);
+    return res;
+}
+
+static PyObject *hash_tagged_midstate(PyObject *self, PyObject *args) {
+    int tag;
+    spn_sha256 h;
+    unsigned char out[32];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "i:tagged_midstate", &tag)) return NULL;
+    if (tag != SPN_TAG_INPUTS && tag != SPN_TAG_SHARED_SECRET && tag != SPN_TAG_LABEL) {
+        PyErr_SetString(PyExc_ValueError, "tag_index must be 0, 1 or 2");
+        return NULL;
+    }
+    spn_sha256_init_tagged(&h, tag);
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = (unsigned char)(h.s[i] >> 24);
+        out[4 * i + 1] = (unsigned char)(h.s[i] >> 16);
+        out[4 * i + 2] = (unsigned char)(h.s[i] >> 8);
+        out[4 * i + 3] = (unsigned char)h.s[i];
+    }
+    return Py_BuildValue("y#K", (const char *)out, (Py_ssize_t)32, (unsigned long long)h.bytes);
+}
+
+static PyObject *hash_hash160(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    unsigned char out[20];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*:hash160", &data)) return NULL;
+    if (data.len == 33) {
+        spn_hash160_33(data.buf, out);
+    } else {
+        spn_hash160(data.buf, (size_t)data.len, out);
+    }
+    PyBuffer_Release(&data);
+    return PyBytes_FromStringAndSize((const char *)out, 20);
+}
+
+static PyObject *hash_hash160_loop(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t n;
+    int fast;
+    unsigned char out[20];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*np:hash160_loop", &data, &n, &fast)) return NULL;
+    if (n < 1 || (fast && data.len != 33)) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "n must be >= 1 and fast needs 33 bytes");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (fast) {
+            spn_hash160_33(data.buf, out);
+        } else {
+            spn_hash160(data.buf, (size_t)data.len, out);
+        }
+    }
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&data);
+    return PyBytes_FromStringAndSize((const char *)out, 20);
+}
+
+static PyObject *hash_impl(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    return PyUnicode_FromString(spn_sha256_impl());
+}
+
+static PyObject *hash_select(PyObject *self, PyObject *args) {
+    int force_portable;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "p:select", &force_portable)) return NULL;
+    spn_sha256_select(force_portable);
+    return PyUnicode_FromString(spn_sha256_impl());
+}
+
+static PyMethodDef methods[] = {
+    {"sha256", hash_sha256, METH_VARARGS, "sha256(data) -> 32-byte digest."},
+    {"sha256_loop", hash_sha256_loop, METH_VARARGS, "sha256_loop(data, n) -> digest; hashes data n times (bench)."},
+    {"tagged_hash", hash_tagged_hash, METH_VARARGS,
+     "tagged_hash(tag_index, msg) -> 32 bytes; tag_index 0 Inputs, 1 SharedSecret, 2 Label. Raises ValueError."},
+    {"tagged_midstate", hash_tagged_midstate, METH_VARARGS,
+     "tagged_midstate(tag_index) -> (32-byte big-endian state, bytes absorbed); for tests."},
+    {"hash160", hash_hash160, METH_VARARGS, "hash160(data) -> 20 bytes RIPEMD160(SHA256(data))."},
+    {"hash160_loop", hash_hash160_loop, METH_VARARGS,
+     "hash160_loop(data, n, fast) -> digest; n times, fast uses the 33-byte path (bench)."},
+    {"impl", hash_impl, METH_NOARGS, "impl() -> 'shani', 'armv8' or 'portable'."},
+    {"select", hash_select, METH_VARARGS,
+     "select(force_portable) -> impl name; re-picks this module's SHA256 compression (honors SP_SCAN_SHA256)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_hash", "SHA256, BIP352 tagged hashes, HASH160 (private).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__hash(void) {
+    spn_sha256_select(0);
+    return PyModule_Create(&module);
+}
