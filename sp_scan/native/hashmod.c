@@ -15,11 +15,11 @@ static void sha256_once(const Py_buffer *data, unsigned char out32[32]) {
     spn_sha256_finalize(&h, out32);
 }
 
-static PyObject *hash_sha256(PyObject *self, PyObject *args) {
+static PyObject *hash_sha256(PyObject *self, PyObject *arg) {
     Py_buffer data;
     unsigned char out[32];
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*:sha256", &data)) return NULL;
+    if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
     if (data.len < NOGIL_MIN) {
         sha256_once(&data, out);
     } else {
@@ -49,18 +49,23 @@ static PyObject *hash_sha256_loop(PyObject *self, PyObject *args) {
     return PyBytes_FromStringAndSize((const char *)out, 32);
 }
 
-static PyObject *hash_tagged_hash(PyObject *self, PyObject *args) {
-    int tag;
+static PyObject *hash_tagged_hash(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    long tag;
     Py_buffer msg;
     unsigned char out[32];
     (void)self;
-    if (!PyArg_ParseTuple(args, "iy*:tagged_hash", &tag, &msg)) return NULL;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "tagged_hash(tag_index, msg) takes 2 arguments");
+        return NULL;
+    }
+    tag = PyLong_AsLong(args[0]);
+    if (tag == -1 && PyErr_Occurred()) return NULL;
     if (tag != SPN_TAG_INPUTS && tag != SPN_TAG_SHARED_SECRET && tag != SPN_TAG_LABEL) {
-        PyBuffer_Release(&msg);
         PyErr_SetString(PyExc_ValueError, "tag_index must be 0, 1 or 2");
         return NULL;
     }
-    spn_tagged_sha256(tag, msg.buf, (size_t)msg.len, out);
+    if (PyObject_GetBuffer(args[1], &msg, PyBUF_SIMPLE) < 0) return NULL;
+    spn_tagged_sha256((int)tag, msg.buf, (size_t)msg.len, out);
     PyBuffer_Release(&msg);
     PyObject *res = PyBytes_FromStringAndSize((const char *)out, 32);
     spn_wipe(out, sizeof out);
@@ -87,11 +92,11 @@ static PyObject *hash_tagged_midstate(PyObject *self, PyObject *args) {
     return Py_BuildValue("y#K", (const char *)out, (Py_ssize_t)32, (unsigned long long)h.bytes);
 }
 
-static PyObject *hash_hash160(PyObject *self, PyObject *args) {
+static PyObject *hash_hash160(PyObject *self, PyObject *arg) {
     Py_buffer data;
     unsigned char out[20];
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*:hash160", &data)) return NULL;
+    if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
     if (data.len == 33) {
         spn_hash160_33(data.buf, out);
     } else {
@@ -141,13 +146,13 @@ static PyObject *hash_select(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"sha256", hash_sha256, METH_VARARGS, "sha256(data) -> 32-byte digest."},
+    {"sha256", hash_sha256, METH_O, "sha256(data) -> 32-byte digest."},
     {"sha256_loop", hash_sha256_loop, METH_VARARGS, "sha256_loop(data, n) -> digest; hashes data n times (bench)."},
-    {"tagged_hash", hash_tagged_hash, METH_VARARGS,
+    {"tagged_hash", (PyCFunction)(void (*)(void))hash_tagged_hash, METH_FASTCALL,
      "tagged_hash(tag_index, msg) -> 32 bytes; tag_index 0 Inputs, 1 SharedSecret, 2 Label. Raises ValueError."},
     {"tagged_midstate", hash_tagged_midstate, METH_VARARGS,
      "tagged_midstate(tag_index) -> (32-byte big-endian state, bytes absorbed); for tests."},
-    {"hash160", hash_hash160, METH_VARARGS, "hash160(data) -> 20 bytes RIPEMD160(SHA256(data))."},
+    {"hash160", hash_hash160, METH_O, "hash160(data) -> 20 bytes RIPEMD160(SHA256(data))."},
     {"hash160_loop", hash_hash160_loop, METH_VARARGS,
      "hash160_loop(data, n, fast) -> digest; n times, fast uses the 33-byte path (bench)."},
     {"impl", hash_impl, METH_NOARGS, "impl() -> 'shani', 'armv8' or 'portable'."},

@@ -51,7 +51,10 @@ static void compress(uint32_t h[5], const unsigned char block64[64]) {
     }
     uint32_t al = h[0], bl = h[1], cl = h[2], dl = h[3], el = h[4];
     uint32_t ar = al, br = bl, cr = cl, dr = dl, er = el;
+    /* Fully unrolled so table indices, rotations and f's choice become constants. */
+#pragma GCC unroll 5
     for (int j = 0; j < 5; j++) {
+#pragma GCC unroll 16
         for (int i = 16 * j; i < 16 * j + 16; i++) {
             uint32_t t = rol(al + f(j, bl, cl, dl) + x[RL[i]] + KL[j], SL[i]) + el;
             al = el;

@@ -72,6 +72,7 @@ static void transform_portable(uint32_t s[8], const unsigned char *blocks, size_
     uint32_t w[16];
     for (; nblocks; nblocks--, blocks += 64) {
         uint32_t a = s[0], b = s[1], c = s[2], d = s[3], e = s[4], f = s[5], g = s[6], h = s[7];
+#pragma GCC unroll 64
         for (int i = 0; i < 64; i++) {
             uint32_t wi;
             if (i < 16) {
