@@ -1,0 +1,391 @@
+"""Property tests: parsers and decoders only ever return a value or raise a typed SPError.
+
+Bounded for the default run; set SP_SCAN_FUZZ_EXAMPLES=N to run every property
+with at least N examples (e.g. SP_SCAN_FUZZ_EXAMPLES=20000 for a long run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from coincurve import PrivateKey
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import BECH32_CONST, bech32_string, secret
+from sp_scan import address, crypto, extract
+from sp_scan.block import Reader, parse_witness
+from sp_scan.errors import InvalidAddressError, MalformedDataError
+from sp_scan.types import OutPoint, TxInput
+
+FUZZ_EXAMPLES = int(os.environ.get("SP_SCAN_FUZZ_EXAMPLES", "0"))
+
+
+def budget(n: int) -> settings:
+    """Hypothesis settings with n examples by default, raised by SP_SCAN_FUZZ_EXAMPLES."""
+    return settings(
+        max_examples=max(n, FUZZ_EXAMPLES),
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+def compact_size(n: int) -> bytes:
+    """Canonical Bitcoin compact size."""
+    if n < 0xFD:
+        return bytes([n])
+    if n <= 0xFFFF:
+        return b"\xfd" + n.to_bytes(2, "little")
+    if n <= 0xFFFFFFFF:
+        return b"\xfe" + n.to_bytes(4, "little")
+    return b"\xff" + n.to_bytes(8, "little")
+
+
+def serialize_witness(items: list[bytes]) -> bytes:
+    return compact_size(len(items)) + b"".join(compact_size(len(i)) + i for i in items)
+
+
+# ---------------------------------------------------------------- keys and near-keys
+
+_PRIVS = [PrivateKey(secret(300 + i)) for i in range(6)]
+COMPRESSED = [p.public_key.format() for p in _PRIVS]
+UNCOMPRESSED = [p.public_key.format(compressed=False) for p in _PRIVS]
+HYBRID = [bytes([6 | (u[64] & 1)]) + u[1:] for u in UNCOMPRESSED]
+
+
+def _off_curve_xs(count: int) -> list[bytes]:
+    xs, i = [], 0
+    while len(xs) < count:
+        x = hashlib.sha256(b"off-curve %d" % i).digest()
+        if crypto.lift_x(x) is None:
+            xs.append(x)
+        i += 1
+    return xs
+
+
+OFF_CURVE_X = [*_off_curve_xs(3), b"\xff" * 32, b"\x00" * 32]
+OFF_CURVE_33 = [b"\x02" + x for x in OFF_CURVE_X] + [b"\x03" + x for x in OFF_CURVE_X]
+ON_CURVE_X = [c[1:] for c in COMPRESSED]
+
+NEAR_KEYS = (
+    UNCOMPRESSED
+    + HYBRID
+    + OFF_CURVE_33
+    + [b"\x04" + c[1:] for c in COMPRESSED]  # 33 bytes with a wrong prefix
+    + [c[:32] for c in COMPRESSED]  # one byte short
+    + [c + b"\x00" for c in COMPRESSED]  # one byte long
+)
+key_like = st.one_of(st.sampled_from(COMPRESSED), st.sampled_from(NEAR_KEYS))
+
+# ---------------------------------------------------------------- address decoder
+
+ADDRESS_CHARS = "qpzry9x8gf2tvdw0s3jn54khce6mua7l" + "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L" + "1bio" + "sptSPT" + " \x00é"
+valid_secret = st.integers(min_value=1, max_value=crypto.N - 1).map(lambda n: n.to_bytes(32, "big"))
+hrp = st.sampled_from(address.HRPS)
+
+
+def _decode_or_error(text):
+    try:
+        result = address.decode(text)
+    except InvalidAddressError:
+        return None
+    assert isinstance(result, address.SPAddress)
+    return result
+
+
+@budget(300)
+@given(st.one_of(st.text(alphabet=ADDRESS_CHARS, max_size=1100), st.text(max_size=200)))
+def test_address_decoder_on_random_text_returns_an_address_or_invalid_address_error(text):
+    _decode_or_error(text)
+
+
+@budget(100)
+@given(valid_secret, valid_secret, hrp, st.booleans())
+def test_address_encode_decode_round_trip(scan32, spend32, hrp, upper):
+    scan33, spend33 = PrivateKey(scan32).public_key.format(), PrivateKey(spend32).public_key.format()
+    text = address.encode(scan33, spend33, hrp)
+    assert len(text) == 114 + len(hrp)
+    decoded = address.decode(text.upper() if upper else text)
+    assert decoded == address.SPAddress(hrp, 0, scan33, spend33)
+
+
+V0_ADDRESS = address.encode(COMPRESSED[0], COMPRESSED[1])
+
+
+@st.composite
+def mutated_address(draw):
+    text = list(draw(st.sampled_from([V0_ADDRESS, address.encode(COMPRESSED[2], COMPRESSED[3], "tsp")])))
+    for _ in range(draw(st.integers(1, 4))):
+        if not text:
+            break
+        kind = draw(st.sampled_from(["sub", "del", "ins", "swap", "case", "cut"]))
+        i = draw(st.integers(0, len(text) - 1))
+        c = draw(st.sampled_from(ADDRESS_CHARS))
+        if kind == "sub":
+            text[i] = c
+        elif kind == "del" and len(text) > 1:
+            del text[i]
+        elif kind == "ins":
+            text.insert(i, c)
+        elif kind == "swap" and i + 1 < len(text):
+            text[i], text[i + 1] = text[i + 1], text[i]
+        elif kind == "case":
+            text[i] = text[i].swapcase()
+        elif kind == "cut":
+            text = text[:i]
+    return "".join(text)
+
+
+@budget(300)
+@given(mutated_address())
+def test_address_decoder_on_near_valid_mutations_returns_an_address_or_invalid_address_error(text):
+    _decode_or_error(text)
+
+
+@budget(200)
+@given(st.integers(0, len(V0_ADDRESS) - 4), st.sampled_from("qpzry9x8gf2tvdw0s3jn54khce6mua7l"))
+def test_any_single_substitution_in_the_data_part_is_rejected(i, c):
+    # A one-symbol error is always caught by the BCH checksum, whatever the length.
+    pos = 3 + i
+    if V0_ADDRESS[pos] == c:
+        return
+    mutated = V0_ADDRESS[:pos] + c + V0_ADDRESS[pos + 1 :]
+    assert _decode_or_error(mutated) is None
+
+
+@budget(200)
+@given(
+    st.integers(0, 31),
+    st.sampled_from(COMPRESSED + OFF_CURVE_33),
+    st.sampled_from(COMPRESSED + OFF_CURVE_33),
+    st.binary(max_size=80),
+    st.one_of(st.none(), st.integers(0, 65)),
+    st.booleans(),
+)
+def test_address_versions_follow_bip352(version, scan33, spend33, extra, cut, bech32m):
+    payload = (scan33 + spend33 + extra)[:cut]
+    text = bech32_string("sp", version, payload, const=0x2BC830A3 if bech32m else BECH32_CONST)
+    got = _decode_or_error(text)
+    expect_ok = (
+        bech32m
+        and version != 31
+        and len(payload) >= 66
+        and (version != 0 or len(payload) == 66)
+        and scan33 in COMPRESSED
+        and spend33 in COMPRESSED
+    )
+    assert (got is not None) == expect_ok
+    if got is not None:
+        assert (got.version, got.scan_pubkey33, got.spend_pubkey33) == (version, scan33, spend33)
+
+
+# ---------------------------------------------------------------- Reader and witness
+
+
+@budget(300)
+@given(st.binary(max_size=300))
+def test_parse_witness_on_random_bytes_returns_items_or_malformed_data_error(data):
+    try:
+        items = parse_witness(data)
+    except MalformedDataError:
+        return
+    assert isinstance(items, tuple) and all(isinstance(i, bytes) for i in items)
+    assert (serialize_witness(list(items)) if items or data else b"") == data
+
+
+@budget(200)
+@given(st.lists(st.binary(max_size=300), max_size=8))
+def test_parse_witness_round_trips(items):
+    assert parse_witness(serialize_witness(items)) == tuple(items)
+
+
+@budget(200)
+@given(st.lists(st.binary(max_size=40), max_size=5), st.binary(min_size=1, max_size=8))
+def test_parse_witness_refuses_trailing_bytes(items, trailing):
+    try:
+        parse_witness(serialize_witness(items) + trailing)
+    except MalformedDataError:
+        return
+    raise AssertionError("trailing bytes accepted")
+
+
+@budget(300)
+@given(st.integers(0, 2**64 - 1), st.sampled_from([1, 3, 5, 9]))
+def test_compact_size_accepts_only_the_canonical_width(value, width):
+    prefix = {1: b"", 3: b"\xfd", 5: b"\xfe", 9: b"\xff"}[width]
+    if width > 1 and value >= 1 << 8 * (width - 1):
+        return
+    if width == 1 and value >= 0xFD:
+        return
+    data = prefix + value.to_bytes(width - 1 if width > 1 else 1, "little")
+    r = Reader(data)
+    try:
+        got = r.compact_size()
+    except MalformedDataError:
+        assert compact_size(value) != data
+        return
+    assert compact_size(value) == data and got == value and r.pos == len(data)
+
+
+@budget(100)
+@given(st.sampled_from([2**64 - 1, 2**32, 2**32 - 1, 0x10000, 0xFFFF]), st.binary(max_size=64))
+def test_huge_witness_counts_and_lengths_fail_without_allocating(n, tail):
+    for data in (compact_size(n) + tail, b"\x01" + compact_size(n) + tail):
+        try:
+            parse_witness(data)
+        except MalformedDataError:
+            continue
+        raise AssertionError("a truncated witness was accepted")
+
+
+# ---------------------------------------------------------------- extraction inputs
+
+OPS_NON_PUSH = [0x4F, 0x50, 0x51, 0x60, 0x61, 0x63, 0x67, 0x68, 0x75, 0x76, 0x87, 0x88, 0xA9, 0xAC, 0xFF]
+
+
+def encode_push(data: bytes, how: str) -> bytes:
+    """A push of data: minimal, PUSHDATA1/2/4, or truncated (declared longer than given)."""
+    n = len(data)
+    if how == "direct" and n < 0x4C:
+        return bytes([n]) + data
+    if how == "pd1" and n <= 0xFF:
+        return b"\x4c" + bytes([n]) + data
+    if how == "pd2":
+        return b"\x4d" + n.to_bytes(2, "little") + data
+    if how == "pd4":
+        return b"\x4e" + n.to_bytes(4, "little") + data
+    if how == "truncated":
+        return (bytes([n + 1]) if n + 1 < 0x4C else b"\x4d" + (n + 1).to_bytes(2, "little")) + data
+    if how == "cut-length":
+        return b"\x4d\x01"  # PUSHDATA2 with a 1-byte length field, at the end
+    return b"\x4c" + bytes([n]) + data if n <= 0xFF else b"\x4d" + n.to_bytes(2, "little") + data
+
+
+push_how = st.sampled_from(["direct"] * 5 + ["pd1", "pd2", "pd4", "truncated", "cut-length"])
+blob = st.one_of(st.binary(max_size=80), st.sampled_from([b"\x30" * 71, b"\x01" * 64, b""]))
+
+
+@st.composite
+def script_sig(draw, keys: list[bytes]):
+    parts = []
+    for _ in range(draw(st.integers(0, 6))):
+        kind = draw(st.sampled_from(["key", "key", "key", "blob", "op", "op", "raw"]))
+        if kind == "key":
+            parts.append(encode_push(draw(st.sampled_from(keys)), draw(push_how)))
+        elif kind == "blob":
+            parts.append(encode_push(draw(blob), draw(push_how)))
+        elif kind == "op":
+            parts.append(bytes([draw(st.sampled_from(OPS_NON_PUSH))]))
+        else:
+            parts.append(draw(st.binary(max_size=6)))
+    return b"".join(parts)
+
+
+@st.composite
+def control_block(draw):
+    internal = draw(st.sampled_from([extract.NUMS_H, extract.NUMS_H, *ON_CURVE_X, OFF_CURVE_X[0]]))
+    nodes = draw(st.sampled_from([0, 0, 1, 2, 128, 129]))
+    delta = draw(st.sampled_from([0, 0, 0, -1, 1, -32, 31]))
+    body = bytes([draw(st.sampled_from([0xC0, 0xC1, 0x50, 0x00]))]) + internal + b"\x11" * (32 * nodes)
+    if delta < 0:
+        return body[:delta]
+    return body + b"\x22" * delta
+
+
+@st.composite
+def witness(draw, keys: list[bytes]):
+    items = []
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["sig", "key", "blob", "control", "empty"]))
+        if kind == "sig":
+            items.append(draw(st.sampled_from([b"\x01" * 64, b"\x30" * 71, b"\x01" * 65])))
+        elif kind == "key":
+            items.append(draw(st.sampled_from(keys)))
+        elif kind == "blob":
+            items.append(draw(blob))
+        elif kind == "control":
+            items.append(draw(control_block()))
+        else:
+            items.append(b"")
+    last = draw(st.sampled_from(["key", "key", "control", "none"]))
+    if last == "key":
+        items.append(draw(st.sampled_from(keys)))
+    elif last == "control":
+        items.append(draw(control_block()))
+    if draw(st.integers(0, 3)) == 0:
+        items.append(b"\x50" + draw(st.binary(max_size=10)))  # annex, or a 1-item stack starting with 0x50
+    return tuple(items)
+
+
+def p2pkh(h20: bytes) -> bytes:
+    return b"\x76\xa9\x14" + h20 + b"\x88\xac"
+
+
+@st.composite
+def prevout_script(draw, keys: list[bytes]):
+    kind = draw(st.sampled_from(["p2pkh", "p2pkh", "p2sh", "p2wpkh", "p2tr", "p2tr", "v2plus", "near", "random"]))
+    if kind == "p2pkh":
+        committed = draw(st.sampled_from(keys)) if draw(st.integers(0, 3)) else draw(st.binary(min_size=33, max_size=33))
+        return p2pkh(crypto.hash160(committed))
+    if kind == "p2sh":
+        return b"\xa9\x14" + draw(st.binary(min_size=20, max_size=20)) + b"\x87"
+    if kind == "p2wpkh":
+        return b"\x00\x14" + draw(st.binary(min_size=20, max_size=20))
+    if kind == "p2tr":
+        return b"\x51\x20" + draw(st.sampled_from(ON_CURVE_X + OFF_CURVE_X))
+    if kind == "v2plus":
+        n = draw(st.integers(2, 40))
+        return bytes([draw(st.integers(0x52, 0x60)), n]) + draw(st.binary(min_size=n, max_size=n))
+    if kind == "near":
+        return draw(
+            st.sampled_from(
+                [
+                    b"\x51\x21" + b"\x02" + ON_CURVE_X[0],  # v1, 33-byte program
+                    b"\x51\x02\x4e\x73",  # P2A
+                    b"\x00\x20" + b"\x01" * 32,  # P2WSH
+                    b"\x00\x15" + b"\x01" * 21,
+                    p2pkh(b"\x01" * 20)[:-1],
+                    p2pkh(b"\x01" * 20) + b"\x00",
+                    b"\xa9\x14" + b"\x01" * 20 + b"\x88",
+                    b"\x51\x20" + ON_CURVE_X[0] + b"\x00",
+                    b"\x61\x02\x00\x00",  # not a witness version
+                    b"\x4f\x02\x00\x00",
+                    b"",
+                ]
+            )
+        )
+    return draw(st.binary(max_size=45))
+
+
+@st.composite
+def tx_input(draw):
+    keys = list(draw(st.lists(key_like, min_size=1, max_size=3)))
+    spk = draw(prevout_script(keys))
+    if spk[:2] == b"\xa9\x14" and draw(st.integers(0, 3)):
+        sig = b"\x16\x00\x14" + draw(st.binary(min_size=20, max_size=20))
+        sig = draw(st.sampled_from([sig, sig, sig, sig[:-1], b"\x4c" + sig, sig + b"\x00"]))
+    else:
+        sig = draw(script_sig(keys))
+    wit = draw(witness(keys))
+    op = OutPoint(draw(st.binary(min_size=32, max_size=32)), draw(st.integers(0, 2**32 - 1)))
+    return TxInput(op, sig, wit, spk)
+
+
+@budget(400)
+@given(tx_input())
+def test_reference_extraction_returns_none_or_a_key_that_fits_the_prevout(i):
+    key = extract.input_pubkey(i.prevout_script, i.script_sig, i.witness)
+    kind = extract.script_type(i.prevout_script)
+    if key is None:
+        return
+    if kind is extract.ScriptType.P2TR:
+        assert key == i.prevout_script[2:] and crypto.lift_x(key) is not None
+        return
+    assert kind in (extract.ScriptType.P2PKH, extract.ScriptType.P2SH, extract.ScriptType.P2WPKH)
+    assert key[0] in (2, 3) and crypto.point(key) is not None
+    if kind is extract.ScriptType.P2PKH:
+        assert crypto.hash160(key) == i.prevout_script[3:23]
+    else:
+        assert key == i.witness[-1]
