@@ -31,6 +31,38 @@ static PyObject *hash_sha256(PyObject *self, PyObject *arg) {
     return PyBytes_FromStringAndSize((const char *)out, 32);
 }
 
+static PyObject *hash_sha256_parts(PyObject *self, PyObject *arg) {
+    spn_sha256 h;
+    unsigned char out[32];
+    PyObject *seq = PySequence_Fast(arg, "sha256_parts expects a sequence of buffers");
+    (void)self;
+    if (seq == NULL) return NULL;
+    spn_sha256_init(&h);
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        Py_buffer part;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &part, PyBUF_SIMPLE) < 0) {
+            spn_wipe(&h, sizeof h);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        spn_sha256_write(&h, part.buf, (size_t)part.len);
+        PyBuffer_Release(&part);
+    }
+    Py_DECREF(seq);
+    spn_sha256_finalize(&h, out);
+    return PyBytes_FromStringAndSize((const char *)out, 32);
+}
+
+static PyObject *hash_ripemd160(PyObject *self, PyObject *arg) {
+    Py_buffer data;
+    unsigned char out[20];
+    (void)self;
+    if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
+    spn_ripemd160(data.buf, (size_t)data.len, out);
+    PyBuffer_Release(&data);
+    return PyBytes_FromStringAndSize((const char *)out, 20);
+}
+
 static PyObject *hash_sha256_loop(PyObject *self, PyObject *args) {
     Py_buffer data;
     Py_ssize_t n;
@@ -147,6 +179,7 @@ static PyObject *hash_select(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"sha256", hash_sha256, METH_O, "sha256(data) -> 32-byte digest."},
+    {"sha256_parts", hash_sha256_parts, METH_O, "sha256_parts(parts) -> digest of the parts written in turn (tests)."},
     {"sha256_loop", hash_sha256_loop, METH_VARARGS, "sha256_loop(data, n) -> digest; hashes data n times (bench)."},
     {"tagged_hash", (PyCFunction)(void (*)(void))hash_tagged_hash, METH_FASTCALL,
      "tagged_hash(tag_index, msg) -> 32 bytes; tag_index 0 Inputs, 1 SharedSecret, 2 Label. Raises ValueError."},
@@ -155,6 +188,7 @@ static PyMethodDef methods[] = {
     {"hash160", hash_hash160, METH_O, "hash160(data) -> 20 bytes RIPEMD160(SHA256(data))."},
     {"hash160_loop", hash_hash160_loop, METH_VARARGS,
      "hash160_loop(data, n, fast) -> digest; n times, fast uses the 33-byte path (bench)."},
+    {"ripemd160", hash_ripemd160, METH_O, "ripemd160(data) -> 20-byte digest."},
     {"impl", hash_impl, METH_NOARGS, "impl() -> 'shani', 'armv8' or 'portable'."},
     {"select", hash_select, METH_VARARGS,
      "select(force_portable) -> impl name; re-picks this module's SHA256 compression (honors SP_SCAN_SHA256)."},
