@@ -40,3 +40,7 @@ class KeySumZeroError(SendError):
 
 class KmaxExceededError(SendError):
     """More than K_max = 2323 outputs for one scan key (BIP352: sending fails)."""
+
+
+class NodeError(SPError):
+    """A Bitcoin Core node is unreachable, refuses the request, or answers with an error."""
