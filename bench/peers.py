@@ -1,0 +1,106 @@
+"""What users would pick instead of sp-scan, wrapped to take the same inputs.
+
+- `window_pubkey`: the BIP reference's P2PKH search (a 33-byte window slid backwards
+  over the raw scriptSig, HASH160 per window).
+- `wallet_pubkey` / `wallet_scan_tx`: btclib-wallet's `pub_key_from_input` and
+  `scan_transaction_outputs` (which delegates the curve work to libsecp256k1).
+- `libsecp_scan_tx`: libsecp256k1 0.8's silentpayments module through btclib-secp256k1
+  (`prevouts_summary` + `scan_outputs`), fed by the same extraction as ours.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from btclib.script.witness import Witness
+from btclib.tx.out_point import OutPoint as WalletOutPoint
+from btclib_secp256k1 import silentpayments as libsecp
+from btclib_wallet import silent_payments as wallet
+from ecc.curves import bytes_from_point, secp256k1
+
+from sp_scan import crypto
+from sp_scan.extract import ScriptType, script_type
+from sp_scan.types import TxInput
+
+
+def window_pubkey(prevout_script: bytes, script_sig: bytes) -> bytes | None:
+    """The BIP reference's P2PKH rule: last 33-byte window (from the end) whose HASH160 matches."""
+    key_hash = prevout_script[3:23]
+    sha256, new = hashlib.sha256, hashlib.new
+    for end in range(len(script_sig), 32, -1):
+        window = script_sig[end - 33 : end]
+        if new("ripemd160", sha256(window).digest()).digest() == key_hash and crypto.point(window) is not None:
+            return window
+    return None
+
+
+@dataclass(frozen=True)
+class WalletInput:
+    """An input in btclib's types, built once outside the timed region."""
+
+    prevout_script: bytes
+    script_sig: bytes
+    witness: Witness
+    outpoint: WalletOutPoint
+
+
+def wallet_input(txin: TxInput) -> WalletInput:
+    op = WalletOutPoint(txin.outpoint.txid32[::-1], txin.outpoint.vout)
+    return WalletInput(txin.prevout_script, txin.script_sig, Witness(list(txin.witness)), op)
+
+
+def wallet_pubkey(w: WalletInput) -> bytes | None:
+    """btclib-wallet's extraction, serialized like ours (x-only for P2TR, else compressed)."""
+    point = wallet.pub_key_from_input(w.prevout_script, w.script_sig, w.witness)
+    if point is None:
+        return None
+    data = bytes_from_point(point, secp256k1)
+    return data[1:] if script_type(w.prevout_script) is ScriptType.P2TR else data
+
+
+def wallet_scan_tx(
+    inputs: Sequence[WalletInput], outputs32: Sequence[bytes], scan_key32: bytes, spend33: bytes,
+    labels: Mapping[bytes, bytes],
+) -> list[bytes]:
+    """btclib-wallet's full-node scan: its own extraction, then `scan_transaction_outputs`.
+
+    Returns the found x-only outputs. The segwit v2+ rule is the caller's in btclib-wallet,
+    so it is applied here the way a wallet would.
+    """
+    if any(script_type(w.prevout_script) is ScriptType.WITNESS_UNKNOWN for w in inputs):
+        return []
+    pub_keys = []
+    for w in inputs:
+        point = wallet.pub_key_from_input(w.prevout_script, w.script_sig, w.witness)
+        if point is not None:
+            pub_keys.append((point, w.prevout_script))
+    if not pub_keys:
+        return []
+    found = wallet.scan_transaction_outputs(
+        scan_key32, spend33, [w.outpoint for w in inputs], pub_keys, outputs32, labels
+    )
+    return [f.pub_key for f in found]
+
+
+def libsecp_scan_tx(
+    tx_pubkeys: Callable[[Sequence[TxInput]], list[bytes] | None],
+    inputs: Sequence[TxInput], outputs32: Sequence[bytes], scan_key32: bytes, spend33: bytes,
+    labels: Mapping[bytes, bytes],
+) -> list[bytes]:
+    """libsecp256k1 0.8 via btclib-secp256k1, with `tx_pubkeys` (ours) doing the extraction.
+
+    Returns the found x-only outputs.
+    """
+    keys = tx_pubkeys(inputs)
+    if not keys:
+        return []
+    smallest36 = min(i.outpoint.to_bytes() for i in inputs)
+    try:
+        summary = libsecp.prevouts_summary(
+            smallest36, [k for k in keys if len(k) == 32], [k for k in keys if len(k) == 33]
+        )
+    except ValueError:  # keys sum to infinity: not an SP transaction
+        return []
+    return [out for out, _tweak, _label in libsecp.scan_outputs(outputs32, scan_key32, summary, spend33, labels)]
