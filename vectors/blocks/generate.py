@@ -224,6 +224,7 @@ ELIGIBLE_KINDS = {
     "p2tr-key",
     "p2tr-key-annex",
     "p2tr-script",
+    "p2tr-script-inscription",
 }
 INELIGIBLE_KINDS = {
     "p2tr-script-nums",
@@ -249,7 +250,14 @@ class Spend:
     extra: dict = field(default_factory=dict)
 
 
-def make_spend(rng: Drbg, kind: str, value: int, txid32: bytes | None = None) -> Spend:
+def inscription_envelope(rng: Drbg, size: int) -> bytes:
+    """An ordinals-style `OP_0 OP_IF "ord" ... OP_ENDIF` envelope carrying `size` bytes in 520-byte pushes."""
+    data = rng.bytes(size)
+    chunks = [data[i : i + 520] for i in range(0, size, 520)]
+    return bytes(CScript([OP_0, OP_IF, b"ord", b"\x01", b"text/plain;charset=utf-8", OP_0, *chunks, OP_ENDIF]))
+
+
+def make_spend(rng: Drbg, kind: str, value: int, txid32: bytes | None = None, inscription_size: int = 1_000) -> Spend:
     """Invent a funding output of `kind` worth `value` and the keys to spend it."""
     outpoint = COutPoint(txid32 or rng.bytes(32), rng.below(4))
     k = rng.key()
@@ -273,18 +281,22 @@ def make_spend(rng: Drbg, kind: str, value: int, txid32: bytes | None = None) ->
         extra["tweaked"] = PrivateKey(taproot_private_key(k, tweak))
         if kind.endswith("annex"):
             extra["annex"] = b"\x50" + rng.bytes(rng.between(1, 40))
-    elif kind in ("p2tr-script", "p2tr-script-nums", "p2tr-script-nums-annex"):
+    elif kind.startswith("p2tr-script"):
         leaf_key = rng.key()
         leaf = bytes(CScript([leaf_key.public_key.format()[1:], OP_CHECKSIG]))
+        if kind == "p2tr-script-inscription":
+            leaf += inscription_envelope(rng, inscription_size)
         leaf_h = tapleaf_hash(leaf)
-        if kind == "p2tr-script":
+        if kind == "p2tr-script-inscription":
+            internal_x, path, root = pub[1:], b"", leaf_h
+        elif kind == "p2tr-script":
             sibling = tapleaf_hash(bytes(CScript([rng.key().public_key.format()[1:], OP_CHECKSIG])))
             internal_x, path, root = pub[1:], sibling, tapbranch_hash(leaf_h, sibling)
         else:
             internal_x, path, root = NUMS_H, b"", leaf_h
         x, parity, tweak = taproot_output(internal_x, root)
         script = p2tr_script(x)
-        if kind == "p2tr-script":
+        if kind in ("p2tr-script", "p2tr-script-inscription"):
             sp_key = InputKey(taproot_private_key(k, tweak), True)
         extra.update(leaf=leaf, leaf_hash=leaf_h, control=bytes([TAPLEAF_VERSION | parity]) + internal_x + path, leaf_key=leaf_key)
         if kind.endswith("annex"):
@@ -480,9 +492,13 @@ def split(rng: Drbg, total: int, parts: int) -> list[int]:
     return [DUST + b - a for a, b in zip(edges, edges[1:])]
 
 
-def spend_and_pay(rng: Drbg, name: str, kinds: list[str], outs: list[tuple], decoy: bool = False, txids: dict | None = None) -> BuiltTx:
+def spend_and_pay(
+    rng: Drbg, name: str, kinds: list[str], outs: list[tuple], decoy: bool = False, txids: dict | None = None, inscription_size: int = 1_000
+) -> BuiltTx:
     """Spend one funding output per kind; pay `outs` ("wallet", m|None), ("other",) or (plain kind,)."""
-    spends = [make_spend(rng, kind, rng.between(100_000, 5_000_000), (txids or {}).get(i)) for i, kind in enumerate(kinds)]
+    spends = [
+        make_spend(rng, kind, rng.between(100_000, 5_000_000), (txids or {}).get(i), inscription_size) for i, kind in enumerate(kinds)
+    ]
     fee = rng.between(500, 20_000)
     values = split(rng, sum(s.prevout.nValue for s in spends) - fee, len(outs))
     pays = []
@@ -574,6 +590,7 @@ def small_txs(rng: Drbg) -> list[BuiltTx]:
         spend_and_pay(rng, "no-taproot-output", ["p2wpkh"], [("p2wpkh",), ("op_return",)]),
         spend_and_pay(rng, "unrelated", ["p2tr-key", "p2pkh"], [("p2tr",), ("p2wpkh",)]),
         spend_and_pay(rng, "other-wallet", ["p2wpkh"], [("other",), ("p2tr",)]),
+        spend_and_pay(rng, "inscription", ["p2tr-script-inscription"], [("wallet", None)], inscription_size=1_200),
     ]
 
 
@@ -588,12 +605,12 @@ def build_small() -> tuple[bytes, bytes, dict]:
 MAINNET_HEIGHT = 930_000
 MAINNET_TXS = 3_000
 INPUT_KINDS = {
-    "p2wpkh": 420,
-    "p2tr-key": 230,
-    "p2pkh": 110,
+    "p2wpkh": 440,
+    "p2tr-key": 250,
+    "p2pkh": 40,
     "p2sh-p2wpkh": 80,
     "p2wsh": 60,
-    "p2sh-multisig": 30,
+    "p2sh-multisig": 10,
     "p2tr-script": 30,
     "p2tr-script-nums": 6,
     "p2pkh-malleated-drop": 2,
@@ -604,17 +621,18 @@ INPUT_KINDS = {
     "p2pkh-uncompressed": 3,
 }
 OUTPUT_KINDS = {"p2wpkh": 45, "p2tr": 27, "p2pkh": 10, "p2sh": 10, "p2wsh": 6, "op_return": 2}
-INPUT_COUNTS = {1: 55, 2: 22, 3: 8, 4: 4, 5: 3, 8: 3, 15: 2, 30: 2, 60: 1}
-OUTPUT_COUNTS = {1: 20, 2: 60, 3: 10, 5: 5, 12: 3, 40: 2}
+INPUT_COUNTS = {1: 62, 2: 20, 3: 7, 4: 4, 5: 3, 8: 2, 15: 1, 30: 1}
+OUTPUT_COUNTS = {1: 25, 2: 62, 3: 7, 5: 3, 10: 2, 25: 1}
 WALLET_TXS = 40
 WORST_CASE_TXS = 4
 SEGWIT_V2_TXS = 3
+INSCRIPTION_TXS = 30
 
 
 def mainnet_txs(rng: Drbg) -> list[BuiltTx]:
     """About 3,000 transactions of a realistic mix; a few dozen pay the wallet."""
-    slots = ["plain"] * (MAINNET_TXS - WALLET_TXS - WORST_CASE_TXS - SEGWIT_V2_TXS)
-    slots += ["wallet"] * WALLET_TXS + ["worst"] * WORST_CASE_TXS + ["v2"] * SEGWIT_V2_TXS
+    slots = ["plain"] * (MAINNET_TXS - WALLET_TXS - WORST_CASE_TXS - SEGWIT_V2_TXS - INSCRIPTION_TXS)
+    slots += ["wallet"] * WALLET_TXS + ["worst"] * WORST_CASE_TXS + ["v2"] * SEGWIT_V2_TXS + ["inscription"] * INSCRIPTION_TXS
     rng.shuffle(slots)
     txs = []
     for n, slot in enumerate(slots):
@@ -622,6 +640,8 @@ def mainnet_txs(rng: Drbg) -> list[BuiltTx]:
         outs = [(rng.weighted(OUTPUT_KINDS),) for _ in range(rng.weighted(OUTPUT_COUNTS))]
         if slot == "worst":
             kinds = ["p2pkh-worst-case"]
+        elif slot == "inscription":
+            kinds, outs = ["p2tr-script-inscription"], [("p2tr",)]
         elif slot == "v2":
             kinds = ["segwit-v2", *kinds]
         if slot == "wallet":
@@ -637,7 +657,8 @@ def mainnet_txs(rng: Drbg) -> list[BuiltTx]:
             outs[0] = ("p2tr",)
         if any(o[0] in ("wallet", "other") for o in outs) and not any(k in ELIGIBLE_KINDS for k in kinds):
             kinds[-1] = "p2wpkh"
-        txs.append(spend_and_pay(rng, f"tx{n}-{slot}", kinds, outs, decoy=slot == "v2"))
+        size = rng.between(2_000, 40_000) if slot == "inscription" else 0
+        txs.append(spend_and_pay(rng, f"tx{n}-{slot}", kinds, outs, decoy=slot == "v2", inscription_size=size))
     return txs
 
 
@@ -669,7 +690,8 @@ def main() -> None:
     (HERE / "mainnet.bin").write_bytes(block)
     (HERE / "mainnet.spent.bin").write_bytes(spent)
     write_json(HERE / "mainnet.expected.json", exp)
-    print(f"mainnet: {len(block)} bytes, {len(exp['tweaks'])} SP txs, {len(exp['found'])} outputs to the wallet")
+    weight = CBlock.deserialize(block).GetWeight()
+    print(f"mainnet: {len(block)} bytes, weight {weight}, {len(exp['tweaks'])} SP txs, {len(exp['found'])} outputs to the wallet")
 
 
 if __name__ == "__main__":
