@@ -146,5 +146,13 @@ def tx_pubkeys(inputs: Sequence[TxInput]) -> list[bytes] | None:
     """
     if any(script_type(i.prevout_script) is ScriptType.WITNESS_UNKNOWN for i in inputs):
         return None
-    keys = (input_pubkey(i.prevout_script, i.script_sig, i.witness) for i in inputs)
+    keys = (input_pubkey_reference(i.prevout_script, i.script_sig, i.witness) for i in inputs)
     return [k for k in keys if k is not None]
+
+
+# ---- backend: the pure-Python code above stays reachable as *_reference ----
+from . import native  # noqa: E402
+
+input_pubkey_reference, tx_pubkeys_reference = input_pubkey, tx_pubkeys
+if native.ENABLED:
+    input_pubkey, tx_pubkeys = native.input_pubkey, native.tx_pubkeys  # type: ignore[assignment]

@@ -9,7 +9,7 @@ from coincurve import PublicKey
 
 from . import crypto
 from .errors import InvalidKeyError
-from .summary import summarize
+from . import summary as _summary
 from .types import FoundOutput, TxInput
 
 K_MAX = 2323
@@ -30,7 +30,7 @@ def label_tweak(scan_key32: bytes, m: int) -> bytes:
     return crypto.tagged_hash(crypto.TAG_LABEL, bytes(scan_key32) + crypto.ser32(m))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Receiver:
     """A receiver's scanning keys: scan secret, spend public key and labels.
 
@@ -144,7 +144,7 @@ def scan_tweak(tweak33: bytes, outputs32: Sequence[bytes], receiver: Receiver) -
     Raises:
         InvalidKeyError: tweak33 is not a valid compressed point, or an output is not 32 bytes.
     """
-    return scan_shared_secret(shared_secret(tweak33, receiver.scan_key32), outputs32, receiver)
+    return scan_shared_secret(shared_secret_reference(tweak33, receiver.scan_key32), outputs32, receiver)
 
 
 def scan_tx(inputs: Sequence[TxInput], outputs32: Sequence[bytes], receiver: Receiver) -> list[FoundOutput]:
@@ -156,9 +156,16 @@ def scan_tx(inputs: Sequence[TxInput], outputs32: Sequence[bytes], receiver: Rec
     Raises:
         InvalidKeyError: an output is not 32 bytes.
     """
-    summary = summarize(inputs)
+    summary = _summary.summarize_reference(inputs)
     if summary is None:
         _outputs(outputs32)
         return []
-    return scan_tweak(summary.tweak33, outputs32, receiver)
+    return scan_tweak_reference(summary.tweak33, outputs32, receiver)
 
+
+# ---- backend: the pure-Python code above stays reachable as *_reference ----
+from . import native  # noqa: E402
+
+scan_tx_reference, scan_tweak_reference, shared_secret_reference = scan_tx, scan_tweak, shared_secret
+if native.ENABLED:
+    scan_tx, scan_tweak, shared_secret = native.scan_tx, native.scan_tweak, native.shared_secret  # type: ignore[assignment]

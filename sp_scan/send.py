@@ -91,3 +91,11 @@ def _tweaked_secret(outpoints: Sequence[OutPoint], input_keys: Sequence[InputKey
     if not 0 < input_hash < crypto.N:
         raise SendError("input_hash out of range")
     return input_hash * a % crypto.N
+
+
+# ---- backend: the pure-Python code above stays reachable as *_reference ----
+from . import native  # noqa: E402
+
+create_outputs_reference, shared_secret_reference = create_outputs, shared_secret
+if native.ENABLED:
+    create_outputs, shared_secret = native.create_outputs, native.send_shared_secret  # type: ignore[assignment]

@@ -19,7 +19,7 @@ def summarize(inputs: Sequence[TxInput]) -> Summary | None:
         transaction: no eligible input, a segwit v2..16 spend, keys summing
         to infinity, or input_hash out of range.
     """
-    keys = extract.tx_pubkeys(inputs)
+    keys = extract.tx_pubkeys_reference(inputs)
     if not keys:
         return None
     # Taproot keys count with even Y; the running sum may pass through infinity.
@@ -34,3 +34,11 @@ def summarize(inputs: Sequence[TxInput]) -> Summary | None:
         return None
     tweak33 = total.multiply(input_hash32).format()
     return Summary(outpoint_smallest36, pubkey_sum33, input_hash32, tweak33)
+
+
+# ---- backend: the pure-Python code above stays reachable as *_reference ----
+from . import native  # noqa: E402
+
+summarize_reference = summarize
+if native.ENABLED:
+    summarize = native.summarize  # type: ignore[assignment]

@@ -42,3 +42,188 @@ def hash160(data: bytes) -> bytes:
 def sha256_impl() -> str:
     """Return the SHA256 compression in use: "shani", "armv8" or "portable"."""
     return _hash.impl()
+
+
+# ---- the C stages (_core) ---------------------------------------------------
+# Same signatures and results as the reference stages; extract, summary, scan
+# and send rebind their public names to these when ENABLED.
+import os as _os
+import weakref as _weakref
+from collections.abc import Sequence as _Sequence
+
+from sp_scan.errors import (
+    InvalidKeyError,
+    KeySumZeroError,
+    KmaxExceededError,
+    MalformedBlockError,
+    MalformedDataError,
+    PrevoutsError,
+    SendError,
+)
+from sp_scan.types import BlockMatch, FoundOutput, Summary, TxInput, TxTweak
+
+_ERRORS = {
+    "key": InvalidKeyError,
+    "data": MalformedDataError,
+    "block": MalformedBlockError,
+    "prevouts": PrevoutsError,
+    "send": SendError,
+    "keysum": KeySumZeroError,
+    "kmax": KmaxExceededError,
+}
+_SECP_FUNCTIONS = (
+    "context_create", "context_destroy", "context_randomize", "context_set_illegal_callback",
+    "ec_pubkey_parse", "ec_pubkey_serialize", "ec_pubkey_combine", "ec_pubkey_negate", "ec_pubkey_tweak_mul",
+    "ec_pubkey_create", "ec_seckey_verify", "ec_seckey_negate", "ec_seckey_tweak_add", "ec_seckey_tweak_mul",
+    "ecdh",
+)  # fmt: skip
+
+
+def _load_core():
+    """Import _core and bind it to coincurve's libsecp256k1; None when unavailable."""
+    if _os.environ.get("SP_SCAN_BACKEND") == "reference":
+        return None
+    try:
+        from coincurve._libsecp256k1 import ffi, lib
+
+        from sp_scan.native import _core
+    except ImportError:
+        return None
+    addresses = {
+        f"secp256k1_{name}": int(ffi.cast("uintptr_t", ffi.addressof(lib, f"secp256k1_{name}")))
+        for name in _SECP_FUNCTIONS
+    }
+    _core.init(addresses, _ERRORS)
+    return _core
+
+
+_core = _load_core()
+ENABLED: bool = _core is not None
+"""True when the C stages are in use (False with SP_SCAN_BACKEND=reference or no extension)."""
+
+LABEL_STRATEGIES = {"auto": 0, "bip": 1, "labelset": 2}
+
+
+def set_label_strategy(name: str) -> str:
+    """Force the scan's label strategy for the whole process (tests); returns the previous one.
+
+    "bip" checks O − P_k and −O − P_k for every output (2N point additions per k),
+    "labelset" checks x(P_k + L_m) for every label (L per k), "auto" picks the
+    cheaper per transaction. All three give the same results.
+
+    Raises:
+        ValueError: unknown name.
+    """
+    if name not in LABEL_STRATEGIES:
+        raise ValueError(f"label strategy must be one of {sorted(LABEL_STRATEGIES)}")
+    previous = _core.set_label_strategy(LABEL_STRATEGIES[name])
+    return next(k for k, v in LABEL_STRATEGIES.items() if v == previous)
+
+
+_scanners: _weakref.WeakKeyDictionary = _weakref.WeakKeyDictionary()
+
+
+def _scanner(receiver):
+    """The native Scanner of a scan.Receiver, built once per receiver."""
+    scanner = _scanners.get(receiver)
+    if scanner is None:
+        labels = [(m, label33, tweak32) for label33, (m, tweak32) in receiver.label_table.items()]
+        scanner = _core.Scanner(receiver.scan_key32, receiver.spend_pubkey33, labels)
+        _scanners[receiver] = scanner
+    return scanner
+
+
+def _found(outputs32: _Sequence[bytes], found: list) -> list[FoundOutput]:
+    return [FoundOutput(bytes(outputs32[i]), tweak32, label) for i, tweak32, label in found]
+
+
+def input_pubkey(prevout_script: bytes, script_sig: bytes, witness: _Sequence[bytes]) -> bytes | None:
+    """Native `extract.input_pubkey`: 33-byte key, 32-byte x-only key, or None."""
+    return _core.input_pubkey(prevout_script, script_sig, witness)
+
+
+def tx_pubkeys(inputs: _Sequence[TxInput]) -> list[bytes] | None:
+    """Native `extract.tx_pubkeys`: the eligible keys in input order; None for a segwit v2+ spend."""
+    return _core.tx_pubkeys(inputs)
+
+
+def summarize(inputs: _Sequence[TxInput]) -> Summary | None:
+    """Native `summary.summarize`: the prevouts summary, or None when not an SP transaction."""
+    result = _core.summarize(inputs)
+    return None if result is None else Summary(*result)
+
+
+def scan_tx(inputs: _Sequence[TxInput], outputs32: _Sequence[bytes], receiver) -> list[FoundOutput]:
+    """Native `scan.scan_tx`, with ecdh = (b_scan·input_hash)·A (one multiplication).
+
+    Raises:
+        InvalidKeyError: an output is not 32 bytes.
+    """
+    return _found(outputs32, _core.scan_tx(_scanner(receiver), inputs, outputs32))
+
+
+def scan_tweak(tweak33: bytes, outputs32: _Sequence[bytes], receiver) -> list[FoundOutput]:
+    """Native `scan.scan_tweak`: scan with a light-client tweak (input_hash·A).
+
+    Raises:
+        InvalidKeyError: tweak33 is not a valid compressed point, or an output is not 32 bytes.
+    """
+    return _found(outputs32, _core.scan_tweak(_scanner(receiver), tweak33, outputs32))
+
+
+def shared_secret(tweak33: bytes, scan_key32: bytes) -> bytes:
+    """Native `scan.shared_secret`: ser_P(b_scan·tweak), 33 bytes.
+
+    Raises:
+        InvalidKeyError: a key of the wrong width or not a valid key.
+    """
+    return _core.shared_secret(tweak33, scan_key32)
+
+
+def _send_args(outpoints, input_keys) -> tuple[list[bytes], list[tuple[bytes, bool]]]:
+    return [o.to_bytes() for o in outpoints], [(k.private_key32, k.is_taproot) for k in input_keys]
+
+
+def create_outputs(outpoints, input_keys, recipients) -> list[bytes]:
+    """Native `send.create_outputs`: the x-only output paying each recipient, in recipient order.
+
+    Raises:
+        as `send.create_outputs` (SendError, InvalidKeyError, KeySumZeroError, KmaxExceededError).
+    """
+    ops, keys = _send_args(outpoints, input_keys)
+    return _core.create_outputs(ops, keys, [(r.scan_pubkey33, r.spend_pubkey33) for r in recipients])
+
+
+def send_shared_secret(outpoints, input_keys, scan_pubkey33: bytes) -> bytes:
+    """Native `send.shared_secret`: ser_P((input_hash·a)·B_scan), 33 bytes.
+
+    Raises:
+        as `send.create_outputs`.
+    """
+    ops, keys = _send_args(outpoints, input_keys)
+    return _core.send_shared_secret(ops, keys, scan_pubkey33)
+
+
+def block_tweaks(block_bytes: bytes, spent_bytes: bytes) -> list[TxTweak]:
+    """Native `block.tweaks`: per eligible tx of a raw block, its txid and input_hash·A.
+
+    The GIL is released while the block is parsed and summarized.
+
+    Raises:
+        MalformedBlockError: the block does not parse.
+        MalformedDataError: the spent outputs do not parse.
+        PrevoutsError: they do not match the block's inputs.
+    """
+    return [TxTweak(txid32, tweak33) for txid32, tweak33 in _core.block_tweaks(block_bytes, spent_bytes)]
+
+
+def block_scan(block_bytes: bytes, spent_bytes: bytes, receiver) -> list[BlockMatch]:
+    """Native `block.scan`: the outputs of a block paying `receiver`, block order then vout order.
+
+    Raises:
+        as `block_tweaks`.
+    """
+    return [
+        BlockMatch(txid32, vout, amount, FoundOutput(output32, tweak32, label))
+        for txid32, vout, amount, output32, tweak32, label in _core.block_scan(block_bytes, spent_bytes, _scanner(receiver))
+    ]

@@ -1,0 +1,208 @@
+/* Shared declarations of the _core extension: libsecp256k1 through function pointers taken
+ * from coincurve's compiled module, the process-wide ECC contexts, and the BIP352 stages in C.
+ * Every function returns int 1/0 (or a count, or a negative SPN_E* code) with out-params. */
+#ifndef SPN_CORE_H
+#define SPN_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- libsecp256k1 (upstream include/secp256k1.h, secp256k1_ecdh.h signatures) ---- */
+
+typedef struct secp256k1_context_struct secp256k1_context;
+typedef struct { unsigned char data[64]; } secp256k1_pubkey;
+typedef int (*secp256k1_ecdh_hash_function)(unsigned char *output, const unsigned char *x32,
+                                            const unsigned char *y32, void *data);
+
+#define SPN_SECP_CONTEXT_NONE 1u
+#define SPN_SECP_EC_COMPRESSED 258u
+
+typedef struct {
+    secp256k1_context *(*context_create)(unsigned int flags);
+    void (*context_destroy)(secp256k1_context *ctx);
+    int (*context_randomize)(secp256k1_context *ctx, const unsigned char *seed32);
+    void (*context_set_illegal_callback)(secp256k1_context *ctx, void (*fun)(const char *message, void *data),
+                                         const void *data);
+    int (*ec_pubkey_parse)(const secp256k1_context *ctx, secp256k1_pubkey *pubkey, const unsigned char *input,
+                           size_t inputlen);
+    int (*ec_pubkey_serialize)(const secp256k1_context *ctx, unsigned char *output, size_t *outputlen,
+                               const secp256k1_pubkey *pubkey, unsigned int flags);
+    int (*ec_pubkey_combine)(const secp256k1_context *ctx, secp256k1_pubkey *out,
+                             const secp256k1_pubkey *const *ins, size_t n);
+    int (*ec_pubkey_negate)(const secp256k1_context *ctx, secp256k1_pubkey *pubkey);
+    int (*ec_pubkey_tweak_mul)(const secp256k1_context *ctx, secp256k1_pubkey *pubkey, const unsigned char *tweak32);
+    int (*ec_pubkey_create)(const secp256k1_context *ctx, secp256k1_pubkey *pubkey, const unsigned char *seckey);
+    int (*ec_seckey_verify)(const secp256k1_context *ctx, const unsigned char *seckey);
+    int (*ec_seckey_negate)(const secp256k1_context *ctx, unsigned char *seckey);
+    int (*ec_seckey_tweak_add)(const secp256k1_context *ctx, unsigned char *seckey, const unsigned char *tweak32);
+    int (*ec_seckey_tweak_mul)(const secp256k1_context *ctx, unsigned char *seckey, const unsigned char *tweak32);
+    int (*ecdh)(const secp256k1_context *ctx, unsigned char *output, const secp256k1_pubkey *pubkey,
+                const unsigned char *seckey, secp256k1_ecdh_hash_function hashfp, void *data);
+} spn_secp_api;
+
+/* Filled once by spn_secp_bind (module init); read-only afterwards. */
+extern spn_secp_api spn_secp;
+
+/* The process's two contexts (like Core's ECC_Context): `secret` for private-key work
+ * (sending), `public` for scanning. Both are created and randomized at first use by
+ * spn_ecc_start (call with the GIL held), destroyed at exit; read-only, so threads share them. */
+typedef struct {
+    secp256k1_context *secret;
+    secp256k1_context *public;
+} spn_ecc;
+
+/* 1 when both contexts exist (creating them the first time), 0 on failure. */
+int spn_ecc_start(void);
+extern spn_ecc spn_ctx;
+/* Destroy both contexts (registered with Py_AtExit). */
+void spn_ecc_stop(void);
+
+/* ---- helpers ---- */
+
+/* Set n bytes to zero; the barrier keeps the compiler from dropping the store. */
+static inline void spn_cleanse(void *p, size_t n) {
+    memset(p, 0, n);
+    __asm__ __volatile__("" : : "r"(p) : "memory");
+}
+
+/* ECDH "hash" that returns the point itself: out33 = 0x02|(y&1) ‖ x. */
+int spn_ecdh_point33(unsigned char *out33, const unsigned char *x32, const unsigned char *y32, void *data);
+/* out33 = ser_P(p). */
+void spn_ser33(const secp256k1_context *ctx, unsigned char out33[33], const secp256k1_pubkey *p);
+/* Parse a 33-byte compressed point (prefix 02/03, on the curve); 1 ok, 0 not a point. */
+int spn_parse33(const secp256k1_context *ctx, secp256k1_pubkey *p, const unsigned char in33[33]);
+/* The point with x-coordinate x32 and even Y; 1 ok, 0 off the curve. */
+int spn_lift_x(const secp256k1_context *ctx, secp256k1_pubkey *p, const unsigned char x32[32]);
+
+enum { SPN_K_MAX = 2323 };
+
+/* Negative results shared by the stages; the module maps them to typed Python errors. */
+enum {
+    SPN_ENOMEM = -1,
+    SPN_EKEY = -2,      /* invalid key or width */
+    SPN_EBLOCK = -3,    /* the block does not parse */
+    SPN_ESPENT = -4,    /* the spent-outputs data does not parse */
+    SPN_ESHAPE = -5,    /* the spent outputs do not match the block's inputs */
+    SPN_ESEND = -6,     /* no recipient / no inputs / input_hash out of range */
+    SPN_EKEYSUM = -7,   /* private keys sum to zero */
+    SPN_EKMAX = -8,     /* more than K_max outputs for one scan key */
+};
+
+/* ---- extraction and summary (core_extract.c) ---- */
+
+typedef struct {
+    const unsigned char *p;
+    size_t n;
+} spn_span;
+
+/* One input as extraction sees it: the witness is reduced to its item count and last two items. */
+typedef struct {
+    unsigned char outpoint36[36];
+    spn_span prevout, script_sig;
+    size_t wit_count;
+    spn_span wit_last, wit_prev; /* items count-1 and count-2, when they exist */
+} spn_input;
+
+enum { SPN_KEY_NONE = 0, SPN_KEY_COMPRESSED = 1, SPN_KEY_XONLY = 2 };
+
+/* 1 when the scriptPubKey is a witness program of version 2..16 (the whole tx is ineligible). */
+int spn_is_witness_unknown(const spn_span *script);
+/* The key an input contributes: SPN_KEY_COMPRESSED (ser33 = the key), SPN_KEY_XONLY (ser33 =
+ * 02‖x, key lifted to even Y) or SPN_KEY_NONE. key may be NULL. Uses the public context. */
+int spn_input_pubkey(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33[33]);
+
+typedef struct {
+    unsigned char outpoint_smallest36[36];
+    unsigned char pubkey_sum33[33];
+    unsigned char input_hash32[32];
+    secp256k1_pubkey sum; /* A */
+} spn_summary;
+
+/* Summarize a tx: 1 SP tx (out filled), 0 not an SP tx, SPN_ENOMEM. */
+int spn_summarize(const spn_input *ins, size_t n, spn_summary *out);
+/* tweak33 = ser_P(input_hash·A); 1 ok, 0 failure. */
+int spn_summary_tweak(const spn_summary *s, unsigned char tweak33[33]);
+
+/* ---- scanning (core_scan.c) ---- */
+
+typedef struct {
+    unsigned char scan_key32[32]; /* b_scan: wiped by spn_scanner_free */
+    secp256k1_pubkey spend;       /* B_spend */
+    size_t n_labels;
+    secp256k1_pubkey *label_point;   /* L_m, given order */
+    unsigned char (*label_tweak)[32]; /* ℓ_m, given order; wiped */
+    uint32_t *label_m;
+    unsigned char (*sorted_ser)[33]; /* ser_P(L_m) sorted bytewise */
+    uint32_t *sorted_index;          /* sorted position -> given index */
+} spn_scanner;
+
+typedef struct {
+    uint32_t index;          /* position in the given outputs */
+    unsigned char tweak32[32];
+    int64_t label;           /* m, or -1 for the unlabelled address */
+} spn_found;
+
+enum { SPN_STRATEGY_AUTO = 0, SPN_STRATEGY_BIP = 1, SPN_STRATEGY_LABELSET = 2 };
+/* Label strategy used by every scan of the process (tests force one; AUTO picks per tx). */
+extern int spn_label_strategy;
+
+/* Build from b_scan, B_spend and n labels (m, ser_P(L_m), ℓ_m): 1 ok, SPN_EKEY, SPN_ENOMEM. */
+int spn_scanner_init(spn_scanner *sc, const unsigned char scan_key32[32], const unsigned char spend33[33],
+                     size_t n_labels, const uint32_t *m, const unsigned char (*label33)[33],
+                     const unsigned char (*tweak32)[32]);
+void spn_scanner_free(spn_scanner *sc);
+
+/* Scan with the ECDH shared secret; found needs room for min(n, K_MAX). Returns the number found
+ * or SPN_ENOMEM. */
+int spn_scan_ecdh(const spn_scanner *sc, const unsigned char ecdh33[33], const unsigned char *const *outputs32,
+                  size_t n, spn_found *found);
+/* Scan a summarized tx: ecdh = (b_scan·input_hash)·A, one constant-time multiplication. */
+int spn_scan_summary(const spn_scanner *sc, const spn_summary *s, const unsigned char *const *outputs32, size_t n,
+                     spn_found *found);
+/* ecdh33 = ser_P(scalar32·point): 1 ok, 0 invalid scalar. */
+int spn_ecdh33(const secp256k1_context *ctx, unsigned char ecdh33[33], const secp256k1_pubkey *point,
+               const unsigned char scalar32[32]);
+
+/* ---- sending (core_send.c) ---- */
+
+typedef struct {
+    unsigned char scan33[33];
+    unsigned char spend33[33];
+} spn_recipient;
+
+/* outputs32[i] pays recipients[i]. keys32: n_keys private keys, is_taproot[i] for each.
+ * Returns 1, or SPN_ESEND / SPN_EKEY / SPN_EKEYSUM / SPN_EKMAX / SPN_ENOMEM. */
+int spn_create_outputs(unsigned char (*outputs32)[32], const unsigned char (*outpoints36)[36], size_t n_outpoints,
+                       const unsigned char (*keys32)[32], const unsigned char *is_taproot, size_t n_keys,
+                       const spn_recipient *recipients, size_t n_recipients);
+/* ecdh33 = ser_P((input_hash·a)·B_scan); same errors as spn_create_outputs. */
+int spn_send_shared_secret(unsigned char ecdh33[33], const unsigned char (*outpoints36)[36], size_t n_outpoints,
+                           const unsigned char (*keys32)[32], const unsigned char *is_taproot, size_t n_keys,
+                           const unsigned char scan33[33]);
+
+/* ---- blocks (core_block.c) ---- */
+
+typedef struct {
+    unsigned char txid32[32];
+    unsigned char tweak33[33];
+} spn_tx_tweak;
+
+typedef struct {
+    unsigned char txid32[32];
+    uint32_t vout;
+    int64_t amount;
+    unsigned char output32[32];
+    unsigned char tweak32[32];
+    int64_t label;
+} spn_block_match;
+
+/* Tweaks of the eligible txs of a block (block order). *out is malloc'd (free it). Returns the
+ * count, or SPN_EBLOCK / SPN_ESPENT / SPN_ESHAPE / SPN_ENOMEM. Safe without the GIL. */
+long spn_block_tweaks(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
+                      spn_tx_tweak **out);
+/* Found outputs of a block for one scanner; *out malloc'd (wiped and freed by the caller). */
+long spn_block_scan(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
+                    const spn_scanner *sc, spn_block_match **out);
+
+#endif

@@ -1,0 +1,341 @@
+/* The block hot loop: parse a raw segwit block and Core's REST spent-outputs data, then summarize
+ * (tweaks) or scan every transaction, mirroring sp_scan/block.py. Needs no Python: callers
+ * release the GIL around it.
+ *
+ * Parsing rules (as block.py): canonical compact sizes; a count of items that cannot fit in the
+ * remaining bytes (min sizes: tx 10, txin 41, txout 9, witness item 1) is refused; amounts in
+ * [0, MAX_MONEY]; segwit flag must be 1, then at least one input and one non-empty witness; no
+ * trailing bytes; at least one transaction and the first a coinbase. The block is parsed first
+ * (SPN_EBLOCK), then the spent data (SPN_ESPENT), then their shapes compared (SPN_ESHAPE). */
+#include "core.h"
+
+#include <stdlib.h>
+
+#include "sha256.h"
+
+#define MAX_MONEY (21000000LL * 100000000LL)
+enum { HEADER = 80, MIN_TX = 10, MIN_TXIN = 41, MIN_TXOUT = 9 };
+
+typedef struct {
+    const unsigned char *p, *end;
+} reader;
+
+typedef struct {
+    int64_t value;
+    spn_span script;
+} txout_t;
+
+typedef struct {
+    const unsigned char *version, *body, *locktime;
+    size_t body_len;
+    size_t first_in, n_in, first_out, n_out;
+} tx_t;
+
+typedef struct {
+    tx_t *txs;
+    size_t n_tx;
+    spn_input *ins;
+    size_t n_ins, cap_ins;
+    txout_t *outs;
+    size_t n_outs, cap_outs;
+    /* spent data: per tx an entry count and the index of its first txout in prevouts */
+    size_t *spent_count, *spent_first, n_spent;
+    txout_t *prevouts;
+    size_t n_prevouts, cap_prevouts;
+} block_t;
+
+static int take(reader *r, size_t n, const unsigned char **out) {
+    if (n > (size_t)(r->end - r->p)) return 0;
+    *out = r->p;
+    r->p += n;
+    return 1;
+}
+
+static int compact(reader *r, uint64_t *v) {
+    const unsigned char *b;
+    if (!take(r, 1, &b)) return 0;
+    if (b[0] < 0xfd) {
+        *v = b[0];
+        return 1;
+    }
+    size_t width = b[0] == 0xfd ? 2 : b[0] == 0xfe ? 4 : 8;
+    uint64_t floor = b[0] == 0xfd ? 0xfd : b[0] == 0xfe ? 0x10000 : 0x100000000ull;
+    if (!take(r, width, &b)) return 0;
+    *v = 0;
+    for (size_t i = width; i-- > 0;) *v = (*v << 8) | b[i];
+    return *v >= floor;
+}
+
+static int count(reader *r, size_t min_size, size_t *n) {
+    uint64_t v;
+    if (!compact(r, &v) || v > (uint64_t)(r->end - r->p) / min_size) return 0;
+    *n = (size_t)v;
+    return 1;
+}
+
+static int var_bytes(reader *r, spn_span *s) {
+    uint64_t v;
+    if (!compact(r, &v) || v > (uint64_t)(r->end - r->p)) return 0;
+    s->n = (size_t)v;
+    return take(r, s->n, &s->p);
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return 1;
+    size_t cap2 = *cap ? *cap : 64;
+    while (cap2 < need) cap2 *= 2;
+    void *p = realloc(*arr, cap2 * size);
+    if (p == NULL) return 0;
+    *arr = p;
+    *cap = cap2;
+    return 1;
+}
+
+static int txout(reader *r, txout_t *o) {
+    const unsigned char *b;
+    if (!take(r, 8, &b)) return 0;
+    uint64_t v = 0;
+    for (int i = 8; i-- > 0;) v = (v << 8) | b[i];
+    o->value = (int64_t)v;
+    if (o->value < 0 || o->value > MAX_MONEY) return 0;
+    return var_bytes(r, &o->script);
+}
+
+/* 1 ok, 0 malformed, SPN_ENOMEM */
+static int parse_tx(reader *r, block_t *b, tx_t *tx) {
+    const unsigned char *flag, *b4;
+    size_t n_in, n_out;
+    int segwit;
+    if (!take(r, 4, &tx->version)) return 0;
+    tx->body = r->p;
+    if (!count(r, MIN_TXIN, &n_in)) return 0;
+    segwit = n_in == 0;
+    if (segwit) {
+        if (!take(r, 1, &flag) || flag[0] != 1) return 0;
+        tx->body = r->p;
+        if (!count(r, MIN_TXIN, &n_in) || n_in == 0) return 0;
+    }
+    if (!grow((void **)&b->ins, &b->cap_ins, b->n_ins + n_in, sizeof *b->ins)) return SPN_ENOMEM;
+    tx->first_in = b->n_ins;
+    tx->n_in = n_in;
+    for (size_t i = 0; i < n_in; i++) {
+        spn_input *in = &b->ins[b->n_ins++];
+        memset(in, 0, sizeof *in);
+        if (!take(r, 36, &b4)) return 0;
+        memcpy(in->outpoint36, b4, 36);
+        if (!var_bytes(r, &in->script_sig) || !take(r, 4, &b4)) return 0;
+    }
+    if (!count(r, MIN_TXOUT, &n_out)) return 0;
+    if (!grow((void **)&b->outs, &b->cap_outs, b->n_outs + n_out, sizeof *b->outs)) return SPN_ENOMEM;
+    tx->first_out = b->n_outs;
+    tx->n_out = n_out;
+    for (size_t i = 0; i < n_out; i++)
+        if (!txout(r, &b->outs[b->n_outs++])) return 0;
+    tx->body_len = (size_t)(r->p - tx->body);
+    if (segwit) {
+        int any = 0;
+        for (size_t i = 0; i < n_in; i++) {
+            spn_input *in = &b->ins[tx->first_in + i];
+            spn_span item;
+            if (!count(r, 1, &in->wit_count)) return 0;
+            for (size_t j = 0; j < in->wit_count; j++) {
+                if (!var_bytes(r, &item)) return 0;
+                in->wit_prev = in->wit_last;
+                in->wit_last = item;
+            }
+            any |= in->wit_count != 0;
+        }
+        if (!any) return 0; /* superfluous witness record */
+    }
+    return take(r, 4, &tx->locktime);
+}
+
+/* The coinbase's outpoint: 32 zero bytes, then vout 0xffffffff. */
+static int is_null_outpoint(const unsigned char op36[36]) {
+    unsigned char acc = 0;
+    for (int i = 0; i < 32; i++) acc |= op36[i];
+    return acc == 0 && op36[32] == 0xff && op36[33] == 0xff && op36[34] == 0xff && op36[35] == 0xff;
+}
+
+static int parse_block(block_t *b, const unsigned char *data, size_t len) {
+    reader r = {data, data + len};
+    const unsigned char *header;
+    if (!take(&r, HEADER, &header) || !count(&r, MIN_TX, &b->n_tx)) return SPN_EBLOCK;
+    b->txs = calloc(b->n_tx ? b->n_tx : 1, sizeof *b->txs);
+    if (b->txs == NULL) return SPN_ENOMEM;
+    for (size_t i = 0; i < b->n_tx; i++) {
+        int ret = parse_tx(&r, b, &b->txs[i]);
+        if (ret != 1) return ret ? ret : SPN_EBLOCK;
+    }
+    if (r.p != r.end || b->n_tx == 0) return SPN_EBLOCK;
+    if (b->txs[0].n_in != 1 || !is_null_outpoint(b->ins[0].outpoint36)) return SPN_EBLOCK;
+    return 1;
+}
+
+static int parse_spent(block_t *b, const unsigned char *data, size_t len) {
+    reader r = {data, data + len};
+    if (!count(&r, 1, &b->n_spent)) return SPN_ESPENT;
+    b->spent_count = malloc((b->n_spent ? b->n_spent : 1) * sizeof *b->spent_count);
+    b->spent_first = malloc((b->n_spent ? b->n_spent : 1) * sizeof *b->spent_first);
+    if (!b->spent_count || !b->spent_first) return SPN_ENOMEM;
+    for (size_t i = 0; i < b->n_spent; i++) {
+        size_t n;
+        if (!count(&r, MIN_TXOUT, &n)) return SPN_ESPENT;
+        if (!grow((void **)&b->prevouts, &b->cap_prevouts, b->n_prevouts + n, sizeof *b->prevouts)) return SPN_ENOMEM;
+        b->spent_count[i] = n;
+        b->spent_first[i] = b->n_prevouts;
+        for (size_t j = 0; j < n; j++)
+            if (!txout(&r, &b->prevouts[b->n_prevouts++])) return SPN_ESPENT;
+    }
+    return r.p == r.end ? 1 : SPN_ESPENT;
+}
+
+static int join(block_t *b) {
+    if (b->n_spent != b->n_tx || b->spent_count[0] != 0) return SPN_ESHAPE;
+    for (size_t i = 1; i < b->n_tx; i++) {
+        const tx_t *tx = &b->txs[i];
+        if (b->spent_count[i] != tx->n_in) return SPN_ESHAPE;
+        for (size_t j = 0; j < tx->n_in; j++) b->ins[tx->first_in + j].prevout = b->prevouts[b->spent_first[i] + j].script;
+    }
+    return 1;
+}
+
+static void block_free(block_t *b) {
+    free(b->txs);
+    free(b->ins);
+    free(b->outs);
+    free(b->spent_count);
+    free(b->spent_first);
+    free(b->prevouts);
+}
+
+static int load(block_t *b, const unsigned char *block, size_t block_len, const unsigned char *spent,
+                size_t spent_len) {
+    int ret;
+    memset(b, 0, sizeof *b);
+    if ((ret = parse_block(b, block, block_len)) != 1) return ret;
+    if ((ret = parse_spent(b, spent, spent_len)) != 1) return ret;
+    return join(b);
+}
+
+static void txid(const tx_t *tx, unsigned char out32[32]) {
+    spn_sha256 h;
+    unsigned char first[32];
+    spn_sha256_init(&h);
+    spn_sha256_write(&h, tx->version, 4);
+    spn_sha256_write(&h, tx->body, tx->body_len);
+    spn_sha256_write(&h, tx->locktime, 4);
+    spn_sha256_finalize(&h, first);
+    spn_sha256_init(&h);
+    spn_sha256_write(&h, first, 32);
+    spn_sha256_finalize(&h, out32);
+}
+
+static int is_taproot(const txout_t *o) {
+    return o->script.n == 34 && o->script.p[0] == 0x51 && o->script.p[1] == 0x20;
+}
+
+long spn_block_tweaks(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
+                      spn_tx_tweak **out) {
+    block_t b;
+    size_t n = 0, cap = 0;
+    long ret = load(&b, block, block_len, spent, spent_len);
+    *out = NULL;
+    for (size_t i = 1; ret == 1 && i < b.n_tx; i++) {
+        const tx_t *tx = &b.txs[i];
+        spn_summary s;
+        int taproot = 0, r;
+        for (size_t j = 0; j < tx->n_out && !taproot; j++) taproot = is_taproot(&b.outs[tx->first_out + j]);
+        if (!taproot) continue;
+        if ((r = spn_summarize(&b.ins[tx->first_in], tx->n_in, &s)) < 0) ret = r;
+        if (r != 1) continue;
+        if (!grow((void **)out, &cap, n + 1, sizeof **out)) {
+            ret = SPN_ENOMEM;
+            break;
+        }
+        if (!spn_summary_tweak(&s, (*out)[n].tweak33)) continue;
+        txid(tx, (*out)[n].txid32);
+        n++;
+    }
+    block_free(&b);
+    if (ret != 1) {
+        free(*out);
+        *out = NULL;
+        return ret;
+    }
+    return (long)n;
+}
+
+long spn_block_scan(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
+                    const spn_scanner *sc, spn_block_match **out) {
+    block_t b;
+    size_t n = 0, cap = 0, cap_x = 0, cap_found = 0;
+    const unsigned char **xs = NULL;
+    size_t *vouts = NULL, cap_v = 0;
+    spn_found *found = NULL;
+    long ret = load(&b, block, block_len, spent, spent_len);
+    *out = NULL;
+    for (size_t i = 1; ret == 1 && i < b.n_tx; i++) {
+        const tx_t *tx = &b.txs[i];
+        spn_summary s;
+        size_t n_tr = 0;
+        int r;
+        if (!grow((void **)&xs, &cap_x, tx->n_out, sizeof *xs) || !grow((void **)&vouts, &cap_v, tx->n_out, sizeof *vouts) ||
+            !grow((void **)&found, &cap_found, tx->n_out, sizeof *found)) {
+            ret = SPN_ENOMEM;
+            break;
+        }
+        for (size_t j = 0; j < tx->n_out; j++) {
+            const txout_t *o = &b.outs[tx->first_out + j];
+            if (is_taproot(o)) {
+                xs[n_tr] = o->script.p + 2;
+                vouts[n_tr++] = j;
+            }
+        }
+        if (n_tr == 0) continue;
+        if ((r = spn_summarize(&b.ins[tx->first_in], tx->n_in, &s)) != 1) {
+            if (r < 0) ret = r;
+            continue;
+        }
+        if ((r = spn_scan_summary(sc, &s, xs, n_tr, found)) <= 0) {
+            if (r < 0) ret = r;
+            continue;
+        }
+        if (!grow((void **)out, &cap, n + (size_t)r, sizeof **out)) {
+            ret = SPN_ENOMEM;
+            break;
+        }
+        /* Within a tx the matches are listed in vout order. */
+        unsigned char id[32];
+        txid(tx, id);
+        size_t first = n;
+        for (int f = 0; f < r; f++) {
+            spn_block_match *m = &(*out)[n++];
+            size_t j = found[f].index;
+            memcpy(m->txid32, id, 32);
+            m->vout = (uint32_t)vouts[j];
+            m->amount = b.outs[tx->first_out + vouts[j]].value;
+            memcpy(m->output32, xs[j], 32);
+            memcpy(m->tweak32, found[f].tweak32, 32);
+            m->label = found[f].label;
+        }
+        for (size_t a = first + 1; a < n; a++) /* insertion sort by vout: r is small */
+            for (size_t c = a; c > first && (*out)[c - 1].vout > (*out)[c].vout; c--) {
+                spn_block_match t = (*out)[c];
+                (*out)[c] = (*out)[c - 1];
+                (*out)[c - 1] = t;
+            }
+    }
+    if (found) spn_cleanse(found, cap_found * sizeof *found);
+    free(found);
+    free(xs);
+    free(vouts);
+    block_free(&b);
+    if (ret != 1) {
+        if (*out) spn_cleanse(*out, cap * sizeof **out);
+        free(*out);
+        *out = NULL;
+        return ret;
+    }
+    return (long)n;
+}

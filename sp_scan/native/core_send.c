@@ -1,0 +1,200 @@
+/* Sending (BIP352 sender), mirroring sp_scan/send.py. Private keys and every value derived from
+ * them live in local buffers wiped on every path; secret scalars only go through constant-time
+ * code (our own add mod n, libsecp's seckey_* / pubkey_create / ecdh). */
+#include "core.h"
+
+#include <stdlib.h>
+
+#include "sha256.h"
+
+static const uint64_t N_LIMBS[4] = {0xBFD25E8CD0364141ull, 0xBAAEDCE6AF48A03Bull, 0xFFFFFFFFFFFFFFFEull,
+                                    0xFFFFFFFFFFFFFFFFull};
+
+static void load_scalar(uint64_t d[4], const unsigned char b32[32]) {
+    for (int i = 0; i < 4; i++) {
+        uint64_t v = 0;
+        for (int j = 0; j < 8; j++) v = (v << 8) | b32[(3 - i) * 8 + j];
+        d[i] = v;
+    }
+}
+
+static void store_scalar(unsigned char b32[32], const uint64_t d[4]) {
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 8; j++) b32[(3 - i) * 8 + j] = (unsigned char)(d[i] >> (56 - 8 * j));
+}
+
+/* r = (a + b) mod n for a, b < n, without secret-dependent branches. */
+static void scalar_add(unsigned char r32[32], const unsigned char a32[32], const unsigned char b32[32]) {
+    uint64_t a[4], b[4], s[4], t[4];
+    unsigned __int128 acc = 0;
+    uint64_t borrow = 0, mask;
+    load_scalar(a, a32);
+    load_scalar(b, b32);
+    for (int i = 0; i < 4; i++) {
+        acc += (unsigned __int128)a[i] + b[i];
+        s[i] = (uint64_t)acc;
+        acc >>= 64;
+    }
+    for (int i = 0; i < 4; i++) {
+        unsigned __int128 d = (unsigned __int128)s[i] - N_LIMBS[i] - borrow;
+        t[i] = (uint64_t)d;
+        borrow = (uint64_t)(d >> 64) & 1;
+    }
+    mask = -(((uint64_t)acc) | (borrow ^ 1)); /* all ones when a + b >= n */
+    for (int i = 0; i < 4; i++) s[i] = (t[i] & mask) | (s[i] & ~mask);
+    store_scalar(r32, s);
+    spn_cleanse(a, sizeof a);
+    spn_cleanse(b, sizeof b);
+    spn_cleanse(s, sizeof s);
+    spn_cleanse(t, sizeof t);
+}
+
+/* out32 = input_hash·a mod n, taproot keys negated to even Y. */
+static int tweaked_secret(unsigned char out32[32], const unsigned char (*outpoints36)[36], size_t n_outpoints,
+                          const unsigned char (*keys32)[32], const unsigned char *is_taproot, size_t n_keys) {
+    const secp256k1_context *ctx = spn_ctx.secret;
+    unsigned char a[32] = {0}, k[32], neg[32], a33[33], input_hash[32];
+    const unsigned char *smallest;
+    secp256k1_pubkey point;
+    spn_sha256 h;
+    int ret = 1;
+    if (n_outpoints == 0 || n_keys == 0) return SPN_ESEND;
+    for (size_t i = 0; i < n_keys; i++) {
+        memcpy(k, keys32[i], 32);
+        if (!spn_secp.ec_seckey_verify(ctx, k)) {
+            ret = SPN_EKEY;
+            goto done;
+        }
+        if (is_taproot[i]) {
+            /* The parity of a_i·G is public (the input's key is on chain). */
+            spn_secp.ec_pubkey_create(ctx, &point, k);
+            spn_ser33(ctx, a33, &point);
+            unsigned char odd = (unsigned char)-(a33[0] & 1);
+            memcpy(neg, k, 32);
+            spn_secp.ec_seckey_negate(ctx, neg);
+            for (int j = 0; j < 32; j++) k[j] = (unsigned char)((neg[j] & odd) | (k[j] & ~odd));
+        }
+        scalar_add(a, a, k);
+    }
+    if (!spn_secp.ec_seckey_verify(ctx, a)) {
+        ret = SPN_EKEYSUM;
+        goto done;
+    }
+    smallest = outpoints36[0];
+    for (size_t i = 1; i < n_outpoints; i++)
+        if (memcmp(outpoints36[i], smallest, 36) < 0) smallest = outpoints36[i];
+    spn_secp.ec_pubkey_create(ctx, &point, a);
+    spn_ser33(ctx, a33, &point);
+    spn_sha256_init_tagged(&h, SPN_TAG_INPUTS);
+    spn_sha256_write(&h, smallest, 36);
+    spn_sha256_write(&h, a33, 33);
+    spn_sha256_finalize(&h, input_hash);
+    if (!spn_secp.ec_seckey_verify(ctx, input_hash) || !spn_secp.ec_seckey_tweak_mul(ctx, a, input_hash)) {
+        ret = SPN_ESEND;
+        goto done;
+    }
+    memcpy(out32, a, 32);
+done:
+    spn_cleanse(a, sizeof a);
+    spn_cleanse(k, sizeof k);
+    spn_cleanse(neg, sizeof neg);
+    spn_cleanse(&point, sizeof point);
+    return ret;
+}
+
+int spn_send_shared_secret(unsigned char ecdh33[33], const unsigned char (*outpoints36)[36], size_t n_outpoints,
+                           const unsigned char (*keys32)[32], const unsigned char *is_taproot, size_t n_keys,
+                           const unsigned char scan33[33]) {
+    unsigned char secret[32];
+    secp256k1_pubkey scan;
+    int ret = tweaked_secret(secret, outpoints36, n_outpoints, keys32, is_taproot, n_keys);
+    if (ret == 1) {
+        if (!spn_parse33(spn_ctx.secret, &scan, scan33) || !spn_ecdh33(spn_ctx.secret, ecdh33, &scan, secret))
+            ret = SPN_EKEY;
+    }
+    spn_cleanse(secret, sizeof secret);
+    return ret;
+}
+
+typedef struct {
+    const unsigned char *scan33;
+    uint32_t index;
+} group_entry;
+
+static int cmp_group(const void *a, const void *b) {
+    const group_entry *x = a, *y = b;
+    int c = memcmp(x->scan33, y->scan33, 33);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+int spn_create_outputs(unsigned char (*outputs32)[32], const unsigned char (*outpoints36)[36], size_t n_outpoints,
+                       const unsigned char (*keys32)[32], const unsigned char *is_taproot, size_t n_keys,
+                       const spn_recipient *recipients, size_t n_recipients) {
+    const secp256k1_context *ctx = spn_ctx.secret;
+    unsigned char secret[32], ecdh33[33], t_k[32], ser_k[4], p33[33];
+    group_entry *order;
+    spn_sha256 base, h;
+    int ret;
+    if (n_recipients == 0) return SPN_ESEND;
+    ret = tweaked_secret(secret, outpoints36, n_outpoints, keys32, is_taproot, n_keys);
+    if (ret != 1) return ret;
+    order = malloc(n_recipients * sizeof *order);
+    if (order == NULL) {
+        ret = SPN_ENOMEM;
+        goto done;
+    }
+    /* Group by B_scan, keeping recipient order inside a group: k counts within the group. */
+    for (size_t i = 0; i < n_recipients; i++) {
+        order[i].scan33 = recipients[i].scan33;
+        order[i].index = (uint32_t)i;
+    }
+    qsort(order, n_recipients, sizeof *order, cmp_group);
+    for (size_t start = 0, end; start < n_recipients; start = end) {
+        for (end = start + 1; end < n_recipients && memcmp(order[end].scan33, order[start].scan33, 33) == 0; end++) {}
+        if (end - start > SPN_K_MAX) {
+            ret = SPN_EKMAX;
+            goto done;
+        }
+    }
+    for (size_t start = 0, end; start < n_recipients; start = end) {
+        secp256k1_pubkey scan;
+        for (end = start + 1; end < n_recipients && memcmp(order[end].scan33, order[start].scan33, 33) == 0; end++) {}
+        if (!spn_parse33(ctx, &scan, order[start].scan33) || !spn_ecdh33(ctx, ecdh33, &scan, secret)) {
+            ret = SPN_EKEY;
+            goto done;
+        }
+        spn_sha256_init_tagged(&base, SPN_TAG_SHARED_SECRET);
+        spn_sha256_write(&base, ecdh33, 33);
+        for (size_t j = start; j < end; j++) {
+            uint32_t k = (uint32_t)(j - start);
+            secp256k1_pubkey spend, t_g, p_k;
+            const secp256k1_pubkey *pair[2] = {&spend, &t_g};
+            ser_k[0] = (unsigned char)(k >> 24);
+            ser_k[1] = (unsigned char)(k >> 16);
+            ser_k[2] = (unsigned char)(k >> 8);
+            ser_k[3] = (unsigned char)k;
+            h = base;
+            spn_sha256_write(&h, ser_k, 4);
+            spn_sha256_finalize(&h, t_k);
+            if (!spn_parse33(ctx, &spend, recipients[order[j].index].spend33)) {
+                ret = SPN_EKEY;
+                goto done;
+            }
+            if (!spn_secp.ec_pubkey_create(ctx, &t_g, t_k) || !spn_secp.ec_pubkey_combine(ctx, &p_k, pair, 2)) {
+                ret = SPN_ESEND;
+                goto done;
+            }
+            spn_ser33(ctx, p33, &p_k);
+            memcpy(outputs32[order[j].index], p33 + 1, 32);
+        }
+    }
+    ret = 1;
+done:
+    free(order);
+    spn_cleanse(secret, sizeof secret);
+    spn_cleanse(ecdh33, sizeof ecdh33);
+    spn_cleanse(t_k, sizeof t_k);
+    spn_cleanse(&base, sizeof base);
+    spn_cleanse(&h, sizeof h);
+    return ret;
+}
