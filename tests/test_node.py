@@ -1,0 +1,116 @@
+"""Node clients against local servers that answer as Core's REST and JSON-RPC do."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from cli_support import Chain, NodeServer, RestHandler, RpcHandler, closed_port_url
+from sp_scan import block
+from sp_scan.errors import NodeError
+from sp_scan.node import RestNode, RpcNode
+
+CHAIN = Chain(length=3, per_block=3)
+PASSWORD = "s3cret-pass"
+
+
+@pytest.fixture(scope="module")
+def rest():
+    server = NodeServer(RestHandler, CHAIN)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def rpc():
+    server = NodeServer(RpcHandler, CHAIN, credentials=f"alice:{PASSWORD}")
+    yield server
+    server.stop()
+
+
+def test_rest_gives_tip_hash_block_and_spent_outputs(rest):
+    node = RestNode(rest.url + "/")
+    assert node.tip_height() == 2
+    for h, tb in enumerate(CHAIN.blocks):
+        assert node.block_hash(h) == tb.hash_hex
+        assert node.block(tb.hash_hex) == (tb.raw, tb.spent_bytes)
+    assert f"/rest/spenttxouts/{CHAIN.blocks[0].hash_hex}.bin" in rest.requests
+
+
+def test_rest_errors_carry_the_status_and_core_text(rest):
+    with pytest.raises(NodeError, match="HTTP 404 Block height out of range"):
+        RestNode(rest.url).block_hash(99)
+    with pytest.raises(NodeError, match="HTTP 404 " + "00" * 32 + " not found"):
+        RestNode(rest.url).block("00" * 32)
+
+
+def test_unreachable_nodes_raise_node_error():
+    with pytest.raises(NodeError, match="cannot reach the node"):
+        RestNode(closed_port_url()).tip_height()
+    with pytest.raises(NodeError, match="cannot reach the node"):
+        RpcNode(closed_port_url(), user="u", password="p").tip_height()
+
+
+@pytest.mark.parametrize("url", ["ftp://host", "127.0.0.1:8332", "http://"])
+def test_a_url_that_is_not_http_is_refused(url):
+    with pytest.raises(NodeError, match="http://host:port"):
+        RestNode(url)
+
+
+def test_rpc_with_user_and_password(rpc):
+    node = RpcNode(rpc.url, user="alice", password=PASSWORD)
+    assert node.tip_height() == 2
+    tb = CHAIN.blocks[1]
+    assert node.block_hash(1) == tb.hash_hex
+    assert node.block(tb.hash_hex) == (tb.raw, tb.spent_bytes)
+
+
+def test_rpc_with_a_cookie_file(rpc, tmp_path):
+    cookie = tmp_path / ".cookie"
+    cookie.write_text(f"alice:{PASSWORD}")
+    assert RpcNode(rpc.url, cookie_file=str(cookie)).block_hash(0) == CHAIN.blocks[0].hash_hex
+
+
+def test_rpc_with_credentials_in_the_url(rpc):
+    node = RpcNode(rpc.url.replace("http://", f"http://alice:{PASSWORD}@"))
+    assert node.tip_height() == 2
+    assert PASSWORD not in repr(node) and PASSWORD not in node.url
+
+
+def test_rpc_bad_credentials_fail_without_echoing_them(rpc, tmp_path):
+    with pytest.raises(NodeError, match="authentication failed") as info:
+        RpcNode(rpc.url, user="alice", password="wrong-one").tip_height()
+    assert "wrong-one" not in str(info.value)
+    with pytest.raises(NodeError, match="authentication failed"):
+        RpcNode(rpc.url).tip_height()
+    with pytest.raises(NodeError, match="cookie file"):
+        RpcNode(rpc.url, cookie_file=str(tmp_path / "missing")).tip_height()
+
+
+def test_rpc_error_replies_become_node_errors(rpc):
+    node = RpcNode(rpc.url, user="alice", password=PASSWORD)
+    with pytest.raises(NodeError, match="RPC getblockhash: Block height out of range"):
+        node.block_hash(7)
+    with pytest.raises(NodeError, match="RPC getblock: Block not found"):
+        node.block("11" * 32)
+    with pytest.raises(NodeError, match="Method not found"):
+        node.call("nosuchmethod")
+
+
+def test_rpc_amounts_stay_exact(rpc):
+    node = RpcNode(rpc.url, user="alice", password=PASSWORD)
+    obj = node.call("getblock", CHAIN.blocks[2].hash_hex, 3)
+    assert block.spent_from_getblock(obj) == CHAIN.blocks[2].spent_bytes
+
+
+def test_a_hash_argument_must_be_32_bytes_of_hex(rest):
+    with pytest.raises(NodeError, match="block hash"):
+        RestNode(rest.url).block("zz")
+    with pytest.raises(NodeError, match="32-byte"):
+        RestNode(rest.url).block("00" * 31)
+
+
+def test_clients_pickle_for_worker_processes(rpc):
+    node = pickle.loads(pickle.dumps(RpcNode(rpc.url, user="alice", password=PASSWORD)))
+    assert node.tip_height() == 2
