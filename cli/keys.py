@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import sys
 from pathlib import Path
 
 import click
@@ -26,10 +28,12 @@ def read_scan_key(path: str | None) -> bytes:
     digits; surrounding whitespace is ignored. Messages never contain it.
 
     Raises:
-        InvalidKeyError: no key, or not 64 hex digits.
+        InvalidKeyError: no key, not 64 hex digits, or a key given as the file name.
         OSError: the key file cannot be read.
     """
-    stdin = click.get_text_stream("stdin")
+    stdin = sys.stdin
+    if path not in (None, "-") and re.fullmatch(r"[0-9a-fA-F]{64}", path) and not Path(path).exists():
+        raise InvalidKeyError("--scan-key-file takes a file name, and this looks like a key: keys are never taken from arguments")
     if path == "-":
         text = stdin.readline()
     elif path is not None:

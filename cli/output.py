@@ -81,11 +81,16 @@ class Emitter:
             self._write("  ".join(_cell(h, w) for _, h, w in self.columns).rstrip())
         self.started = True
 
-    def __call__(self, record: dict) -> None:
-        self.start()
+    def line(self, record: dict) -> str:
+        """One record as a JSON object or a table row."""
         if self.as_json:
-            self._write(json.dumps(record))
-            return
+            return json.dumps(record)
         if record.get("key", "") is None:
             record = dict(record, key=f"{NOT_ELIGIBLE} ({record['reason']})")
-        self._write("  ".join(_cell(record[f], w) for f, _, w in self.columns).rstrip())
+        return "  ".join(_cell(record[f], w) for f, _, w in self.columns).rstrip()
+
+    def many(self, records: list[dict]) -> None:
+        """Print records (one block's) in one write, then flush."""
+        self.start()
+        if records:
+            self._write("\n".join(self.line(r) for r in records))

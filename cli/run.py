@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TextIO
 
 from sp_scan import block
@@ -57,6 +58,43 @@ def _init_worker(mode: str, receiver: Receiver | None) -> None:
 
 def _pool_work(source: Source) -> list[dict]:
     return work(source, *_worker_args)
+
+
+class _DeferredInterrupt:
+    """A SIGINT handler that holds Ctrl-C back inside `section()` and raises it right after."""
+
+    def __init__(self) -> None:
+        self.critical = False
+        self.pending = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.critical:
+            self.pending = True
+        else:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        try:
+            previous = signal.signal(signal.SIGINT, self)
+        except ValueError:  # not the main thread: leave Ctrl-C as it is
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    @contextlib.contextmanager
+    def section(self) -> Iterator[None]:
+        self.critical = True
+        try:
+            yield
+        finally:
+            self.critical = False
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
 
 
 class Progress:
@@ -111,17 +149,19 @@ def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: i
     progress = Progress(len(sources), sys.stderr, len(sources) > 1 and sys.stderr.isatty())
     pool = None
     done = 0
+    interrupt = _DeferredInterrupt()
     try:
         if jobs > 1 and len(sources) > 1:
             pool = multiprocessing.Pool(min(jobs, len(sources)), initializer=_init_worker, initargs=(mode, receiver))
             results = pool.imap(_pool_work, sources, chunksize=1)
         else:
             results = (work(s, mode, receiver) for s in sources)
-        for records in results:
-            for record in records:
-                emit(record)
-            done += 1
-            progress.update(done, sources[done - 1].name)
+        with interrupt.installed():
+            for records in results:
+                with interrupt.section():  # a block's lines and the resume height change together
+                    emit.many(records)
+                    done += 1
+                progress.update(done, sources[done - 1].name)
     except KeyboardInterrupt:
         left = sources[done] if done < len(sources) else None
         raise Interrupted(left.height if isinstance(left, NodeBlock) else None) from None

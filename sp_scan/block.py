@@ -399,6 +399,7 @@ def classify_inputs(block_bytes: bytes, spent_bytes: bytes) -> Iterator[InputRep
 
 
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
+_HEX_DIGITS_SET = {_HEX_DIGITS[i : i + 1] for i in range(len(_HEX_DIGITS))}
 
 
 def from_hex(text: str | bytes, what: str) -> bytes:
@@ -425,17 +426,15 @@ def _sniff(data: bytes, what: str) -> tuple[SpentFormat | None, object]:
         return "json", load_json(data, what)
     if not _is_text(data):
         return "bin", None
-    body = data.strip()
-    if body and not len(body) % 2 and not body.translate(None, _HEX_DIGITS):
-        return "hex", None
-    return None, None
+    # Text starting with a hex digit is meant as hex; from_hex then checks all of it.
+    return ("hex" if data.strip()[:1] in _HEX_DIGITS_SET else None), None
 
 
 def detect_format(data: bytes) -> SpentFormat | None:
     """Tell Core's binary form from its hex and JSON forms.
 
-    Text starting with `[` or `{` is JSON, text of an even number of hex
-    digits (whitespace around allowed) is hex, any other bytes are binary.
+    Text starting with `[` or `{` is JSON, other text starting with a hex
+    digit is hex (whitespace around allowed), any other bytes are binary.
 
     Returns:
         "bin", "hex", "json", or None for text that is none of them.
