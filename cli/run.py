@@ -37,11 +37,16 @@ def work(source: Source, mode: str, receiver: Receiver | None) -> list[dict]:
     """
     try:
         raw, spent = source.load()
-        if mode == "tweaks":
-            return [output.tweak_record(t) for t in block.tweaks(raw, spent)]
-        if mode == "scan":
-            return [output.match_record(m) for m in block.scan(raw, spent, receiver)]
-        return [output.input_record(r) for r in block.classify_inputs(raw, spent)]
+        try:
+            if mode == "tweaks":
+                return [output.tweak_record(t) for t in block.tweaks(raw, spent)]
+            if mode == "scan":
+                return [output.match_record(m) for m in block.scan(raw, spent, receiver)]
+            return [output.input_record(r) for r in block.classify_inputs(raw, spent)]
+        except SPError:
+            # The native block loop's messages are generic; the reference parser says where.
+            block.transactions(raw, spent)
+            raise
     except SPError as exc:
         raise type(exc)(f"{source.name}: {exc}") from None
 

@@ -12,6 +12,9 @@ inputs spend. Bitcoin Core serves them two ways, both read here:
 
 `tweaks` and `scan` take a raw block and its spent outputs in the binary
 form (`spent_bytes`); the helpers below turn the other forms into it.
+The Python block loop here runs on the reference stages and stays
+reachable as `tweaks_reference` / `scan_reference`; with the C extension,
+`tweaks` and `scan` are the native block loop (same results and errors).
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Literal
 
-from . import extract
+from . import extract, native
 from .errors import MalformedBlockError, MalformedDataError, PrevoutsError
-from .scan import Receiver, scan_tx
-from .summary import summarize
+from .scan import Receiver
+from .scan import scan_tx_reference as scan_tx
+from .summary import summarize_reference as summarize
 from .types import BlockMatch, OutPoint, TxInput, TxTweak
 
 MAX_MONEY = 21_000_000 * 100_000_000
@@ -613,3 +617,9 @@ def load_block(data: bytes) -> tuple[bytes, bytes | None]:
     if fmt is None:
         raise MalformedDataError("block: unknown format (expected binary, hex or getblock JSON)")
     return bytes(data), None
+
+
+# ---- backend: the pure-Python block loop stays reachable as *_reference ----
+tweaks_reference, scan_reference = tweaks, scan
+if native.ENABLED:
+    tweaks, scan = native.block_tweaks, native.block_scan  # type: ignore[assignment]

@@ -13,7 +13,7 @@ import blockfactory as bf
 from conftest import CASES, SENDING, SENDING_IDS, tx_inputs
 from sp_scan import block, extract
 from sp_scan.block import TxOut
-from sp_scan.errors import MalformedBlockError, MalformedDataError, PrevoutsError
+from sp_scan.errors import MalformedBlockError, MalformedDataError, PrevoutsError, SPError
 from sp_scan.scan import Receiver
 
 ALL = bf.build(bf.receiving_cases())
@@ -142,20 +142,28 @@ def test_spent_outputs_are_strict():
 
 
 def test_spent_outputs_for_a_different_tx_count_are_a_prevouts_error():
+    spent = block.serialize_spent(ALL.spent[:-1])
     with pytest.raises(PrevoutsError, match="cover 28 transactions, the block has 29"):
-        block.tweaks(ALL.raw, block.serialize_spent(ALL.spent[:-1]))
+        block.tweaks_reference(ALL.raw, spent)
+    with pytest.raises(PrevoutsError):
+        block.tweaks(ALL.raw, spent)
 
 
 def test_spent_outputs_for_a_different_input_count_are_a_prevouts_error():
     spent = [list(tx) for tx in ALL.spent]
     spent[3].append(TxOut(1, b"\x51"))
+    receiver = receiver_for(CASES[0]["receiving"][0]["given"])
     with pytest.raises(PrevoutsError, match=r"transaction 3 \(\w{64}\) has \d+ inputs but \d+ spent outputs"):
-        block.scan(ALL.raw, block.serialize_spent(spent), receiver_for(CASES[0]["receiving"][0]["given"]))
+        block.scan_reference(ALL.raw, block.serialize_spent(spent), receiver)
+    with pytest.raises(PrevoutsError):
+        block.scan(ALL.raw, block.serialize_spent(spent), receiver)
 
 
 def test_spent_outputs_giving_the_coinbase_prevouts_are_a_prevouts_error():
     spent = [[TxOut(1, b"\x51")]] + ALL.spent[1:]
     with pytest.raises(PrevoutsError, match="coinbase"):
+        block.tweaks_reference(ALL.raw, block.serialize_spent(spent))
+    with pytest.raises(PrevoutsError):
         block.tweaks(ALL.raw, block.serialize_spent(spent))
 
 
@@ -312,3 +320,38 @@ def test_from_hex_rejects_non_hex(text):
 
 def test_from_hex_allows_surrounding_whitespace():
     assert block.from_hex(" abCD\n", "x") == b"\xab\xcd"
+
+
+# --- backends: the dispatched block loop (native when built) agrees with the reference ---
+
+
+def test_block_backends_agree_on_every_vector_case():
+    for case in bf.receiving_cases():
+        tb = bf.build([case])
+        assert block.tweaks(tb.raw, tb.spent_bytes) == block.tweaks_reference(tb.raw, tb.spent_bytes)
+        receiver = receiver_for(case["given"])
+        assert block.scan(tb.raw, tb.spent_bytes, receiver) == block.scan_reference(tb.raw, tb.spent_bytes, receiver)
+
+
+def _bad_inputs():
+    spent = [list(tx) for tx in ALL.spent]
+    more = [list(tx) for tx in ALL.spent]
+    more[2].append(TxOut(1, b"\x51"))
+    yield "truncated", ALL.raw[:-3], ALL.spent_bytes
+    yield "trailing", ALL.raw + b"\x00", ALL.spent_bytes
+    yield "non-canonical", ALL.raw[:80] + b"\xfd" + len(ALL.txs).to_bytes(2, "little") + ALL.raw[81:], ALL.spent_bytes
+    yield "no coinbase", ALL.raw[:80] + b"\x01" + ALL.txs[1].serialize(), block.serialize_spent(spent[1:2])
+    yield "spent truncated", ALL.raw, ALL.spent_bytes[:-2]
+    yield "spent trailing", ALL.raw, ALL.spent_bytes + b"\x00"
+    yield "tx count", ALL.raw, block.serialize_spent(spent[:-1])
+    yield "input count", ALL.raw, block.serialize_spent(more)
+    yield "coinbase prevouts", ALL.raw, block.serialize_spent([[TxOut(1, b"\x51")]] + spent[1:])
+
+
+@pytest.mark.parametrize(("name", "raw", "spent"), list(_bad_inputs()), ids=[n for n, _, _ in _bad_inputs()])
+def test_block_backends_raise_the_same_error_type(name, raw, spent):
+    with pytest.raises(MalformedDataError if "spent" in name else (MalformedBlockError, PrevoutsError)) as ref:
+        block.tweaks_reference(raw, spent)
+    with pytest.raises(SPError) as got:
+        block.tweaks(raw, spent)
+    assert type(got.value) is type(ref.value)
