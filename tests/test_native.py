@@ -1,0 +1,420 @@
+"""The native backend (sp_scan.native) gives the reference's results, and libsecp256k1's own.
+
+Reference functions are reached as `<stage>.<name>_reference`; the public names are the
+native ones by default. btclib-secp256k1 bundles libsecp256k1 0.8's silentpayments module.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from btclib_secp256k1 import silentpayments
+from coincurve import PrivateKey
+
+from conftest import RECEIVING, RECEIVING_IDS, ROOT, SENDING, SENDING_IDS, tx_inputs
+from sp_scan import address, block, extract, native, scan, send, summary
+from sp_scan.crypto import TAG_SHARED_SECRET, N, ser32, tagged_hash
+from sp_scan.errors import (
+    InvalidKeyError,
+    KeySumZeroError,
+    KmaxExceededError,
+    MalformedBlockError,
+    MalformedDataError,
+    PrevoutsError,
+    SendError,
+)
+from sp_scan.send import InputKey
+from sp_scan.types import OutPoint
+from txgen import Wallet, generate, wallets
+
+WALLETS = wallets()
+GENERATED = generate(352, 1000, WALLETS)
+STRATEGIES = ("bip", "labelset", "auto")
+
+
+@pytest.fixture
+def strategy():
+    """Restore the automatic label strategy after a test forces one."""
+    yield native.set_label_strategy
+    native.set_label_strategy("auto")
+
+
+def _receiver(given: dict) -> scan.Receiver:
+    keys = given["key_material"]
+    spend = PrivateKey(bytes.fromhex(keys["spend_priv_key"])).public_key.format()
+    return scan.Receiver(bytes.fromhex(keys["scan_priv_key"]), spend, tuple(given["labels"]))
+
+
+# ---- the backend is on ----
+
+
+def test_native_is_enabled_by_default():
+    assert native.ENABLED
+    assert extract.input_pubkey is native.input_pubkey and scan.scan_tx is native.scan_tx
+
+
+def test_sp_scan_backend_reference_disables_native():
+    code = "from sp_scan import native, summary; print(native.ENABLED, summary.summarize is summary.summarize_reference)"
+    env = {**os.environ, "SP_SCAN_BACKEND": "reference", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
+
+
+# ---- official vectors ----
+
+
+@pytest.mark.parametrize(("n", "obj"), RECEIVING, ids=RECEIVING_IDS)
+def test_receiving_vector_native_equals_reference(n, obj, strategy):
+    given = obj["given"]
+    inputs = tx_inputs(given["vin"])
+    for i in inputs:
+        args = (i.prevout_script, i.script_sig, i.witness)
+        assert native.input_pubkey(*args) == extract.input_pubkey_reference(*args)
+    assert native.tx_pubkeys(inputs) == extract.tx_pubkeys_reference(inputs)
+    assert native.summarize(inputs) == summary.summarize_reference(inputs)
+    receiver = _receiver(given)
+    outputs = [bytes.fromhex(o) for o in given["outputs"]]
+    if len(outputs) > 100:  # the K_max case: the reference needs minutes; see the strategy test
+        return
+    expected = scan.scan_tx_reference(inputs, outputs, receiver)
+    for name in STRATEGIES:
+        strategy(name)
+        assert native.scan_tx(inputs, outputs, receiver) == expected
+    if expected:
+        tweak33 = native.summarize(inputs).tweak33
+        assert native.scan_tweak(tweak33, outputs, receiver) == expected
+        assert native.shared_secret(tweak33, receiver.scan_key32) == scan.shared_secret_reference(tweak33, receiver.scan_key32)
+
+
+@pytest.mark.parametrize(("n", "obj"), SENDING, ids=SENDING_IDS)
+def test_sending_vector_native_equals_reference(n, obj):
+    given = obj["given"]
+    inputs = tx_inputs(given["vin"])
+    keys = [extract.input_pubkey_reference(i.prevout_script, i.script_sig, i.witness) for i in inputs]
+    input_keys = [InputKey(bytes.fromhex(v["private_key"]), len(k) == 32) for v, k in zip(given["vin"], keys) if k is not None]
+    recipients = [address.decode(r["address"]) for r in given["recipients"] for _ in range(r.get("count", 1))]
+    outpoints = [i.outpoint for i in inputs]
+    try:
+        expected = send.create_outputs_reference(outpoints, input_keys, recipients)
+    except SendError as exc:
+        with pytest.raises(type(exc)):
+            native.create_outputs(outpoints, input_keys, recipients)
+        return
+    assert native.create_outputs(outpoints, input_keys, recipients) == expected
+    scan33 = recipients[0].scan_pubkey33
+    assert native.send_shared_secret(outpoints, input_keys, scan33) == send.shared_secret_reference(outpoints, input_keys, scan33)
+
+
+def test_both_label_strategies_agree_on_the_kmax_vector(strategy):
+    (_, obj), = [(n, o) for n, o in RECEIVING if len(o["given"]["outputs"]) > 2000]
+    inputs, receiver = tx_inputs(obj["given"]["vin"]), _receiver(obj["given"])
+    outputs = [bytes.fromhex(o) for o in obj["given"]["outputs"]]
+    results = []
+    for name in STRATEGIES:
+        strategy(name)
+        results.append(native.scan_tx(inputs, outputs, receiver))
+    assert len(results[0]) == scan.K_MAX == obj["expected"]["n_outputs"]
+    assert results[0] == results[1] == results[2]
+
+
+# ---- generated transactions ----
+
+
+def test_the_generated_set_covers_every_input_kind_and_both_outcomes():
+    kinds = {k for tx in GENERATED for k in tx.kind}
+    found = sum(bool(native.scan_tx(tx.inputs, tx.outputs32, w.receiver)) for tx in GENERATED for w in WALLETS)
+    assert len(GENERATED) >= 1000 and len(kinds) == 18
+    assert 300 < found < 3000
+
+
+def test_generated_extraction_and_summary_equal_the_reference():
+    for tx in GENERATED:
+        for i in tx.inputs:
+            args = (i.prevout_script, i.script_sig, i.witness)
+            assert native.input_pubkey(*args) == extract.input_pubkey_reference(*args), tx.kind
+        assert native.tx_pubkeys(tx.inputs) == extract.tx_pubkeys_reference(tx.inputs)
+        assert native.summarize(tx.inputs) == summary.summarize_reference(tx.inputs)
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_generated_scans_equal_the_reference(name, strategy):
+    strategy(name)
+    for tx in GENERATED[:400] if name != "auto" else GENERATED:
+        for w in WALLETS:
+            assert native.scan_tx(tx.inputs, tx.outputs32, w.receiver) == scan.scan_tx_reference(tx.inputs, tx.outputs32, w.receiver)
+
+
+def test_generated_sends_equal_the_reference():
+    for tx in GENERATED:
+        outpoints = [i.outpoint for i in tx.inputs]
+        try:
+            expected = send.create_outputs_reference(outpoints, tx.input_keys, tx.recipients)
+        except SendError as exc:
+            with pytest.raises(type(exc)):
+                native.create_outputs(outpoints, tx.input_keys, tx.recipients)
+            continue
+        assert native.create_outputs(outpoints, tx.input_keys, tx.recipients) == expected
+
+
+def _libsecp_scan(tx, wallet: Wallet, summary_bytes: bytes) -> set:
+    receiver = wallet.receiver
+    outputs = [o for o in tx.outputs32 if extract.crypto.lift_x(o) is not None]
+    labels = {label33: tweak32 for label33, (_, tweak32) in receiver.label_table.items()}
+    found = silentpayments.scan_outputs(outputs, receiver.scan_key32, summary_bytes, receiver.spend_pubkey33, labels)
+    return set(found)
+
+
+def test_generated_summaries_and_scans_equal_libsecp256k1_silentpayments():
+    compared = 0
+    for tx in GENERATED:
+        s = native.summarize(tx.inputs)
+        keys = native.tx_pubkeys(tx.inputs)
+        if s is None:
+            continue
+        smallest = min(i.outpoint.to_bytes() for i in tx.inputs)
+        libsecp = silentpayments.prevouts_summary(
+            smallest, taproot_pubkeys_bytes=[k for k in keys if len(k) == 32], pubkeys_bytes=[k for k in keys if len(k) == 33]
+        )
+        assert libsecp == s.outpoint_smallest36 + s.pubkey_sum33
+        for w in WALLETS:
+            ours = native.scan_tx(tx.inputs, tx.outputs32, w.receiver)
+            label33 = {m: p for p, (m, _) in w.receiver.label_table.items()}
+            mine = {(f.output32, f.tweak32, None if f.label is None else label33[f.label]) for f in ours}
+            assert mine == _libsecp_scan(tx, w, libsecp)
+            compared += bool(ours)
+    assert compared > 300
+
+
+def test_a_huge_tx_scanned_with_the_change_label_costs_k_times_l():
+    """23,250 outputs, 50 of them change: the label-set strategy's cost does not grow with N."""
+    wallet = WALLETS[0]
+    tx = next(t for t in GENERATED if native.summarize(t.inputs) is not None)
+    outpoints = [i.outpoint for i in tx.inputs]
+    paid = send.create_outputs_reference(outpoints, tx.input_keys, [wallet.address(0)] * 50)
+    rng = __import__("random").Random(7)
+    outputs = [rng.randbytes(32) for _ in range(23_200)] + paid
+    start = time.perf_counter()
+    found = native.scan_tx(tx.inputs, outputs, wallet.receiver)
+    elapsed = time.perf_counter() - start
+    assert [f.output32 for f in found] == paid and {f.label for f in found} == {0}
+    assert elapsed < 2.0  # the BIP strategy needs ~50 × 23,200 × 2 point additions here (minutes)
+
+
+def test_a_receiver_with_many_labels_and_few_outputs_uses_the_bip_order(strategy):
+    wallet = WALLETS[2]
+    tx = next(t for t in GENERATED if native.summarize(t.inputs) is not None)
+    outpoints = [i.outpoint for i in tx.inputs]
+    paid = send.create_outputs_reference(outpoints, tx.input_keys, [wallet.address(40), wallet.address(None)])
+    expected = scan.scan_tx_reference(tx.inputs, paid, wallet.receiver)
+    assert [f.label for f in expected] == [None, 40] or [f.label for f in expected] == [40, None]
+    for name in STRATEGIES:
+        strategy(name)
+        assert native.scan_tx(tx.inputs, paid, wallet.receiver) == expected
+
+
+def test_an_output_hit_by_two_labels_takes_the_one_where_o_minus_p_k_is_the_label(strategy):
+    """O − P_k = L_a and −O − P_k = L_b: the reference tries O − P_k first, so label a wins."""
+    scan_key, spend_key = (N - 12345).to_bytes(32, "big"), PrivateKey((N - 54321).to_bytes(32, "big"))
+    receiver = scan.Receiver(scan_key, spend_key.public_key.format(), ())
+    tx = next(t for t in GENERATED if native.summarize(t.inputs) is not None)
+    ecdh33 = native.shared_secret(native.summarize(tx.inputs).tweak33, scan_key)
+    p = (spend_key.to_int() + int.from_bytes(tagged_hash(TAG_SHARED_SECRET, ecdh33 + ser32(0)), "big")) % N
+    o = 777
+    if PrivateKey.from_int(o).public_key.format()[0] == 3:
+        o = N - o
+    entries = {}
+    for m, l in ((7, (-o - p) % N), (9, (o - p) % N)):
+        entries[PrivateKey.from_int(l).public_key.format()] = (m, l.to_bytes(32, "big"))
+    object.__setattr__(receiver, "label_table", {**entries, **receiver.label_table})
+    outputs = [PrivateKey.from_int(o).public_key.format()[1:]]
+    expected = scan.scan_tx_reference(tx.inputs, outputs, receiver)
+    assert [(f.label, f.tweak32) for f in expected] == [(9, ((o - spend_key.to_int()) % N).to_bytes(32, "big"))]
+    for name in STRATEGIES:
+        strategy(name)
+        assert native.scan_tx(tx.inputs, outputs, receiver) == expected
+
+
+@pytest.mark.parametrize("order", [(1, 2), (2, 1)])
+def test_two_outputs_matching_the_same_k_the_first_in_given_order_wins(order, strategy):
+    wallet = WALLETS[1]
+    tx = next(t for t in GENERATED if native.summarize(t.inputs) is not None)
+    outpoints = [i.outpoint for i in tx.inputs]
+    outputs = [send.create_outputs_reference(outpoints, tx.input_keys, [wallet.address(m)])[0] for m in order]
+    expected = scan.scan_tx_reference(tx.inputs, outputs, wallet.receiver)
+    assert [(f.output32, f.label) for f in expected] == [(outputs[0], order[0])]
+    for name in STRATEGIES:
+        strategy(name)
+        assert native.scan_tx(tx.inputs, outputs, wallet.receiver) == expected
+
+
+# ---- blocks ----
+
+
+BLOCKS = ROOT / "vectors" / "blocks"
+
+
+def _sample(name: str) -> tuple[bytes, bytes]:
+    if (BLOCKS / f"{name}.hex").exists():
+        return bytes.fromhex((BLOCKS / f"{name}.hex").read_text()), bytes.fromhex((BLOCKS / f"{name}.spent.hex").read_text())
+    return (BLOCKS / f"{name}.bin").read_bytes(), (BLOCKS / f"{name}.spent.bin").read_bytes()
+
+
+@pytest.fixture
+def pure_block(monkeypatch):
+    """block.tweaks / block.scan on the reference stages only."""
+    monkeypatch.setattr(block, "summarize", summary.summarize_reference, raising=False)
+    monkeypatch.setattr(block, "scan_tx", scan.scan_tx_reference, raising=False)
+    return getattr(block, "tweaks_reference", block.tweaks), getattr(block, "scan_reference", block.scan)
+
+
+@pytest.mark.parametrize("name", ["small", "mainnet"])
+def test_native_block_loop_equals_the_python_one(name, pure_block):
+    tweaks, scan_block = pure_block
+    block_bytes, spent = _sample(name)
+    wallet = WALLETS[1].receiver
+    assert native.block_tweaks(block_bytes, spent) == tweaks(block_bytes, spent)
+    if name == "small":
+        import json
+
+        w = json.loads((BLOCKS / "small.expected.json").read_text())["wallet"]
+        wallet = scan.Receiver(bytes.fromhex((BLOCKS / w["scan_key_file"]).read_text().strip()), bytes.fromhex(w["spend_pubkey"]), tuple(w["labels"]))
+    found = native.block_scan(block_bytes, spent, wallet)
+    assert found == scan_block(block_bytes, spent, wallet)
+    assert name != "small" or len(found) > 5
+
+
+def _mutations(block_bytes: bytes, spent: bytes):
+    yield "truncated block", block_bytes[:-1], spent
+    yield "trailing byte", block_bytes + b"\x00", spent
+    yield "header only", block_bytes[:80], spent
+    yield "non-canonical tx count", block_bytes[:80] + b"\xfd" + block_bytes[80:81] + b"\x00" + block_bytes[81:], spent
+    yield "absurd tx count", block_bytes[:80] + b"\xfe\xff\xff\xff\x0f" + block_bytes[81:], spent
+    yield "truncated spent", block_bytes, spent[:-1]
+    yield "trailing spent", block_bytes, spent + b"\x00"
+    yield "spent for one tx fewer", block_bytes, bytes([spent[0] - 1]) + spent[1:]
+    yield "empty spent", block_bytes, b"\x00"
+    for cut in range(81, len(block_bytes), max(1, len(block_bytes) // 97)):
+        yield f"cut at {cut}", block_bytes[:cut], spent
+    for flip in range(80, len(block_bytes), max(1, len(block_bytes) // 61)):
+        yield f"flip {flip}", block_bytes[:flip] + bytes([block_bytes[flip] ^ 0xFF]) + block_bytes[flip + 1 :], spent
+    for cut in range(1, len(spent), max(1, len(spent) // 31)):
+        yield f"spent cut at {cut}", block_bytes, spent[:cut]
+
+
+def test_broken_blocks_and_spent_data_raise_the_python_loops_errors(pure_block):
+    tweaks, _ = pure_block
+    block_bytes, spent = _sample("small")
+    checked = set()
+    for what, b, s in _mutations(block_bytes, spent):
+        try:
+            expected = tweaks(b, s)
+        except (MalformedDataError, PrevoutsError) as exc:
+            with pytest.raises(type(exc)):
+                native.block_tweaks(b, s)
+            checked.add(type(exc))
+            continue
+        assert native.block_tweaks(b, s) == expected, what
+    assert checked == {MalformedBlockError, MalformedDataError, PrevoutsError}
+
+
+def test_block_work_releases_the_gil():
+    """A Python thread keeps running while another thread is inside the block loop."""
+    import threading
+
+    block_bytes, spent = _sample("mainnet")
+    count, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        time.sleep(0.05)
+        before, start = count[0], time.perf_counter()
+        time.sleep(0.05)
+        rate = (count[0] - before) / (time.perf_counter() - start)
+        before, start = count[0], time.perf_counter()
+        results = [native.block_tweaks(block_bytes, spent) for _ in range(2)]
+        elapsed = time.perf_counter() - start
+        spun = count[0] - before
+    finally:
+        stop.set()
+        spinner.join()
+    assert results[0] == results[1]
+    # Holding the GIL would leave the spinner one 5 ms switch interval per call at most.
+    assert spun > 0.25 * rate * elapsed
+
+
+# ---- misuse: the documented errors ----
+
+
+SCAN_KEY, SPEND_PUB = WALLETS[1].receiver.scan_key32, WALLETS[1].receiver.spend_pubkey33
+OFF_CURVE_X = b"\xff" * 32
+
+
+@pytest.mark.parametrize(
+    ("tweak33", "outputs"),
+    [(b"\x02" * 32, [b"\x01" * 32]), (b"\x02" + OFF_CURVE_X, [b"\x01" * 32]), (b"\x04" + b"\x01" * 32, []), (PrivateKey(SCAN_KEY).public_key.format(), [b"\x01" * 31])],
+    ids=["tweak 32 bytes", "tweak off the curve", "tweak bad prefix", "output 31 bytes"],
+)
+def test_scan_tweak_rejects_bad_keys(tweak33, outputs):
+    with pytest.raises(InvalidKeyError):
+        native.scan_tweak(tweak33, outputs, WALLETS[1].receiver)
+
+
+def test_scan_tx_rejects_an_output_of_the_wrong_width_even_for_a_non_sp_tx():
+    with pytest.raises(InvalidKeyError):
+        native.scan_tx([], [b"\x01" * 33], WALLETS[1].receiver)
+
+
+@pytest.mark.parametrize("scan_key32", [b"\x00" * 32, N.to_bytes(32, "big"), b"\x01" * 31], ids=["zero", "n", "31 bytes"])
+def test_shared_secret_rejects_bad_scan_keys(scan_key32):
+    with pytest.raises(InvalidKeyError):
+        native.shared_secret(PrivateKey(SCAN_KEY).public_key.format(), scan_key32)
+
+
+def test_send_errors_match_the_reference():
+    op = [OutPoint(b"\x11" * 32, 0)]
+    key = InputKey(b"\x01" * 32, False)
+    neg = InputKey((N - int.from_bytes(key.private_key32, "big")).to_bytes(32, "big"), False)
+    good = WALLETS[0].address(None)
+    bad = address.SPAddress("sp", 0, b"\x02" + OFF_CURVE_X, good.spend_pubkey33)
+    cases = [
+        (op, [key], [], SendError),
+        ([], [key], [good], SendError),
+        (op, [], [good], SendError),
+        (op, [InputKey(b"\x00" * 32, False)], [good], InvalidKeyError),
+        (op, [InputKey(b"\x01" * 31, True)], [good], InvalidKeyError),
+        (op, [key, neg], [good], KeySumZeroError),
+        (op, [key], [good] * (scan.K_MAX + 1), KmaxExceededError),
+        (op, [key], [bad], InvalidKeyError),
+    ]
+    for outpoints, keys, recipients, error in cases:
+        with pytest.raises(error):
+            send.create_outputs_reference(outpoints, keys, recipients)
+        with pytest.raises(error):
+            native.create_outputs(outpoints, keys, recipients)
+
+
+def test_a_scanner_refuses_a_bad_spend_key():
+    with pytest.raises(InvalidKeyError):
+        native._core.Scanner(SCAN_KEY, b"\x02" + OFF_CURVE_X, [])
+    with pytest.raises(InvalidKeyError):
+        native._core.Scanner(SCAN_KEY, SPEND_PUB, [(1, SPEND_PUB, b"\x00" * 32)])
+
+
+def test_the_scanner_is_built_once_per_receiver():
+    receiver = scan.Receiver(SCAN_KEY, SPEND_PUB, (5,))
+    native.scan_tweak(SPEND_PUB, [], receiver)
+    first = native._scanners[receiver]
+    native.scan_tweak(SPEND_PUB, [], receiver)
+    assert native._scanners[receiver] is first
+    del receiver, first
+    assert not any(r.labels == (0, 5) for r in native._scanners.keys())
