@@ -29,6 +29,7 @@ NETWORKS = {
     "test": "tsp", "testnet": "tsp", "testnet3": "tsp", "testnet4": "tsp", "signet": "tsp", "regtest": "tsp",
 }  # fmt: skip
 EXIT_ERROR, EXIT_INTERRUPTED = 2, 130
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
 
 KEYS_HELP = f"""
 The scan key is read only from {keys.SOURCES}; never from an argument, and it is never printed.
@@ -61,6 +62,9 @@ class App(click.Group):
         except KeyboardInterrupt:
             click.echo("sp-scan: interrupted", err=True)
             code = EXIT_INTERRUPTED
+        except _NO_ARGS_IS_HELP as exc:  # bare `sp-scan` or a bare group: help, not an error
+            click.echo(exc.ctx.get_help())
+            code = 0
         except click.ClickException as exc:
             _fail(exc.format_message())
             code = EXIT_ERROR

@@ -213,6 +213,11 @@ def test_help_says_where_keys_come_from():
         assert "--scan-key-file F" in text and "SP_SCAN_KEY" in text and "stdin" in text and "never from an argument" in text
 
 
+def test_bare_sp_scan_prints_help_and_exits_0():
+    result = invoke()
+    assert result.exit_code == 0 and result.stdout.startswith("Usage: sp-scan") and "tweaks" in result.stdout
+
+
 def test_bare_block_lists_tweaks_without_keys_and_scans_with_them(tmp_path):
     path = str(write_block(tmp_path))
     tweaks = invoke(path, "--json")
