@@ -55,8 +55,11 @@ typedef struct {
 /* 1 when both contexts exist (creating them the first time), 0 on failure. */
 int spn_ecc_start(void);
 extern spn_ecc spn_ctx;
-/* Destroy both contexts (registered with Py_AtExit). */
+/* Destroy both contexts (registered with Py_AtExit), unless a call running without the GIL
+ * (spn_ecc_enter/leave) is still using them: a daemon thread at exit. */
 void spn_ecc_stop(void);
+void spn_ecc_enter(void);
+void spn_ecc_leave(void);
 
 /* ---- helpers ---- */
 

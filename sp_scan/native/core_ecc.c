@@ -1,11 +1,15 @@
 /* The ECC context object: two libsecp256k1 contexts per process, plus point helpers. */
 #include "core.h"
 
-#include <stdio.h>
+#include <stdatomic.h>
 #include <sys/random.h>
 
 spn_secp_api spn_secp;
 spn_ecc spn_ctx;
+static atomic_int in_flight;
+
+void spn_ecc_enter(void) { atomic_fetch_add(&in_flight, 1); }
+void spn_ecc_leave(void) { atomic_fetch_sub(&in_flight, 1); }
 
 /* Caller bugs reported by libsecp256k1 make the call return 0; the default would abort(). */
 static void ignore_illegal(const char *message, void *data) {
@@ -51,7 +55,7 @@ int spn_ecc_start(void) {
 }
 
 void spn_ecc_stop(void) {
-    if (spn_ctx.secret == NULL) return;
+    if (spn_ctx.secret == NULL || atomic_load(&in_flight) != 0) return;
     spn_secp.context_destroy(spn_ctx.secret);
     spn_secp.context_destroy(spn_ctx.public);
     spn_ctx.secret = spn_ctx.public = NULL;

@@ -620,9 +620,11 @@ static PyObject *py_block_tweaks(PyObject *self, PyObject *args) {
     PyObject *out = NULL;
     if (!PyArg_ParseTuple(args, "y*y*:block_tweaks", &block, &spent)) return NULL;
     if (ready()) {
+        spn_ecc_enter();
         Py_BEGIN_ALLOW_THREADS
         n = spn_block_tweaks(block.buf, (size_t)block.len, spent.buf, (size_t)spent.len, &res);
         Py_END_ALLOW_THREADS
+        spn_ecc_leave();
         if (n < 0) {
             raise_code(n, "");
         } else if ((out = PyList_New(n))) {
@@ -651,9 +653,11 @@ static PyObject *py_block_scan(PyObject *self, PyObject *args) {
     long n = 0;
     if (!PyArg_ParseTuple(args, "y*y*O:block_scan", &block, &spent, &scanner)) return NULL;
     if (ready() && scanner_of(scanner, &sc)) {
+        spn_ecc_enter();
         Py_BEGIN_ALLOW_THREADS
         n = spn_block_scan(block.buf, (size_t)block.len, spent.buf, (size_t)spent.len, sc, &res);
         Py_END_ALLOW_THREADS
+        spn_ecc_leave();
         if (n < 0) {
             raise_code(n, "");
         } else if ((out = PyList_New(n))) {
