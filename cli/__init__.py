@@ -82,7 +82,7 @@ class App(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-@click.group(cls=App, help=f"""Silent Payments (BIP352) scanner for blocks from your Bitcoin Core node.
+@click.group(name="sp-scan", cls=App, help=f"""Silent Payments (BIP352) scanner for blocks from your Bitcoin Core node.
 
 \b
 sp-scan BLOCK... alone scans when keys are configured (a scan key file or
