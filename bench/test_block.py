@@ -1,38 +1,106 @@
-"""Whole block: `tweaks` and `scan` over the mainnet-sized sample block, eligible tx/s, 1 and 2 jobs."""
+"""Whole block: `tweaks` and `scan` over the mainnet-sized sample block, eligible tx/s, 1 and 2 jobs.
+
+"library ..." rows time one call on one block in this process, per backend.
+`--jobs` runs one block per worker process, so the other rows process BLOCKS copies of
+the sample block: "block ..." rows call the CLI's own runner (`sp_scan.cli.run.run`, the
+pool and emitter included, output to /dev/null) in this process; "CLI ..." rows time
+the `sp-scan` command in a subprocess, interpreter start-up included.
+"""
 
 from __future__ import annotations
 
-import inspect
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from sp_scan import block
+from sp_scan.scan import Receiver
 
-from . import cases
+from .ours import native_attr
 
-ROOT = Path(__file__).resolve().parent.parent
-BLOCK = ROOT / "vectors" / "blocks" / "mainnet.bin"
-SPENT = ROOT / "vectors" / "blocks" / "mainnet.spent.bin"
-BLOCK_ROWS = ["tweaks", "scan"]
+DIR = Path(__file__).resolve().parent.parent / "vectors" / "blocks"
+BLOCK, SPENT = DIR / "mainnet.bin", DIR / "mainnet.spent.bin"
+BLOCKS = 8
+BLOCK_ROWS = ["library tweaks", "block tweaks", "CLI tweaks", "library scan", "block scan", "CLI scan"]
+JOBS = [1, 2]
 
-
-def _call(command: str, jobs: int):
-    fn = getattr(block, command)
-    if "jobs" not in inspect.signature(fn).parameters:
-        pytest.skip(f"sp_scan.block.{command} takes no jobs argument yet")
-    block_bytes, spent_bytes = BLOCK.read_bytes(), SPENT.read_bytes()
-    if command == "tweaks":
-        return fn, (block_bytes, spent_bytes), {"jobs": jobs}
-    return fn, (block_bytes, spent_bytes, cases.receiver()), {"jobs": jobs}
+pytestmark = pytest.mark.skipif(not BLOCK.exists(), reason="vectors/blocks/mainnet.bin not generated yet")
 
 
-@pytest.mark.skipif(not BLOCK.exists(), reason="vectors/blocks/mainnet.bin not generated yet")
-@pytest.mark.parametrize("jobs", [1, 2])
-@pytest.mark.parametrize("command", BLOCK_ROWS)
-def test_block(benchmark, command, jobs):
-    fn, args, kwargs = _call(command, jobs)
-    eligible = len(block.tweaks(*args[:2]))
-    assert eligible > 0
-    benchmark.extra_info.update(row=f"block {command}", impl=f"jobs={jobs}", per=eligible, unit="s/tx")
-    benchmark.pedantic(fn, args, kwargs, rounds=3, iterations=1, warmup_rounds=1)
+def _expected() -> dict:
+    return json.loads((DIR / "mainnet.expected.json").read_text())
+
+
+def _receiver() -> Receiver:
+    wallet = _expected()["wallet"]
+    scan_key32 = bytes.fromhex((DIR / wallet["scan_key_file"]).read_text().strip())
+    return Receiver(scan_key32, bytes.fromhex(wallet["spend_pubkey"]), tuple(wallet["labels"]))
+
+
+def _eligible(command: str) -> int:
+    """Eligible transactions of one copy, after checking the library finds what the sender paid."""
+    raw, spent = BLOCK.read_bytes(), SPENT.read_bytes()
+    expected = _expected()
+    assert [t.tweak33.hex() for t in block.tweaks(raw, spent)] == [t["tweak"] for t in expected["tweaks"]]
+    if command == "scan":
+        assert len(block.scan(raw, spent, _receiver())) == len(expected["found"])
+    return len(expected["tweaks"])
+
+
+@pytest.mark.parametrize("impl", ["native", "reference"])
+@pytest.mark.parametrize("command", ["tweaks", "scan"])
+def test_library(benchmark, command, impl):
+    """One block, one process: `native.block_<command>` or the reference `block.<command>`."""
+    if impl == "native":
+        fn = native_attr(f"block_{command}")
+        if fn is None:
+            pytest.skip("native backend not enabled")
+    else:
+        fn = getattr(block, f"{command}_reference", getattr(block, command))
+    args = (BLOCK.read_bytes(), SPENT.read_bytes()) + ((_receiver(),) if command == "scan" else ())
+    expected = _expected()["tweaks" if command == "tweaks" else "found"]
+    assert len(fn(*args)) == len(expected)
+    benchmark.extra_info.update(row=f"library {command}", impl=impl, per=_eligible(command), unit="s/tx")
+    benchmark.pedantic(fn, args, rounds=5 if impl == "native" else 2, iterations=1, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("jobs", JOBS)
+@pytest.mark.parametrize("command", ["tweaks", "scan"])
+def test_runner(benchmark, command, jobs):
+    cli_run = importlib.import_module("sp_scan.cli.run")
+    output = importlib.import_module("sp_scan.cli.output")
+    sources = [importlib.import_module("sp_scan.cli.sources").FileBlock(str(BLOCK), str(SPENT))] * BLOCKS
+    receiver = _receiver() if command == "scan" else None
+    per = BLOCKS * _eligible(command)
+
+    def run() -> None:
+        with open(os.devnull, "w") as sink:
+            cli_run.run(sources, command, receiver, jobs, output.Emitter(command, True, sink))
+
+    benchmark.extra_info.update(row=f"block {command}", impl=f"jobs={jobs}", per=per, unit="s/tx")
+    benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("jobs", JOBS)
+@pytest.mark.parametrize("command", ["tweaks", "scan"])
+def test_cli(benchmark, command, jobs):
+    exe = shutil.which("sp-scan", path=str(Path(sys.executable).parent)) or shutil.which("sp-scan")
+    if exe is None:
+        pytest.skip("the sp-scan command is not installed (pip install -e .)")
+    cmd = [exe, command, *[str(BLOCK)] * BLOCKS, "--jobs", str(jobs), "--json"]  # finds mainnet.spent.bin
+    if command == "scan":
+        wallet = _expected()["wallet"]
+        cmd += ["--scan-key-file", str(DIR / wallet["scan_key_file"]), "--spend-pubkey", wallet["spend_pubkey"]]
+        cmd += [arg for m in wallet["labels"] for arg in ("--label", str(m))]
+    per = BLOCKS * _eligible(command)
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    records = len(_expected()["tweaks" if command == "tweaks" else "found"])
+    assert len(out.splitlines()) == BLOCKS * records
+    benchmark.extra_info.update(row=f"CLI {command}", impl=f"jobs={jobs}", per=per, unit="s/tx")
+    benchmark.pedantic(subprocess.run, (cmd,), {"check": True, "capture_output": True}, rounds=3, iterations=1)
