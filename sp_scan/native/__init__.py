@@ -5,11 +5,65 @@ return codes and raises the typed errors of `sp_scan.errors`. Set
 SP_SCAN_BACKEND=reference to use the pure-Python reference instead.
 """
 
-# ---- hashing (_hash) --------------------------------------------------------
-# The compiled module picks its SHA256 compression when imported (SHA-NI or
-# ARMv8 SHA2 if the CPU has it); SP_SCAN_SHA256=portable forces the fallback.
-from sp_scan.native import _hash
+import os as _os
+import weakref as _weakref
+from collections.abc import Sequence as _Sequence
 
+from sp_scan.errors import (
+    InvalidKeyError,
+    KeySumZeroError,
+    KmaxExceededError,
+    MalformedBlockError,
+    MalformedDataError,
+    PrevoutsError,
+    SendError,
+)
+from sp_scan.types import BlockMatch, FoundOutput, Summary, TxInput, TxTweak
+
+_ERRORS = {
+    "key": InvalidKeyError,
+    "data": MalformedDataError,
+    "block": MalformedBlockError,
+    "prevouts": PrevoutsError,
+    "send": SendError,
+    "keysum": KeySumZeroError,
+    "kmax": KmaxExceededError,
+}
+_SECP_FUNCTIONS = (
+    "context_create", "context_destroy", "context_randomize", "context_set_illegal_callback",
+    "ec_pubkey_parse", "ec_pubkey_serialize", "ec_pubkey_combine", "ec_pubkey_negate", "ec_pubkey_tweak_mul",
+    "ec_pubkey_create", "ec_seckey_verify", "ec_seckey_negate", "ec_seckey_tweak_add", "ec_seckey_tweak_mul",
+    "ecdh",
+)  # fmt: skip
+
+
+def _load():
+    """Import the compiled modules and bind _core to coincurve's libsecp256k1; (None, None) when unavailable.
+
+    _hash picks its SHA256 compression when imported (SHA-NI or ARMv8 SHA2 if the
+    CPU has it); SP_SCAN_SHA256=portable forces the portable one.
+    """
+    if _os.environ.get("SP_SCAN_BACKEND") == "reference":
+        return None, None
+    try:
+        from coincurve._libsecp256k1 import ffi, lib
+
+        from sp_scan.native import _core, _hash
+    except ImportError:
+        return None, None
+    addresses = {
+        f"secp256k1_{name}": int(ffi.cast("uintptr_t", ffi.addressof(lib, f"secp256k1_{name}")))
+        for name in _SECP_FUNCTIONS
+    }
+    _core.init(addresses, _ERRORS)
+    return _hash, _core
+
+
+_hash, _core = _load()
+ENABLED: bool = _core is not None
+"""True when the C stages are in use (False with SP_SCAN_BACKEND=reference or no extension)."""
+
+# ---- hashing (_hash) --------------------------------------------------------
 _TAG_INDEX = {"BIP0352/Inputs": 0, "BIP0352/SharedSecret": 1, "BIP0352/Label": 2}
 
 
@@ -47,60 +101,6 @@ def sha256_impl() -> str:
 # ---- the C stages (_core) ---------------------------------------------------
 # Same signatures and results as the reference stages; extract, summary, scan
 # and send rebind their public names to these when ENABLED.
-import os as _os
-import weakref as _weakref
-from collections.abc import Sequence as _Sequence
-
-from sp_scan.errors import (
-    InvalidKeyError,
-    KeySumZeroError,
-    KmaxExceededError,
-    MalformedBlockError,
-    MalformedDataError,
-    PrevoutsError,
-    SendError,
-)
-from sp_scan.types import BlockMatch, FoundOutput, Summary, TxInput, TxTweak
-
-_ERRORS = {
-    "key": InvalidKeyError,
-    "data": MalformedDataError,
-    "block": MalformedBlockError,
-    "prevouts": PrevoutsError,
-    "send": SendError,
-    "keysum": KeySumZeroError,
-    "kmax": KmaxExceededError,
-}
-_SECP_FUNCTIONS = (
-    "context_create", "context_destroy", "context_randomize", "context_set_illegal_callback",
-    "ec_pubkey_parse", "ec_pubkey_serialize", "ec_pubkey_combine", "ec_pubkey_negate", "ec_pubkey_tweak_mul",
-    "ec_pubkey_create", "ec_seckey_verify", "ec_seckey_negate", "ec_seckey_tweak_add", "ec_seckey_tweak_mul",
-    "ecdh",
-)  # fmt: skip
-
-
-def _load_core():
-    """Import _core and bind it to coincurve's libsecp256k1; None when unavailable."""
-    if _os.environ.get("SP_SCAN_BACKEND") == "reference":
-        return None
-    try:
-        from coincurve._libsecp256k1 import ffi, lib
-
-        from sp_scan.native import _core
-    except ImportError:
-        return None
-    addresses = {
-        f"secp256k1_{name}": int(ffi.cast("uintptr_t", ffi.addressof(lib, f"secp256k1_{name}")))
-        for name in _SECP_FUNCTIONS
-    }
-    _core.init(addresses, _ERRORS)
-    return _core
-
-
-_core = _load_core()
-ENABLED: bool = _core is not None
-"""True when the C stages are in use (False with SP_SCAN_BACKEND=reference or no extension)."""
-
 LABEL_STRATEGIES = {"auto": 0, "bip": 1, "labelset": 2}
 
 
