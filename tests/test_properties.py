@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+from pathlib import Path
 
 from coincurve import PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import BECH32_CONST, bech32_string, secret
-from sp_scan import address, crypto, extract
+from sp_scan import address, block, crypto, extract, scan, send, summary
 from sp_scan.block import Reader, parse_witness
-from sp_scan.errors import InvalidAddressError, MalformedDataError
+from sp_scan.errors import InvalidAddressError, MalformedDataError, PrevoutsError, SPError
 from sp_scan.types import OutPoint, TxInput
 
 FUZZ_EXAMPLES = int(os.environ.get("SP_SCAN_FUZZ_EXAMPLES", "0"))
@@ -389,3 +390,133 @@ def test_reference_extraction_returns_none_or_a_key_that_fits_the_prevout(i):
         assert crypto.hash160(key) == i.prevout_script[3:23]
     else:
         assert key == i.witness[-1]
+
+
+# ---------------------------------------------------------------- native == reference
+
+
+@budget(600)
+@given(tx_input())
+def test_native_extraction_equals_the_reference(i):
+    expected = extract.input_pubkey_reference(i.prevout_script, i.script_sig, i.witness)
+    assert extract.input_pubkey(i.prevout_script, i.script_sig, i.witness) == expected
+
+
+@budget(200)
+@given(st.lists(tx_input(), min_size=1, max_size=5))
+def test_native_tx_keys_and_summary_equal_the_reference(inputs):
+    assert extract.tx_pubkeys(inputs) == extract.tx_pubkeys_reference(inputs)
+    assert summary.summarize(inputs) == summary.summarize_reference(inputs)
+
+
+@st.composite
+def paid_tx(draw):
+    """A tx paying a receiver (some outputs labelled), plus unrelated and off-curve outputs, shuffled."""
+    scan_key, spend_key = secret(400), secret(401)
+    labels = tuple(draw(st.lists(st.integers(0, 2**32 - 1), max_size=3, unique=True)))
+    receiver = scan.Receiver(scan_key, PrivateKey(spend_key).public_key.format(), labels)
+    base = address.SPAddress("sp", 0, PrivateKey(scan_key).public_key.format(), receiver.spend_pubkey33)
+    paid_labels = draw(st.lists(st.sampled_from([None, 0, *labels, 99]), max_size=5))
+    recipients = [
+        base if m is None else address.SPAddress("sp", 0, base.scan_pubkey33, address.labelled_spend_pubkey(scan_key, base.spend_pubkey33, m))
+        for m in paid_labels
+    ]
+    in_keys = [secret(410 + n) for n in range(draw(st.integers(1, 2)))]
+    inputs = [
+        TxInput(OutPoint(hashlib.sha256(b"%d" % n).digest(), n), b"", (b"\x01" * 71, PrivateKey(k).public_key.format()),
+                b"\x00\x14" + crypto.hash160(PrivateKey(k).public_key.format()))
+        for n, k in enumerate(in_keys)
+    ]  # fmt: skip
+    outputs = send.create_outputs([i.outpoint for i in inputs], [send.InputKey(k, False) for k in in_keys], recipients) if recipients else []
+    outputs += draw(st.lists(st.sampled_from(OFF_CURVE_X + ON_CURVE_X), max_size=3))
+    outputs += draw(st.lists(st.binary(min_size=32, max_size=32), max_size=2))
+    return inputs, draw(st.permutations(outputs)), receiver
+
+
+@budget(60)
+@given(paid_tx())
+def test_native_scan_equals_the_reference_with_off_curve_and_unrelated_outputs(case):
+    inputs, outputs, receiver = case
+    expected = scan.scan_tx_reference(inputs, outputs, receiver)
+    assert scan.scan_tx(inputs, outputs, receiver) == expected
+    # off-curve x are skipped, never found
+    assert not {f.output32 for f in expected} & set(OFF_CURVE_X)
+
+
+# ---------------------------------------------------------------- block and spent-outputs parsers
+
+BLOCKS = Path(__file__).resolve().parent.parent / "vectors" / "blocks"
+SMALL_BLOCK = bytes.fromhex((BLOCKS / "small.hex").read_text())
+SMALL_SPENT = bytes.fromhex((BLOCKS / "small.spent.hex").read_text())
+
+
+def outcome(f, *args):
+    """(result, None) or (None, error type) for an SPError; any other exception propagates."""
+    try:
+        return f(*args), None
+    except SPError as exc:
+        return None, type(exc)
+
+
+def _huge_compact_size(draw) -> bytes:
+    return draw(st.sampled_from([b"\xff" * 9, b"\xff" + (2**64 - 2).to_bytes(8, "little"), b"\xfe\xff\xff\xff\xff",
+                                 b"\xfd\xff\xff", b"\xfd\x00\x00", b"\xfe\x00\x00\x01\x00", b"\xff\x00\x00\x00\x00\x01\x00\x00\x00"]))  # fmt: skip
+
+
+@st.composite
+def mutated(draw, data: bytes, start: int = 0):
+    """data with 1-3 byte flips, cuts, insertions, deletions or compact-size splices."""
+    data = bytearray(data)
+    for _ in range(draw(st.integers(1, 3))):
+        if not data:
+            break
+        i = draw(st.integers(min(start, len(data) - 1), len(data) - 1))
+        kind = draw(st.sampled_from(["flip", "set", "cut", "insert", "delete", "compact"]))
+        if kind == "flip":
+            data[i] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "set":
+            data[i] = draw(st.sampled_from([0x00, 0x01, 0xFC, 0xFD, 0xFE, 0xFF, 0x50, 0x20]))
+        elif kind == "cut":
+            del data[i:]
+        elif kind == "insert":
+            data[i:i] = draw(st.binary(min_size=1, max_size=8))
+        elif kind == "delete":
+            del data[i : i + draw(st.integers(1, 40))]
+        else:
+            data[i : i + 1] = _huge_compact_size(draw)
+    return bytes(data)
+
+
+@budget(120)
+@given(st.one_of(mutated(SMALL_BLOCK, 80), st.binary(max_size=300), st.just(SMALL_BLOCK[:80] + b"\xff" * 9)))
+def test_block_parsers_on_mutated_blocks_agree_and_raise_only_typed_errors(block_bytes):
+    expected = outcome(block.tweaks_reference, block_bytes, SMALL_SPENT)
+    assert outcome(block.tweaks, block_bytes, SMALL_SPENT) == expected
+    if expected[1] is not None:
+        assert issubclass(expected[1], (MalformedDataError, PrevoutsError))
+
+
+@budget(120)
+@given(st.one_of(mutated(SMALL_SPENT), st.binary(max_size=200)))
+def test_spent_output_parsers_on_mutated_data_agree_and_raise_only_typed_errors(spent_bytes):
+    expected = outcome(block.tweaks_reference, SMALL_BLOCK, spent_bytes)
+    assert outcome(block.tweaks, SMALL_BLOCK, spent_bytes) == expected
+    if expected[1] is not None:
+        assert issubclass(expected[1], (MalformedDataError, PrevoutsError))
+    parsed, error = outcome(block.parse_spent, spent_bytes)
+    assert error in (None, MalformedDataError)
+    if parsed is not None:
+        assert block.serialize_spent(parsed) == spent_bytes
+
+
+WALLET = scan.Receiver(
+    bytes.fromhex((BLOCKS / "test-wallet.scan").read_text().strip()),
+    bytes.fromhex("02c61fbcf12345bb98fbc3a14441d38bf6cf67d400026d80c03af2fccba6c2df37"),
+    (1, 7),
+)
+
+
+@budget(40)
+@given(mutated(SMALL_BLOCK, 80))
+def test_block_scans_on_mutated_blocks_agree(block_bytes):
+    assert outcome(block.scan, block_bytes, SMALL_SPENT, WALLET) == outcome(block.scan_reference, block_bytes, SMALL_SPENT, WALLET)
