@@ -7,19 +7,24 @@ with at least N examples (e.g. SP_SCAN_FUZZ_EXAMPLES=20000 for a long run).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
 from coincurve import PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cli_support import load_cli
 from helpers import BECH32_CONST, bech32_string, secret
 from sp_scan import address, block, crypto, extract, scan, send, summary
 from sp_scan.block import Reader, parse_witness
 from sp_scan.errors import InvalidAddressError, MalformedDataError, PrevoutsError, SPError
 from sp_scan.types import OutPoint, TxInput
 
+CLI = load_cli()
 FUZZ_EXAMPLES = int(os.environ.get("SP_SCAN_FUZZ_EXAMPLES", "0"))
 
 
@@ -520,3 +525,52 @@ WALLET = scan.Receiver(
 @given(mutated(SMALL_BLOCK, 80))
 def test_block_scans_on_mutated_blocks_agree(block_bytes):
     assert outcome(block.scan, block_bytes, SMALL_SPENT, WALLET) == outcome(block.scan_reference, block_bytes, SMALL_SPENT, WALLET)
+
+
+# ---------------------------------------------------------------- the CLI on random files
+
+SMALL_HEX = (BLOCKS / "small.hex").read_bytes()
+SMALL_SPENT_HEX = (BLOCKS / "small.spent.hex").read_bytes()
+JSONISH = [b"[", b"{}", b"[]", b"[[]]", b'{"tx": []}', b'{"result": {"tx": ["00"]}}', b"[[{}]]", b'[[], [{"value": 1e400}]]', b"\xef\xbb\xbf[]"]
+
+
+def check_cli_result(result, as_json: bool = True) -> None:
+    """Exit 0, or exit 2 with one `sp-scan: error:` line; never a traceback; stdout stays valid."""
+    assert result.exit_code in (0, 2), (result.exit_code, result.output, result.exception)
+    assert "Traceback" not in result.output
+    if result.exit_code == 2:
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("sp-scan: error: "), result.stderr
+    if as_json:
+        for line in result.stdout.splitlines():
+            json.loads(line)
+
+
+@pytest.fixture(scope="module")
+def cli_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cli-fuzz")
+
+
+file_bytes = st.one_of(
+    st.binary(max_size=200),
+    st.sampled_from(JSONISH),
+    st.text(alphabet="0123456789abcdefABCDEF \n\t", max_size=200).map(str.encode),
+)
+
+
+@budget(60)
+@given(
+    st.one_of(mutated(SMALL_HEX), mutated(SMALL_BLOCK, 80), file_bytes),
+    st.one_of(st.just(SMALL_SPENT_HEX), mutated(SMALL_SPENT_HEX), mutated(SMALL_SPENT), file_bytes),
+    st.sampled_from(["tweaks", "extract", "scan", "auto"]),
+)
+def test_cli_on_random_files_exits_0_or_2_with_one_line(cli_dir, block_file, spent_file, command):
+    (cli_dir / "b.hex").write_bytes(block_file)
+    (cli_dir / "b.spent.hex").write_bytes(spent_file)
+    args = [str(cli_dir / "b.hex"), "--json"]
+    env = {"SP_SCAN_KEY": WALLET.scan_key32.hex(), "SP_SCAN_SPEND_PUBKEY": WALLET.spend_pubkey33.hex()}
+    if command != "auto":
+        args.insert(0, command)
+    result = CliRunner().invoke(CLI.app, args, env=env)
+    check_cli_result(result)
+    assert WALLET.scan_key32.hex() not in result.output
