@@ -195,7 +195,7 @@ def run(pytest_args: list[str]) -> Results:
         out = Path(tmp) / "bench.json"
         cmd = [
             sys.executable, "-m", "pytest", str(ROOT / "bench"), "--benchmark-enable", "-q",
-            "--benchmark-max-time=0.5", "--benchmark-disable-gc", f"--benchmark-json={out}", *pytest_args,
+            "--benchmark-max-time=0.5", f"--benchmark-json={out}", *pytest_args,
         ]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         subprocess.run(cmd, check=True, cwd=ROOT, env=env, stdout=sys.stderr)
