@@ -1,0 +1,27 @@
+"""Shared set-up for the atheris targets: repo on sys.path, seed corpus, run loop."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import atheris
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "fuzz" / "corpus"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def run(name: str, test_one: Callable[[bytes], None], seeds: Iterable[bytes] = ()) -> None:
+    """Fuzz test_one; with no corpus directory on the command line, use fuzz/corpus/<name> seeded with seeds."""
+    args = list(sys.argv)
+    if not any(not a.startswith("-") for a in args[1:]):
+        corpus = CORPUS / name
+        corpus.mkdir(parents=True, exist_ok=True)
+        for i, seed in enumerate(seeds):
+            (corpus / f"seed-{i}").write_bytes(seed)
+        args.append(str(corpus))
+    atheris.Setup(args, test_one)
+    atheris.Fuzz()
