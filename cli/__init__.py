@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import click
@@ -35,6 +36,15 @@ KEYS_HELP = f"""
 The scan key is read only from {keys.SOURCES}; never from an argument, and it is never printed.
 The spend public key comes from --spend-pubkey or {keys.SPEND_PUBKEY_ENV}.
 """
+
+
+# A lone 64-hex-digit token in a usage or file error is a value the user typed (a pasted key):
+# click echoes option values, so it is blanked out, never printed.
+_TYPED_KEY = re.compile(r"(?<![0-9A-Za-z./\\-])[0-9a-fA-F]{64}(?![0-9A-Za-z./\\-])")
+
+
+def _unechoed(message: str) -> str:
+    return _TYPED_KEY.sub("<64 hex digits, not echoed>", message)
 
 
 def _fail(message: str) -> None:
@@ -66,7 +76,7 @@ class App(click.Group):
             click.echo(exc.ctx.get_help())
             code = 0
         except click.ClickException as exc:
-            _fail(exc.format_message())
+            _fail(_unechoed(exc.format_message()))
             code = EXIT_ERROR
         except BrokenPipeError:
             # The reader went away (e.g. `| head`): stop quietly.
@@ -77,7 +87,7 @@ class App(click.Group):
             code = EXIT_ERROR
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
-            _fail(f"{where}{exc.strerror or exc}")
+            _fail(_unechoed(f"{where}{exc.strerror or exc}"))
             code = EXIT_ERROR
         sys.exit(code if isinstance(code, int) else 0)
 
