@@ -472,6 +472,44 @@ def test_json_lines_printed_before_a_malformed_later_block_stay_valid(broken, jo
 
 # ---- the scan key: never on argv, never printed ----
 
+KEYED_OPTIONS = ["--label", "--from", "--to", "--jobs", "--spent", "--rest", "--rpc", "--rpc-cookie", "--rpc-user", "--spend-pubkey", "--scan-key-file"]
+
+
+@pytest.mark.parametrize("command", ["scan", "tweaks", "extract", "auto"])
+@pytest.mark.parametrize("option", [*KEYED_OPTIONS, "--scan-key", "--key", "argument"])
+def test_a_scan_key_given_on_argv_is_refused_and_never_echoed(command, option):
+    args = [] if command == "auto" else [command]
+    args += [str(BLOCKS / "small.hex")] + ([SCAN_HEX] if option == "argument" else [option, SCAN_HEX])
+    if option != "--spend-pubkey" and command in ("scan", "auto"):
+        args += ["--spend-pubkey", SPEND_PUB.hex()]
+    result = invoke(*args, "--json", input="")
+    assert SCAN_HEX not in result.output and SCAN_HEX.upper() not in result.output
+    if option == "--spend-pubkey" and command == "auto":
+        assert result.exit_code == 0  # no scan key configured: it lists tweaks, and prints no key
+        return
+    assert_cli_fails(result)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["address", "encode", "--spend-pubkey", SPEND_PUB.hex(), "--scan-pubkey", SCAN_HEX],
+        ["address", "encode", "--spend-pubkey", SPEND_PUB.hex(), SCAN_HEX],
+        ["address", "encode", "--spend-pubkey", SPEND_PUB.hex(), "--label", SCAN_HEX],
+        ["address", "encode", "--spend-pubkey", SPEND_PUB.hex(), "--hrp", SCAN_HEX],
+        ["address", "encode", "--spend-pubkey", SPEND_PUB.hex(), "--network", SCAN_HEX],
+        ["address", "encode", "--spend-pubkey", SCAN_HEX],
+        ["address", "decode", SCAN_HEX],
+        ["address", "decode", "--network", SCAN_HEX, "sp1q"],
+    ],
+    ids=["scan-pubkey", "argument", "label", "hrp", "network", "spend-pubkey", "decode", "decode-network"],
+)
+def test_address_commands_refuse_a_scan_key_on_argv_without_echoing_it(args):
+    result = invoke(*args, input="")
+    assert SCAN_HEX not in result.output
+    assert_cli_fails(result)
+
+
 @pytest.mark.parametrize("source", ["env", "file", "stdin"])
 @pytest.mark.parametrize("case", ["ok", "truncated block", "prevouts mismatch", "bad spend key", "missing file"])
 def test_the_scan_key_is_never_printed_on_success_or_any_error_path(source, case, tmp_path):
