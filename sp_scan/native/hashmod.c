@@ -163,6 +163,39 @@ static PyObject *hash_hash160_loop(PyObject *self, PyObject *args) {
     return PyBytes_FromStringAndSize((const char *)out, 20);
 }
 
+static PyObject *hash_hash160_33_many(PyObject *self, PyObject *arg) {
+    Py_buffer data;
+    (void)self;
+    if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
+    if (data.len % 33 != 0) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "hash160_33_many needs a multiple of 33 bytes");
+        return NULL;
+    }
+    size_t n = (size_t)data.len / 33;
+    const unsigned char **in33 = PyMem_Malloc((n ? n : 1) * sizeof *in33);
+    PyObject *res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(20 * n));
+    if (in33 == NULL || res == NULL) {
+        PyMem_Free(in33);
+        Py_XDECREF(res);
+        PyBuffer_Release(&data);
+        return PyErr_NoMemory();
+    }
+    for (size_t i = 0; i < n; i++) in33[i] = (const unsigned char *)data.buf + 33 * i;
+    Py_BEGIN_ALLOW_THREADS;
+    spn_hash160_33_many(in33, n, (unsigned char (*)[20])PyBytes_AS_STRING(res));
+    Py_END_ALLOW_THREADS;
+    PyMem_Free(in33);
+    PyBuffer_Release(&data);
+    return res;
+}
+
+static PyObject *hash_hash160_impl(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    return PyUnicode_FromString(spn_hash160_impl());
+}
+
 static PyObject *hash_impl(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
@@ -189,9 +222,12 @@ static PyMethodDef methods[] = {
     {"hash160_loop", hash_hash160_loop, METH_VARARGS,
      "hash160_loop(data, n, fast) -> digest; n times, fast uses the 33-byte path (bench)."},
     {"ripemd160", hash_ripemd160, METH_O, "ripemd160(data) -> 20-byte digest."},
+    {"hash160_33_many", hash_hash160_33_many, METH_O,
+     "hash160_33_many(keys) -> HASH160 of each 33-byte slice of keys, concatenated. Raises ValueError."},
+    {"hash160_impl", hash_hash160_impl, METH_NOARGS, "hash160_impl() -> 'avx2' or 'portable' (RIPEMD160 lanes)."},
     {"impl", hash_impl, METH_NOARGS, "impl() -> 'shani', 'armv8' or 'portable'."},
     {"select", hash_select, METH_VARARGS,
-     "select(force_portable) -> impl name; re-picks this module's SHA256 compression (honors SP_SCAN_SHA256)."},
+     "select(force_portable) -> impl name; re-picks this module's SHA256 compression and AVX2 use (honors SP_SCAN_SHA256)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -6,6 +6,9 @@
 
 #include "sha256.h"
 
+/* Fewest digests for which the 8-lane AVX2 pass beats one scalar compression each. */
+enum { AVX2_MIN = 3 };
+
 /* Message word order and rotation per step, left line then right line, 5 rounds of 16. */
 static const unsigned char RL[80] = {
     0, 1, 2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15, 7,  4,  13, 1,  10, 6,  15, 3,  12, 0, 9,
@@ -43,12 +46,9 @@ static inline uint32_t f(int j, uint32_t x, uint32_t y, uint32_t z) {
     }
 }
 
-static void compress(uint32_t h[5], const unsigned char block64[64]) {
-    uint32_t x[16];
-    for (int i = 0; i < 16; i++) {
-        const unsigned char *p = block64 + 4 * i;
-        x[i] = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-    }
+/* Compress the 16 message words x into h. RIPEMD160 only ever hashes public data here
+ * (keys, scripts), so nothing is wiped. */
+static void compress_words(uint32_t h[5], const uint32_t x[16]) {
     uint32_t al = h[0], bl = h[1], cl = h[2], dl = h[3], el = h[4];
     uint32_t ar = al, br = bl, cr = cl, dr = dl, er = el;
     /* Fully unrolled so table indices, rotations and f's choice become constants. */
@@ -76,7 +76,15 @@ static void compress(uint32_t h[5], const unsigned char block64[64]) {
     h[3] = h[4] + al + br;
     h[4] = h[0] + bl + cr;
     h[0] = t;
-    spn_wipe(x, sizeof x);
+}
+
+static void compress(uint32_t h[5], const unsigned char block64[64]) {
+    uint32_t x[16];
+    for (int i = 0; i < 16; i++) {
+        const unsigned char *p = block64 + 4 * i;
+        x[i] = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+    }
+    compress_words(h, x);
 }
 
 static void init(uint32_t h[5]) {
@@ -113,8 +121,6 @@ void spn_ripemd160(const unsigned char *data, size_t len, unsigned char out20[20
     for (int i = 0; i < 8; i++) block[56 + i] = (unsigned char)(bits >> (8 * i));
     compress(h, block);
     store(h, out20);
-    spn_wipe(block, sizeof block);
-    spn_wipe(h, sizeof h);
 }
 
 void spn_hash160(const unsigned char *data, size_t len, unsigned char out20[20]) {
@@ -124,30 +130,135 @@ void spn_hash160(const unsigned char *data, size_t len, unsigned char out20[20])
     spn_sha256_write(&s, data, len);
     spn_sha256_finalize(&s, digest);
     spn_ripemd160(digest, 32, out20);
-    spn_wipe(digest, sizeof digest);
+}
+
+/* RIPEMD160 message words of a 32-byte SHA256 digest given as its state words: the digest read
+ * little-endian, then 0x80 and the bit length 256. */
+static void digest_words(const uint32_t s[8], uint32_t x[16]) {
+    for (int i = 0; i < 8; i++)
+        x[i] = (s[i] >> 24) | ((s[i] >> 8) & 0xff00u) | ((s[i] << 8) & 0xff0000u) | (s[i] << 24);
+    x[8] = 0x80;
+    for (int i = 9; i < 16; i++) x[i] = 0;
+    x[14] = 256;
+}
+
+/* ---- x86-64 AVX2: eight RIPEMD160 computations, one per 32-bit lane ---- */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define SPN_AVX2 __attribute__((target("avx2")))
+
+SPN_AVX2 static inline __m256i rol8(__m256i x, int n) {
+    return _mm256_or_si256(_mm256_slli_epi32(x, n), _mm256_srli_epi32(x, 32 - n));
+}
+
+/* f of round j (0..4), with the same truth tables as f(). */
+SPN_AVX2 static inline __m256i f8(int j, __m256i x, __m256i y, __m256i z) {
+    const __m256i ones = _mm256_set1_epi32(-1);
+    switch (j) {
+        case 0: return _mm256_xor_si256(_mm256_xor_si256(x, y), z);
+        case 1: return _mm256_xor_si256(z, _mm256_and_si256(x, _mm256_xor_si256(y, z)));
+        case 2: return _mm256_xor_si256(_mm256_or_si256(x, _mm256_xor_si256(y, ones)), z);
+        case 3: return _mm256_xor_si256(y, _mm256_and_si256(z, _mm256_xor_si256(x, y)));
+        default: return _mm256_xor_si256(x, _mm256_or_si256(y, _mm256_xor_si256(z, ones)));
+    }
+}
+
+/* out20[k] = RIPEMD160 of the 32-byte digest whose SHA256 state words are s[k], for k < m;
+ * all eight rows of s are read. */
+SPN_AVX2 static void ripemd_digests_x8(const uint32_t (*s)[8], size_t m, unsigned char (*out20)[20]) {
+    const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6,
+                                           5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+    __m256i r[8], x[16];
+    /* Transpose: row k holds the eight words of lane k; x[i] holds word i of every lane. */
+    for (int k = 0; k < 8; k++) r[k] = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)s[k]), bswap);
+    for (int k = 0; k < 8; k += 4) {
+        __m256i t0 = _mm256_unpacklo_epi32(r[k], r[k + 1]), t1 = _mm256_unpackhi_epi32(r[k], r[k + 1]);
+        __m256i t2 = _mm256_unpacklo_epi32(r[k + 2], r[k + 3]), t3 = _mm256_unpackhi_epi32(r[k + 2], r[k + 3]);
+        r[k] = _mm256_unpacklo_epi64(t0, t2);
+        r[k + 1] = _mm256_unpackhi_epi64(t0, t2);
+        r[k + 2] = _mm256_unpacklo_epi64(t1, t3);
+        r[k + 3] = _mm256_unpackhi_epi64(t1, t3);
+    }
+    for (int i = 0; i < 4; i++) {
+        x[i] = _mm256_permute2x128_si256(r[i], r[i + 4], 0x20);
+        x[i + 4] = _mm256_permute2x128_si256(r[i], r[i + 4], 0x31);
+    }
+    x[8] = _mm256_set1_epi32(0x80);
+    for (int i = 9; i < 16; i++) x[i] = _mm256_setzero_si256();
+    x[14] = _mm256_set1_epi32(256);
+
+    __m256i h0 = _mm256_set1_epi32(0x67452301), h1 = _mm256_set1_epi32((int)0xefcdab89u),
+            h2 = _mm256_set1_epi32((int)0x98badcfeu), h3 = _mm256_set1_epi32(0x10325476),
+            h4 = _mm256_set1_epi32((int)0xc3d2e1f0u);
+    __m256i al = h0, bl = h1, cl = h2, dl = h3, el = h4;
+    __m256i ar = h0, br = h1, cr = h2, dr = h3, er = h4;
+#pragma GCC unroll 5
+    for (int j = 0; j < 5; j++) {
+        const __m256i kl = _mm256_set1_epi32((int)KL[j]), kr = _mm256_set1_epi32((int)KR[j]);
+#pragma GCC unroll 16
+        for (int i = 16 * j; i < 16 * j + 16; i++) {
+            __m256i t = _mm256_add_epi32(_mm256_add_epi32(al, f8(j, bl, cl, dl)), _mm256_add_epi32(x[RL[i]], kl));
+            t = _mm256_add_epi32(rol8(t, SL[i]), el);
+            al = el;
+            el = dl;
+            dl = rol8(cl, 10);
+            cl = bl;
+            bl = t;
+            t = _mm256_add_epi32(_mm256_add_epi32(ar, f8(4 - j, br, cr, dr)), _mm256_add_epi32(x[RR[i]], kr));
+            t = _mm256_add_epi32(rol8(t, SR[i]), er);
+            ar = er;
+            er = dr;
+            dr = rol8(cr, 10);
+            cr = br;
+            br = t;
+        }
+    }
+    uint32_t out[5][8] __attribute__((aligned(32)));
+    _mm256_store_si256((__m256i *)out[0], _mm256_add_epi32(_mm256_add_epi32(h1, cl), dr));
+    _mm256_store_si256((__m256i *)out[1], _mm256_add_epi32(_mm256_add_epi32(h2, dl), er));
+    _mm256_store_si256((__m256i *)out[2], _mm256_add_epi32(_mm256_add_epi32(h3, el), ar));
+    _mm256_store_si256((__m256i *)out[3], _mm256_add_epi32(_mm256_add_epi32(h4, al), br));
+    _mm256_store_si256((__m256i *)out[4], _mm256_add_epi32(_mm256_add_epi32(h0, bl), cr));
+    for (size_t k = 0; k < m; k++)
+        for (int i = 0; i < 5; i++) memcpy(out20[k] + 4 * i, &out[i][k], 4); /* x86: little-endian */
+}
+#endif
+
+enum { LANES = 8 };
+
+void spn_hash160_33_many(const unsigned char *const *in33, size_t n, unsigned char (*out20)[20]) {
+    uint32_t s[LANES][8];
+    while (n) {
+        size_t m = n < LANES ? n : LANES;
+        spn_sha256_33_public(in33, m, s);
+#if defined(__x86_64__)
+        if (spn_cpu_avx2() && m >= AVX2_MIN) {
+            if (m < LANES) memset(s[m], 0, (LANES - m) * sizeof s[0]);
+            ripemd_digests_x8((const uint32_t (*)[8])s, m, out20);
+        } else
+#endif
+        {
+            for (size_t k = 0; k < m; k++) {
+                uint32_t x[16], h[5];
+                digest_words(s[k], x);
+                init(h);
+                compress_words(h, x);
+                store(h, out20[k]);
+            }
+        }
+        in33 += m;
+        out20 += m;
+        n -= m;
+    }
 }
 
 void spn_hash160_33(const unsigned char in33[33], unsigned char out20[20]) {
-    static const uint32_t SHA256_IV[8] = {0x6a09e667ul, 0xbb67ae85ul, 0x3c6ef372ul, 0xa54ff53aul,
-                                          0x510e527ful, 0x9b05688cul, 0x1f83d9abul, 0x5be0cd19ul};
-    unsigned char block[64] = {0};
-    uint32_t s[8], h[5];
-    memcpy(block, in33, 33);
-    block[33] = 0x80;
-    block[62] = 0x01; /* 33 * 8 = 264 bits, big-endian */
-    block[63] = 0x08;
-    memcpy(s, SHA256_IV, sizeof s);
-    spn_sha256_transform(s, block, 1);
-    memset(block, 0, sizeof block);
-    for (int i = 0; i < 8; i++) {
-        block[4 * i] = (unsigned char)(s[i] >> 24);
-        block[4 * i + 1] = (unsigned char)(s[i] >> 16);
-        block[4 * i + 2] = (unsigned char)(s[i] >> 8);
-        block[4 * i + 3] = (unsigned char)s[i];
-    }
-    block[32] = 0x80;
-    block[57] = 0x01; /* 256 bits, little-endian */
-    init(h);
-    compress(h, block);
-    store(h, out20);
+    spn_hash160_33_many(&in33, 1, (unsigned char (*)[20])out20);
+}
+
+const char *spn_hash160_impl(void) {
+#if defined(__x86_64__)
+    if (spn_cpu_avx2()) return "avx2";
+#endif
+    return "portable";
 }

@@ -49,8 +49,8 @@ static const uint32_t TAG_MIDSTATE[3][8] = {
 };
 
 void spn_wipe(void *p, size_t n) {
-    volatile unsigned char *v = (volatile unsigned char *)p;
-    while (n--) *v++ = 0;
+    memset(p, 0, n);
+    __asm__ __volatile__("" : : "r"(p) : "memory");
 }
 
 static uint32_t load_be32(const unsigned char *p) {
@@ -68,8 +68,8 @@ static void store_be32(unsigned char *p, uint32_t x) {
 
 #define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
 
-static void transform_portable(uint32_t s[8], const unsigned char *blocks, size_t nblocks) {
-    uint32_t w[16];
+/* Compress with the caller's schedule buffer w (left holding data-derived words). */
+static void compress_portable(uint32_t s[8], const unsigned char *blocks, size_t nblocks, uint32_t w[16]) {
     for (; nblocks; nblocks--, blocks += 64) {
         uint32_t a = s[0], b = s[1], c = s[2], d = s[3], e = s[4], f = s[5], g = s[6], h = s[7];
 #pragma GCC unroll 64
@@ -103,6 +103,11 @@ static void transform_portable(uint32_t s[8], const unsigned char *blocks, size_
         s[6] += g;
         s[7] += h;
     }
+}
+
+static void transform_portable(uint32_t s[8], const unsigned char *blocks, size_t nblocks) {
+    uint32_t w[16];
+    compress_portable(s, blocks, nblocks, w);
     spn_wipe(w, sizeof w);
 }
 
@@ -123,15 +128,27 @@ SPN_SHANI static inline __m128i shani_schedule(__m128i w16, __m128i w12, __m128i
     return _mm_sha256msg2_epu32(t, w4);
 }
 
-SPN_SHANI static void transform_shani(uint32_t s[8], const unsigned char *blocks, size_t nblocks) {
-    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+/* State words s[0..8) <-> the (a,b,e,f), (c,d,g,h) register pair. */
+SPN_SHANI static inline void shani_pack(const uint32_t s[8], __m128i *abef, __m128i *cdgh) {
     __m128i dcba = _mm_loadu_si128((const __m128i *)&s[0]); /* lanes a,b,c,d from low */
     __m128i hgfe = _mm_loadu_si128((const __m128i *)&s[4]);
     __m128i badc = _mm_shuffle_epi32(dcba, 0xB1);
     __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
-    __m128i abef = _mm_alignr_epi8(badc, efgh, 8);
-    __m128i cdgh = _mm_blend_epi16(efgh, badc, 0xF0);
+    *abef = _mm_alignr_epi8(badc, efgh, 8);
+    *cdgh = _mm_blend_epi16(efgh, badc, 0xF0);
+}
 
+SPN_SHANI static inline void shani_unpack(__m128i abef, __m128i cdgh, uint32_t s[8]) {
+    __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+    __m128i hgdc = _mm_shuffle_epi32(cdgh, 0xB1);
+    _mm_storeu_si128((__m128i *)&s[0], _mm_blend_epi16(feba, hgdc, 0xF0));
+    _mm_storeu_si128((__m128i *)&s[4], _mm_alignr_epi8(hgdc, feba, 8));
+}
+
+SPN_SHANI static void transform_shani(uint32_t s[8], const unsigned char *blocks, size_t nblocks) {
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i abef, cdgh;
+    shani_pack(s, &abef, &cdgh);
     for (; nblocks; nblocks--, blocks += 64) {
         __m128i abef0 = abef, cdgh0 = cdgh;
         __m128i w0 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(blocks + 0)), bswap);
@@ -155,11 +172,43 @@ SPN_SHANI static void transform_shani(uint32_t s[8], const unsigned char *blocks
         abef = _mm_add_epi32(abef, abef0);
         cdgh = _mm_add_epi32(cdgh, cdgh0);
     }
+    shani_unpack(abef, cdgh, s);
+}
 
-    __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
-    __m128i hgdc = _mm_shuffle_epi32(cdgh, 0xB1);
-    _mm_storeu_si128((__m128i *)&s[0], _mm_blend_epi16(feba, hgdc, 0xF0));
-    _mm_storeu_si128((__m128i *)&s[4], _mm_alignr_epi8(hgdc, feba, 8));
+/* Schedule words 0..15 of the padded block of a 33-byte message: the message, 0x80, zeros and
+ * the bit length 264 (big-endian), without building the block in memory. */
+SPN_SHANI static inline void shani_load33(const unsigned char in33[33], __m128i w[4]) {
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    w[0] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)in33), bswap);
+    w[1] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(in33 + 16)), bswap);
+    w[2] = _mm_set_epi32(0, 0, 0, (int)(((uint32_t)in33[32] << 24) | 0x800000u));
+    w[3] = _mm_set_epi32(33 * 8, 0, 0, 0);
+}
+
+/* SHA256 states of two 33-byte messages, compressed side by side: one SHA-NI chain is bound by
+ * the latency of sha256rnds2, two independent chains fill its throughput. */
+SPN_SHANI static void sha256_33_x2_shani(const unsigned char *in0, const unsigned char *in1, uint32_t s0[8],
+                                         uint32_t s1[8]) {
+    __m128i iv_abef, iv_cdgh, x[4], y[4];
+    shani_pack(IV, &iv_abef, &iv_cdgh);
+    __m128i abef0 = iv_abef, cdgh0 = iv_cdgh, abef1 = iv_abef, cdgh1 = iv_cdgh;
+    shani_load33(in0, x);
+    shani_load33(in1, y);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        shani_rounds4(&abef0, &cdgh0, x[j], 4 * j);
+        shani_rounds4(&abef1, &cdgh1, y[j], 4 * j);
+    }
+#pragma GCC unroll 12
+    for (int i = 16; i < 64; i += 4) {
+        int j = (i / 4) & 3;
+        x[j] = shani_schedule(x[j], x[(j + 1) & 3], x[(j + 2) & 3], x[(j + 3) & 3]);
+        y[j] = shani_schedule(y[j], y[(j + 1) & 3], y[(j + 2) & 3], y[(j + 3) & 3]);
+        shani_rounds4(&abef0, &cdgh0, x[j], i);
+        shani_rounds4(&abef1, &cdgh1, y[j], i);
+    }
+    shani_unpack(_mm_add_epi32(abef0, iv_abef), _mm_add_epi32(cdgh0, iv_cdgh), s0);
+    shani_unpack(_mm_add_epi32(abef1, iv_abef), _mm_add_epi32(cdgh1, iv_cdgh), s1);
 }
 
 static int cpu_has_shani(void) {
@@ -168,6 +217,18 @@ static int cpu_has_shani(void) {
     if (!(c & bit_SSE4_1) || !(c & bit_SSSE3)) return 0;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     return (b >> 29) & 1;
+}
+
+/* AVX2 in the CPU, and the OS saves the YMM registers (OSXSAVE, then XCR0 bits 1 and 2). */
+static int cpu_has_avx2(void) {
+    unsigned a, b, c, d, xcr0_lo, xcr0_hi;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    if (!(c & bit_OSXSAVE) || !(c & bit_AVX)) return 0;
+    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    if ((xcr0_lo & 6) != 6) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return (b & bit_AVX2) != 0;
 }
 
 #endif
@@ -219,17 +280,21 @@ typedef void (*transform_fn)(uint32_t s[8], const unsigned char *blocks, size_t 
 
 static transform_fn transform = transform_portable;
 static const char *transform_name = "portable";
+static int use_shani, use_avx2;
 
 void spn_sha256_select(int force_portable) {
     const char *env = getenv("SP_SCAN_SHA256");
     transform_fn fn = transform_portable;
     const char *name = "portable";
+    int shani = 0, avx2 = 0;
     if (!force_portable && !(env && strcmp(env, "portable") == 0)) {
 #if defined(__x86_64__)
         if (cpu_has_shani()) {
             fn = transform_shani;
             name = "shani";
+            shani = 1;
         }
+        avx2 = cpu_has_avx2();
 #elif defined(SPN_ARMV8)
         if (getauxval(AT_HWCAP) & HWCAP_SHA2) {
             fn = transform_armv8;
@@ -239,12 +304,44 @@ void spn_sha256_select(int force_portable) {
     }
     transform = fn;
     transform_name = name;
+    use_shani = shani;
+    use_avx2 = avx2;
 }
 
 const char *spn_sha256_impl(void) { return transform_name; }
 
+int spn_cpu_avx2(void) { return use_avx2; }
+
 void spn_sha256_transform(uint32_t s[8], const unsigned char *blocks, size_t nblocks) {
     transform(s, blocks, nblocks);
+}
+
+void spn_sha256_33_public(const unsigned char *const *in33, size_t n, uint32_t (*s)[8]) {
+    size_t i = 0;
+#if defined(__x86_64__)
+    if (use_shani) {
+        for (; i + 2 <= n; i += 2) sha256_33_x2_shani(in33[i], in33[i + 1], s[i], s[i + 1]);
+        if (i < n) {
+            uint32_t spare[8];
+            sha256_33_x2_shani(in33[i], in33[i], s[i], spare);
+        }
+        return;
+    }
+#endif
+    for (; i < n; i++) {
+        unsigned char block[64] = {0};
+        uint32_t w[16];
+        memcpy(block, in33[i], 33);
+        block[33] = 0x80;
+        block[62] = (33 * 8) >> 8; /* bit length, big-endian */
+        block[63] = (33 * 8) & 0xff;
+        memcpy(s[i], IV, sizeof IV);
+        if (transform == transform_portable) {
+            compress_portable(s[i], block, 1, w);
+        } else {
+            transform(s[i], block, 1);
+        }
+    }
 }
 
 /* ---- streaming ---- */

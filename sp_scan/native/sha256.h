@@ -23,9 +23,10 @@ void spn_sha256_init_tagged(spn_sha256 *h, int tag);
 /* out32 = tagged_hash(tag, msg[0..len)). */
 void spn_tagged_sha256(int tag, const unsigned char *msg, size_t len, unsigned char out32[32]);
 
-/* Pick the compression for this process: SHA-NI or ARMv8 SHA2 when the CPU has it, else portable.
- * The portable one is forced when force_portable != 0 or the environment variable
- * SP_SCAN_SHA256 equals "portable" at call time. Call at module init (under the GIL); idempotent. */
+/* Pick the compression for this process: SHA-NI or ARMv8 SHA2 when the CPU has it, else portable;
+ * and whether HASH160 may use AVX2 (CPU and OS support). The portable paths are forced for all
+ * hashing when force_portable != 0 or the environment variable SP_SCAN_SHA256 equals "portable"
+ * at call time. Call at module init (under the GIL); idempotent. */
 void spn_sha256_select(int force_portable);
 /* Name of the selected compression: "shani", "armv8" or "portable". */
 const char *spn_sha256_impl(void);
@@ -33,6 +34,11 @@ const char *spn_sha256_impl(void);
 /* Internal, shared with ripemd160.c: compress nblocks 64-byte blocks into s with the selected
  * implementation. */
 void spn_sha256_transform(uint32_t s[8], const unsigned char *blocks, size_t nblocks);
+/* Internal, for ripemd160.c: s[i] = the SHA256 state (digest words) of the 33-byte message
+ * in33[i], for i < n. For public data only: nothing is wiped. */
+void spn_sha256_33_public(const unsigned char *const *in33, size_t n, uint32_t (*s)[8]);
+/* Internal, for ripemd160.c: 1 when spn_sha256_select allowed AVX2. */
+int spn_cpu_avx2(void);
 /* Internal: set n bytes at p to zero in a way the compiler cannot drop. */
 void spn_wipe(void *p, size_t n);
 
