@@ -35,11 +35,29 @@ static int compressed_key(const spn_span *item, secp256k1_pubkey *key, unsigned 
     return SPN_KEY_COMPRESSED;
 }
 
+enum { P2PKH_BATCH = 8 };
+
+/* The first of the n 33-byte pushes whose HASH160 is key_hash20 and that is a valid point. */
+static int p2pkh_match(const unsigned char *const *push33, size_t n, const unsigned char key_hash20[20],
+                       secp256k1_pubkey *key, unsigned char ser33[33]) {
+    unsigned char h20[P2PKH_BATCH][20];
+    spn_hash160_33_many(push33, n, h20);
+    for (size_t j = 0; j < n; j++) {
+        if (memcmp(h20[j], key_hash20, 20) != 0) continue;
+        spn_span item = {push33[j], 33};
+        int found = compressed_key(&item, key, ser33);
+        if (found != SPN_KEY_NONE) return found;
+    }
+    return SPN_KEY_NONE;
+}
+
 /* First 33-byte push whose HASH160 matches and that is a valid compressed point; none when any
- * push of the scriptSig is truncated (the reference parses every push first). */
+ * push of the scriptSig is truncated (the reference parses every push first). The 33-byte pushes
+ * are hashed P2PKH_BATCH at a time, in order, until one is found. */
 static int p2pkh(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33[33]) {
     const unsigned char *s = in->script_sig.p, *key_hash = in->prevout.p + 3;
-    size_t i = 0, n = in->script_sig.n;
+    const unsigned char *batch[P2PKH_BATCH];
+    size_t i = 0, n = in->script_sig.n, n_batch = 0;
     int found = SPN_KEY_NONE;
     while (i < n) {
         unsigned op = s[i++];
@@ -56,16 +74,15 @@ static int p2pkh(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33
         }
         if (size > n - i) return SPN_KEY_NONE;
         if (found == SPN_KEY_NONE && size == 33) {
-            unsigned char h20[20];
-            spn_hash160_33(s + i, h20);
-            if (memcmp(h20, key_hash, 20) == 0) {
-                spn_span item = {s + i, 33};
-                found = compressed_key(&item, key, ser33);
+            batch[n_batch++] = s + i;
+            if (n_batch == P2PKH_BATCH) {
+                found = p2pkh_match(batch, n_batch, key_hash, key, ser33);
+                n_batch = 0;
             }
         }
         i += size;
     }
-    return found;
+    return found == SPN_KEY_NONE && n_batch ? p2pkh_match(batch, n_batch, key_hash, key, ser33) : found;
 }
 
 static int p2tr(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33[33]) {
