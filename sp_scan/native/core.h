@@ -78,6 +78,14 @@ int spn_parse33(const secp256k1_context *ctx, secp256k1_pubkey *p, const unsigne
 /* The point with x-coordinate x32 and even Y; 1 ok, 0 off the curve. */
 int spn_lift_x(const secp256k1_context *ctx, secp256k1_pubkey *p, const unsigned char x32[32]);
 
+/* ---- x-coordinate validity without a square root (core_fe.c; variable time: public data) ---- */
+
+/* 1 when x32 (big-endian) is the x of a curve point (x < p, x³+7 a square mod p), 0 when not,
+ * -1 when the Jacobi symbol computation gave up (not seen in practice). */
+int spn_is_x_var(const unsigned char x32[32]);
+/* 1 valid x, 0 not: spn_is_x_var, falling back to libsecp256k1's parse when it gives up. */
+int spn_valid_x(const unsigned char x32[32]);
+
 enum { SPN_K_MAX = 2323 };
 
 /* Negative results shared by the stages; the module maps them to typed Python errors. */

@@ -28,9 +28,12 @@ static int script_type(const spn_span *sc) {
 
 int spn_is_witness_unknown(const spn_span *script) { return script_type(script) == T_WITNESS_UNKNOWN; }
 
+/* With key == NULL only validity is wanted: decided without a square root (spn_valid_x). */
 static int compressed_key(const spn_span *item, secp256k1_pubkey *key, unsigned char ser33[33]) {
-    secp256k1_pubkey tmp;
-    if (item->n != 33 || !spn_parse33(spn_ctx.public, key ? key : &tmp, item->p)) return SPN_KEY_NONE;
+    if (item->n != 33) return SPN_KEY_NONE;
+    if (key ? !spn_parse33(spn_ctx.public, key, item->p)
+            : (item->p[0] != 0x02 && item->p[0] != 0x03) || !spn_valid_x(item->p + 1))
+        return SPN_KEY_NONE;
     memcpy(ser33, item->p, 33);
     return SPN_KEY_COMPRESSED;
 }
@@ -99,8 +102,8 @@ static int p2tr(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33[
             return SPN_KEY_NONE;
         if (memcmp(control.p + 1, NUMS_H, 32) == 0) return SPN_KEY_NONE;
     }
-    secp256k1_pubkey tmp;
-    if (!spn_lift_x(spn_ctx.public, key ? key : &tmp, in->prevout.p + 2)) return SPN_KEY_NONE;
+    if (key ? !spn_lift_x(spn_ctx.public, key, in->prevout.p + 2) : !spn_valid_x(in->prevout.p + 2))
+        return SPN_KEY_NONE;
     ser33[0] = 0x02;
     memcpy(ser33 + 1, in->prevout.p + 2, 32);
     return SPN_KEY_XONLY;
