@@ -42,13 +42,13 @@ static void fold(uint64_t r[4], const uint64_t a[4], uint64_t t) {
         r[i] = (uint64_t)acc;
         acc >>= 64;
     }
-    if (acc) { /* wrapped past 2^256: the sum is now < 2^67, adding C once more cannot carry */
-        acc = (u128)r[0] + C;
-        r[0] = (uint64_t)acc;
-        for (int i = 1; i < 4 && (acc >>= 64); i++) {
-            acc += r[i];
-            r[i] = (uint64_t)acc;
-        }
+    /* A carry out (0 or 1) means the sum wrapped past 2^256 and is now < 2^68: adding its
+     * 2^256 ≡ C back cannot carry again. Done unconditionally, so there is no rare branch. */
+    acc = (u128)(uint64_t)acc * C;
+    for (int i = 0; i < 4; i++) {
+        acc += r[i];
+        r[i] = (uint64_t)acc;
+        acc >>= 64;
     }
 }
 
