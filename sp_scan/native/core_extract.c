@@ -56,11 +56,12 @@ static int p2pkh_match(const unsigned char *const *push33, size_t n, const unsig
 
 /* First 33-byte push whose HASH160 matches and that is a valid compressed point; none when any
  * push of the scriptSig is truncated (the reference parses every push first). The 33-byte pushes
- * are hashed P2PKH_BATCH at a time, in order, until one is found. */
+ * are hashed in order until one is found: the first alone (a key-first scriptSig costs one hash),
+ * then P2PKH_BATCH at a time. */
 static int p2pkh(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33[33]) {
     const unsigned char *s = in->script_sig.p, *key_hash = in->prevout.p + 3;
     const unsigned char *batch[P2PKH_BATCH];
-    size_t i = 0, n = in->script_sig.n, n_batch = 0;
+    size_t i = 0, n = in->script_sig.n, n_batch = 0, batch_cap = 1;
     int found = SPN_KEY_NONE;
     while (i < n) {
         unsigned op = s[i++];
@@ -78,9 +79,10 @@ static int p2pkh(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33
         if (size > n - i) return SPN_KEY_NONE;
         if (found == SPN_KEY_NONE && size == 33) {
             batch[n_batch++] = s + i;
-            if (n_batch == P2PKH_BATCH) {
+            if (n_batch == batch_cap) {
                 found = p2pkh_match(batch, n_batch, key_hash, key, ser33);
                 n_batch = 0;
+                batch_cap = P2PKH_BATCH;
             }
         }
         i += size;
