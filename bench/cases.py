@@ -70,11 +70,14 @@ def _tap_tweak_output(internal32: bytes, leaf: bytes) -> bytes:
 
 
 @functools.cache
-def extract_cases() -> dict[str, ExtractCase]:
-    """Core's five BIP352_GetPubKey inputs (src/bench/bip352.cpp layout), keyed by bench name."""
-    key = pubkey33(secret("extract"))
+def extract_cases(i: int = 0) -> dict[str, ExtractCase]:
+    """Core's five BIP352_GetPubKey inputs (src/bench/bip352.cpp layout), keyed by bench name.
+
+    `i` selects the key (and internal/leaf keys): i = 0 is the per-call case.
+    """
+    key = pubkey33(secret("extract", i))
     key_hash = crypto.hash160(key)
-    op = outpoint("extract")
+    op = outpoint("extract", i)
     cases = []
 
     cases.append(ExtractCase("P2PKH", TxInput(op, push(ECDSA_SIG) + push(key), (), _p2pkh_script(key)), key))
@@ -86,8 +89,8 @@ def extract_cases() -> dict[str, ExtractCase]:
     cases.append(ExtractCase("P2WPKH", TxInput(op, b"", (ECDSA_SIG, key), b"\x00\x14" + key_hash), key))
 
     # Script path: [sig, leaf `<32B> OP_CHECKSIG`, control = leaf version ‖ non-NUMS internal key].
-    internal = xonly32(secret("extract/internal"))
-    leaf = push(xonly32(secret("extract/leaf"))) + b"\xac"
+    internal = xonly32(secret("extract/internal", i))
+    leaf = push(xonly32(secret("extract/leaf", i))) + b"\xac"
     output = _tap_tweak_output(internal, leaf)
     witness = (SCHNORR_SIG, leaf, b"\xc0" + internal)
     cases.append(ExtractCase("P2TR", TxInput(op, b"", witness, b"\x51\x20" + output), output))
@@ -107,10 +110,10 @@ def extract_cases() -> dict[str, ExtractCase]:
     return {c.name: c for c in cases}
 
 
-def tx_of(case: ExtractCase, n: int) -> list[TxInput]:
-    """A transaction of `n` copies of the case's input, with distinct outpoints."""
-    t = case.txin
-    return [TxInput(outpoint(case.name, i), t.script_sig, t.witness, t.prevout_script) for i in range(n)]
+def tx_of(name: str, n: int) -> list[ExtractCase]:
+    """`n` inputs of the named kind, each with its own key and outpoint (no repeated key flatters a
+    variable-time validity check)."""
+    return [extract_cases(i)[name] for i in range(1, n + 1)]
 
 
 @dataclass(frozen=True)

@@ -39,13 +39,13 @@ def test_input_pubkey(benchmark, name, impl):
 @pytest.mark.parametrize("impl", ["native", "reference"])
 @pytest.mark.parametrize("name", ALL)
 def test_tx_pubkeys(benchmark, name, impl):
-    """Per input inside one `tx_pubkeys` call over a tx of TX_INPUTS such inputs."""
+    """Per input inside one `tx_pubkeys` call over a tx of TX_INPUTS such inputs, each with its own key."""
     fn = impls(extract, "tx_pubkeys").get(impl)
     if fn is None:
         pytest.skip("native backend not enabled")
-    case = cases.extract_cases()[name]
-    tx = cases.tx_of(case, TX_INPUTS)
-    assert fn(tx) == [case.expected] * TX_INPUTS
+    inputs = cases.tx_of(name, TX_INPUTS)
+    tx = [c.txin for c in inputs]
+    assert fn(tx) == [c.expected for c in inputs]
     _info(benchmark, _row(name) + f" (tx of {TX_INPUTS})", impl, TX_INPUTS)
     if impl == "reference" and "P2PKH_" in name:
         benchmark.pedantic(fn, (tx,), rounds=3, iterations=1)
