@@ -5,6 +5,7 @@
 #   fuzz/asan.sh                          # whole suite
 #   fuzz/asan.sh tests/test_properties.py # any pytest arguments
 #   SP_SCAN_FUZZ_EXAMPLES=2000 fuzz/asan.sh tests/test_properties.py
+#   fuzz/asan.sh --replay tests/test_native.py  # then run every saved fuzz input (fuzz/corpus/) once
 #
 # Env: PYTHON (default: python on PATH, e.g. an activated venv with the dev extra),
 #      SP_SCAN_ASAN_DIR (scratch dir; default: a new mktemp dir, removed on exit).
@@ -20,7 +21,13 @@ else
     trap 'rm -rf "$WORK"' EXIT
 fi
 
-tar -C "$ROOT" --exclude=.git --exclude=.venv --exclude=build --exclude='*.so' --exclude=fuzz/corpus \
+REPLAY=
+if [ "${1:-}" = "--replay" ]; then
+    REPLAY=1
+    shift
+fi
+
+tar -C "$ROOT" --exclude=.git --exclude=.venv --exclude=build --exclude='*.so' \
     --exclude=__pycache__ --exclude=.hypothesis -cf - . | tar -C "$WORK" -xf -
 cd "$WORK"
 
@@ -44,3 +51,7 @@ unset SP_SCAN_BACKEND
 start=$(date +%s)
 "$PYTHON" -m pytest -q -p no:cacheprovider "${@:-tests}"
 echo "asan.sh: sanitized test run took $(( $(date +%s) - start )) s" >&2
+if [ -n "$REPLAY" ]; then
+    # Each target's test_one called directly: libFuzzer does not run here (gcc's libasan breaks its coverage).
+    "$PYTHON" fuzz/replay.py
+fi
