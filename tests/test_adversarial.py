@@ -435,7 +435,7 @@ def test_the_cli_exits_2_with_one_line_on_truncated_sample_files(tmp_path):
 # ---- JSON Lines already printed stay valid ----
 
 
-def _small_expected_found(tmp_path: Path) -> list[dict]:
+def _small_scan_args() -> list[str]:
     w = json.loads((BLOCKS / "small.expected.json").read_text())["wallet"]
     args = ["scan", str(BLOCKS / "small.hex"), "--scan-key-file", str(BLOCKS / w["scan_key_file"]), "--spend-pubkey", w["spend_pubkey"]]
     args += [a for m in w["labels"] for a in ("--label", str(m))] + ["--json"]
@@ -454,7 +454,7 @@ BROKEN = {
 @pytest.mark.parametrize("jobs", ["1", "2"])
 @pytest.mark.parametrize("broken", list(BROKEN) + ["not hex"])
 def test_json_lines_printed_before_a_malformed_later_block_stay_valid(broken, jobs, tmp_path):
-    good_args = _small_expected_found(tmp_path)
+    good_args = _small_scan_args()
     good = invoke(*good_args)
     assert good.exit_code == 0 and good.stdout
     if broken == "not hex":
@@ -551,3 +551,17 @@ def test_help_says_where_the_scan_key_may_come_from(command):
     text = " ".join(invoke(*command, "--help").stdout.split())
     for needle in ("--scan-key-file", "SP_SCAN_KEY", "stdin"):
         assert needle in text, (command, needle)
+
+
+def test_a_key_file_given_where_a_block_or_spent_file_goes_fails_without_echoing_the_key(tmp_path):
+    key_file = tmp_path / "wallet.hex"
+    key_file.write_text(SCAN_HEX + "\n")
+    (tmp_path / "wallet.spent.hex").write_text(SCAN_HEX + "\n")
+    block_path = write(tmp_path, "blk", SMALL_BLOCK, SMALL_SPENT)
+    for args in (
+        ["tweaks", str(key_file)],
+        ["scan", str(key_file), "--scan-key-file", str(key_file), "--spend-pubkey", SPEND_PUB.hex()],
+        ["tweaks", block_path, "--spent", str(key_file), "--json"],
+        ["extract", block_path, "--spent", str(key_file)],
+    ):
+        assert_cli_fails(invoke(*args))
