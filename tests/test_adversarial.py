@@ -117,8 +117,9 @@ BACKENDS = {
 def assert_every_backend_raises(error: type[SPError], block_bytes: bytes, spent_bytes: bytes, seconds: float = 1.0) -> None:
     for name, f in BACKENDS.items():
         start = time.perf_counter()
-        with pytest.raises(error):
+        with pytest.raises(error) as caught:
             f(block_bytes, spent_bytes)
+        assert type(caught.value) is error, (name, caught.value)  # the exact class, not a subclass
         assert time.perf_counter() - start < seconds, name
 
 
@@ -565,3 +566,22 @@ def test_a_key_file_given_where_a_block_or_spent_file_goes_fails_without_echoing
         ["extract", block_path, "--spent", str(key_file)],
     ):
         assert_cli_fails(invoke(*args))
+
+
+def test_duplicated_paid_outputs_are_found_once_each_at_the_lowest_vout_by_both_backends():
+    raw, prev, inputs, _, paid = paying_tx(3, label=3, seed=11)
+    doubled = [paid[1], paid[0], paid[2], paid[1], paid[0], paid[2]]
+    (op, sig, wit) = (inputs[0].outpoint, inputs[0].script_sig, inputs[0].witness)
+    block_bytes = make_block(tx([(op, sig, wit)], [txout(330 + v, p2tr(x)) for v, x in enumerate(doubled)]))
+    found = block.scan(block_bytes, spent_for(prev), RECEIVER)
+    assert found == block.scan_reference(block_bytes, spent_for(prev), RECEIVER)
+    assert [(m.vout, m.amount, m.found.output32) for m in found] == [(v, 330 + v, doubled[v]) for v in range(3)]
+
+
+@pytest.mark.parametrize("amount", [block.MAX_MONEY + 1, 2**63 - 1, -1, -(2**63)])
+def test_an_amount_out_of_range_is_malformed_in_a_block_and_in_spent_data(amount):
+    inputs, outputs, prev = _valid_tx()
+    bad_out = amount.to_bytes(8, "little", signed=True) + b"\x01\x51"
+    assert_every_backend_raises(MalformedBlockError, make_block(tx(inputs, [*outputs, bad_out])), spent_for(prev))
+    bad_spent = b"\x02\x00\x01" + amount.to_bytes(8, "little", signed=True) + compact_size(len(prev.script)) + prev.script
+    assert_every_backend_raises(MalformedDataError, make_block(tx(inputs, outputs)), bad_spent)
