@@ -39,7 +39,7 @@ def budget(n: int) -> settings:
 
 
 def compact_size(n: int) -> bytes:
-    """Canonical Bitcoin compact size."""
+    """Canonical Bitcoin compact size (an oracle independent of sp_scan.block)."""
     if n < 0xFD:
         return bytes([n])
     if n <= 0xFFFF:
@@ -237,7 +237,7 @@ def test_compact_size_accepts_only_the_canonical_width(value, width):
 
 @budget(100)
 @given(st.sampled_from([2**64 - 1, 2**32, 2**32 - 1, 0x10000, 0xFFFF]), st.binary(max_size=64))
-def test_huge_witness_counts_and_lengths_fail_without_allocating(n, tail):
+def test_huge_witness_counts_and_lengths_fail_as_truncated(n, tail):
     for data in (compact_size(n) + tail, b"\x01" + compact_size(n) + tail):
         try:
             parse_witness(data)
