@@ -80,12 +80,33 @@ static int var_bytes(reader *r, spn_span *s) {
     return take(r, s->n, &s->p);
 }
 
+static size_t next_cap(size_t cap, size_t need) {
+    size_t cap2 = cap ? cap : 64;
+    while (cap2 < need) cap2 *= 2;
+    return cap2;
+}
+
 static int grow(void **arr, size_t *cap, size_t need, size_t size) {
     if (need <= *cap) return 1;
-    size_t cap2 = *cap ? *cap : 64;
-    while (cap2 < need) cap2 *= 2;
+    size_t cap2 = next_cap(*cap, need);
     void *p = realloc(*arr, cap2 * size);
     if (p == NULL) return 0;
+    *arr = p;
+    *cap = cap2;
+    return 1;
+}
+
+/* grow() for buffers holding spend tweaks: the old buffer is wiped before it is freed. */
+static int grow_wiped(void **arr, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return 1;
+    size_t cap2 = next_cap(*cap, need);
+    void *p = malloc(cap2 * size);
+    if (p == NULL) return 0;
+    if (*arr) {
+        memcpy(p, *arr, *cap * size);
+        spn_cleanse(*arr, *cap * size);
+        free(*arr);
+    }
     *arr = p;
     *cap = cap2;
     return 1;
@@ -281,7 +302,7 @@ long spn_block_scan(const unsigned char *block, size_t block_len, const unsigned
         size_t n_tr = 0;
         int r;
         if (!grow((void **)&xs, &cap_x, tx->n_out, sizeof *xs) || !grow((void **)&vouts, &cap_v, tx->n_out, sizeof *vouts) ||
-            !grow((void **)&found, &cap_found, tx->n_out, sizeof *found)) {
+            !grow_wiped((void **)&found, &cap_found, tx->n_out, sizeof *found)) {
             ret = SPN_ENOMEM;
             break;
         }
@@ -301,7 +322,7 @@ long spn_block_scan(const unsigned char *block, size_t block_len, const unsigned
             if (r < 0) ret = r;
             continue;
         }
-        if (!grow((void **)out, &cap, n + (size_t)r, sizeof **out)) {
+        if (!grow_wiped((void **)out, &cap, n + (size_t)r, sizeof **out)) {
             ret = SPN_ENOMEM;
             break;
         }
