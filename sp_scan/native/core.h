@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "sha256.h"
+
 /* ---- libsecp256k1 (upstream include/secp256k1.h, secp256k1_ecdh.h signatures) ---- */
 
 typedef struct secp256k1_context_struct secp256k1_context;
@@ -163,6 +165,10 @@ int spn_scanner_init(spn_scanner *sc, const unsigned char scan_key32[32], const 
                      size_t n_labels, const uint32_t *m, const unsigned char (*label33)[33],
                      const unsigned char (*tweak32)[32]);
 void spn_scanner_free(spn_scanner *sc);
+
+/* t_k = hash_BIP0352/SharedSecret(ser_P(ecdh) ‖ ser32(k)) from `base`, the tagged context that
+ * has absorbed ser_P(ecdh); the copy it hashes is wiped. */
+void spn_t_k(const spn_sha256 *base, uint32_t k, unsigned char t_k32[32]);
 
 /* Scan with the ECDH shared secret; found needs room for min(n, K_MAX). Returns the number found
  * or SPN_ENOMEM. */

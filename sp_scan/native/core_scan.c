@@ -16,6 +16,14 @@
 
 int spn_label_strategy = SPN_STRATEGY_AUTO;
 
+void spn_t_k(const spn_sha256 *base, uint32_t k, unsigned char t_k32[32]) {
+    spn_sha256 h = *base;
+    const unsigned char ser_k[4] = {(unsigned char)(k >> 24), (unsigned char)(k >> 16), (unsigned char)(k >> 8),
+                                    (unsigned char)k};
+    spn_sha256_write(&h, ser_k, 4);
+    spn_sha256_finalize(&h, t_k32); /* wipes h */
+}
+
 /* ---- scanner ---- */
 
 typedef struct {
@@ -188,8 +196,8 @@ int spn_scan_ecdh(const spn_scanner *sc, const unsigned char ecdh33[33], const u
                   size_t n, spn_found *found) {
     outputs_t o = {outputs32, n, NULL, NULL, NULL, NULL};
     int labelset = use_labelset(sc, n), n_found = 0;
-    spn_sha256 base, h;
-    unsigned char t_k[32], ser_k[4], p33[33];
+    spn_sha256 base;
+    unsigned char t_k[32], p33[33];
     if (n == 0) return 0;
     o.sorted = malloc(n * sizeof *o.sorted);
     o.removed = calloc(n, 1);
@@ -213,13 +221,7 @@ int spn_scan_ecdh(const spn_scanner *sc, const unsigned char ecdh33[33], const u
         secp256k1_pubkey t_g, p_k;
         const secp256k1_pubkey *pair[2] = {&sc->spend, &t_g};
         long index, label = -1;
-        ser_k[0] = (unsigned char)(k >> 24);
-        ser_k[1] = (unsigned char)(k >> 16);
-        ser_k[2] = (unsigned char)(k >> 8);
-        ser_k[3] = (unsigned char)k;
-        h = base;
-        spn_sha256_write(&h, ser_k, 4);
-        spn_sha256_finalize(&h, t_k);
+        spn_t_k(&base, k, t_k);
         /* P_k = B_spend + t_k·G, t_k·G in constant time (t_k spends the output). */
         if (!spn_secp.ec_pubkey_create(spn_ctx.public, &t_g, t_k) ||
             !spn_secp.ec_pubkey_combine(spn_ctx.public, &p_k, pair, 2))
@@ -243,7 +245,6 @@ int spn_scan_ecdh(const spn_scanner *sc, const unsigned char ecdh33[33], const u
     }
 done:
     spn_cleanse(&base, sizeof base);
-    spn_cleanse(&h, sizeof h);
     spn_cleanse(t_k, sizeof t_k);
     free(o.sorted);
     free(o.removed);

@@ -131,9 +131,9 @@ int spn_create_outputs(unsigned char (*outputs32)[32], const unsigned char (*out
                        const unsigned char (*keys32)[32], const unsigned char *is_taproot, size_t n_keys,
                        const spn_recipient *recipients, size_t n_recipients) {
     const secp256k1_context *ctx = spn_ctx.secret;
-    unsigned char secret[32], ecdh33[33], t_k[32], ser_k[4], p33[33];
+    unsigned char secret[32], ecdh33[33], t_k[32], p33[33];
     group_entry *order;
-    spn_sha256 base, h;
+    spn_sha256 base;
     int ret;
     if (n_recipients == 0) return SPN_ESEND;
     ret = tweaked_secret(secret, outpoints36, n_outpoints, keys32, is_taproot, n_keys);
@@ -169,13 +169,7 @@ int spn_create_outputs(unsigned char (*outputs32)[32], const unsigned char (*out
             uint32_t k = (uint32_t)(j - start);
             secp256k1_pubkey spend, t_g, p_k;
             const secp256k1_pubkey *pair[2] = {&spend, &t_g};
-            ser_k[0] = (unsigned char)(k >> 24);
-            ser_k[1] = (unsigned char)(k >> 16);
-            ser_k[2] = (unsigned char)(k >> 8);
-            ser_k[3] = (unsigned char)k;
-            h = base;
-            spn_sha256_write(&h, ser_k, 4);
-            spn_sha256_finalize(&h, t_k);
+            spn_t_k(&base, k, t_k);
             if (!spn_parse33(ctx, &spend, recipients[order[j].index].spend33)) {
                 ret = SPN_EKEY;
                 goto done;
@@ -195,6 +189,5 @@ done:
     spn_cleanse(ecdh33, sizeof ecdh33);
     spn_cleanse(t_k, sizeof t_k);
     spn_cleanse(&base, sizeof base);
-    spn_cleanse(&h, sizeof h);
     return ret;
 }
