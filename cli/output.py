@@ -66,6 +66,7 @@ class Emitter:
     """
 
     def __init__(self, kind: str, as_json: bool, stream: TextIO | None = None) -> None:
+        self.kind = kind
         self.columns = _COLUMNS[kind]
         self.as_json = as_json
         self.stream = stream or sys.stdout
@@ -89,8 +90,12 @@ class Emitter:
             record = dict(record, key=f"{NOT_ELIGIBLE} ({record['reason']})")
         return "  ".join(_cell(record[f], w) for f, _, w in self.columns).rstrip()
 
-    def many(self, records: list[dict]) -> None:
-        """Print records (one block's) in one write, then flush."""
+    def text(self, records: list[dict]) -> str:
+        """Records (one block's) as lines, without the final newline; "" for none."""
+        return "\n".join(self.line(r) for r in records)
+
+    def block(self, text: str) -> None:
+        """Print one block's `text` in one write, then flush."""
         self.start()
-        if records:
-            self._write("\n".join(self.line(r) for r in records))
+        if text:
+            self._write(text)

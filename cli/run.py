@@ -28,8 +28,10 @@ class Interrupted(Exception):
         self.resume = resume
 
 
-def work(source: Source, mode: str, receiver: Receiver | None) -> list[dict]:
-    """Load one block and compute its records: "tweaks", "scan" (needs receiver) or "extract".
+def work(source: Source, mode: str, receiver: Receiver | None, fmt: output.Emitter) -> str:
+    """Load one block and compute its records, formatted by `fmt`: "tweaks", "scan" (needs receiver) or "extract".
+
+    Workers format their own lines, so the parent only writes them.
 
     Raises:
         SPError: the same type as the library raised, its message prefixed with the block's name.
@@ -39,10 +41,12 @@ def work(source: Source, mode: str, receiver: Receiver | None) -> list[dict]:
         raw, spent = source.load()
         try:
             if mode == "tweaks":
-                return [output.tweak_record(t) for t in block.tweaks(raw, spent)]
-            if mode == "scan":
-                return [output.match_record(m) for m in block.scan(raw, spent, receiver)]
-            return [output.input_record(r) for r in block.classify_inputs(raw, spent)]
+                records = [output.tweak_record(t) for t in block.tweaks(raw, spent)]
+            elif mode == "scan":
+                records = [output.match_record(m) for m in block.scan(raw, spent, receiver)]
+            else:
+                records = [output.input_record(r) for r in block.classify_inputs(raw, spent)]
+            return fmt.text(records)
         except SPError:
             # The native block loop's messages are generic; the reference parser says where.
             block.transactions(raw, spent)
@@ -51,17 +55,17 @@ def work(source: Source, mode: str, receiver: Receiver | None) -> list[dict]:
         raise type(exc)(f"{source.name}: {exc}") from None
 
 
-_worker_args: tuple[str, Receiver | None] = ("tweaks", None)
+_worker_args: tuple[str, Receiver | None, output.Emitter | None] = ("tweaks", None, None)
 
 
-def _init_worker(mode: str, receiver: Receiver | None) -> None:
+def _init_worker(mode: str, receiver: Receiver | None, as_json: bool) -> None:
     # The parent handles Ctrl-C and terminates the pool; workers must not print tracebacks.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     global _worker_args
-    _worker_args = (mode, receiver)
+    _worker_args = (mode, receiver, output.Emitter(mode, as_json))
 
 
-def _pool_work(source: Source) -> list[dict]:
+def _pool_work(source: Source) -> str:
     return work(source, *_worker_args)
 
 
@@ -157,14 +161,15 @@ def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: i
     interrupt = _DeferredInterrupt()
     try:
         if jobs > 1 and len(sources) > 1:
-            pool = multiprocessing.Pool(min(jobs, len(sources)), initializer=_init_worker, initargs=(mode, receiver))
+            initargs = (mode, receiver, emit.as_json)
+            pool = multiprocessing.Pool(min(jobs, len(sources)), initializer=_init_worker, initargs=initargs)
             results = pool.imap(_pool_work, sources, chunksize=1)
         else:
-            results = (work(s, mode, receiver) for s in sources)
+            results = (work(s, mode, receiver, emit) for s in sources)
         with interrupt.installed():
-            for records in results:
+            for text in results:
                 with interrupt.section():  # a block's lines and the resume height change together
-                    emit.many(records)
+                    emit.block(text)
                     done += 1
                 progress.update(done, sources[done - 1].name)
     except KeyboardInterrupt:
