@@ -1,20 +1,21 @@
 /* "Is x a secp256k1 x-coordinate?" without a square root: x < p and the Jacobi symbol
  * (x³+7 | p) is 1 (x³+7 is never 0 mod p: -7 is not a cube). Variable time: public keys only.
  *
- * The symbol comes from Bernstein–Yang division steps in their all-positive form: with f odd,
- *   g odd, δ > 0:  (δ, f, g) -> (1-δ, g, (g+f)/2)
- *   g odd, δ ≤ 0:  (δ, f, g) -> (1+δ, f, (g+f)/2)
- *   g even:        (δ, f, g) -> (1+δ, f, g/2)
- * f and g stay non-negative, so J(g|f) is tracked exactly: the swap flips it when f ≡ g ≡ 3
- * mod 4 (reciprocity), g+f keeps it, each halving flips it when f ≡ ±3 mod 8. It is known once
- * f = 1 or g = 1. The next 62 steps depend only on δ and the low 64 bits of f and g (3 bits stay
- * exact for the last step's mod-8 test), so they run on one word each and yield a matrix with
- * entries ≤ 2^62 that is applied to the full numbers once. */
+ * The symbol comes from the binary GCD on a odd, b ≥ 0 (a = p, b = x³+7 to start):
+ *   b even:  b -> b/2             flips J(b|a) when a ≡ ±3 mod 8
+ *   b odd:   if b < a swap them   flips it when a ≡ b ≡ 3 mod 4 (reciprocity)
+ *            then b -> b - a      keeps it
+ * until b = 0, when a is the gcd (1, so the tracked sign is the answer). Up to 62 halvings run
+ * on one word per number: the low 64 bits (exact; 3 bits still exact at the last halving) and
+ * the top 63 bits at a common scale, with error bounds, so every comparison made is certain and
+ * an uncertain one ends the batch early. The batch yields a matrix applied to the full numbers
+ * once; numbers that fit one word finish exactly. About 180 subtractions and 6 batches for a
+ * random x, against 376 steps and 12 batches for the all-positive division steps used before. */
 #include "core.h"
 
 typedef unsigned __int128 u128;
 
-enum { BATCH = 62, MAX_BATCHES = 24 }; /* 2^20 random x never needed more than 14 batches */
+enum { BATCH = 62, MAX_BATCHES = 24 }; /* 2·10^6 test x never needed more than 6 batches */
 
 /* p = 2^256 - C, little-endian 64-bit limbs. */
 static const uint64_t P[4] = {0xFFFFFFFEFFFFFC2FULL, ~0ULL, ~0ULL, ~0ULL};
@@ -75,88 +76,145 @@ static void mul(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) {
     fold(r, lo, (uint64_t)acc);
 }
 
-/* 62 steps on the low words of f and g. Returns the matrix (u v; q r) with
- * 2^62·(f', g') = (u·f + v·g, q·f + r·g); updates δ and the flip bit. */
-static void steps62(uint64_t f, uint64_t g, int *delta, unsigned *flip, uint64_t m[4]) {
-    uint64_t u = 1, v = 0, q = 0, r = 1;
-    int d = *delta, left = BATCH;
-    unsigned j = *flip;
-    for (;;) {
-        /* halve g through its trailing zeros (at most `left` of them) */
-        int z = __builtin_ctzll(g | (1ULL << left));
-        g >>= z;
-        u <<= z;
-        v <<= z;
-        d += z;
-        left -= z;
-        j ^= (unsigned)z & (unsigned)((f ^ (f >> 1)) >> 1);
-        if (left == 0) break;
-        if (d > 0) {
-            uint64_t t = f;
-            f = g;
-            g = t;
-            t = u;
-            u = q;
-            q = t;
-            t = v;
-            v = r;
-            r = t;
-            d = -d;
-            j ^= (unsigned)((f & g) >> 1);
+/* J(b|a) for odd a and any b, both < 2^64, times (-1)^flip: 1 or -1; 0 when gcd(a, b) > 1. */
+static int jacobi_u64(uint64_t a, uint64_t b, unsigned flip) {
+    while (b) {
+        int z = __builtin_ctzll(b);
+        b >>= z;
+        flip ^= (unsigned)z & (unsigned)((a ^ (a >> 1)) >> 1);
+        if (b < a) {
+            uint64_t t = a;
+            a = b;
+            b = t;
+            flip ^= (unsigned)((a & b) >> 1);
         }
-        g = (g + f) >> 1; /* the carry out of bit 63 is lost: only low bits are exact anyway */
-        q += u;
-        r += v;
-        u <<= 1;
-        v <<= 1;
-        d++;
-        left--;
-        j ^= (unsigned)((f ^ (f >> 1)) >> 1);
+        b -= a;
     }
-    *delta = d;
-    *flip = j & 1;
-    m[0] = u;
-    m[1] = v;
-    m[2] = q;
-    m[3] = r;
+    if (a != 1) return 0;
+    return (flip & 1) ? -1 : 1;
 }
 
-/* out = (a·x + b·y) / 2^62 over n limbs; exact, and the result fits in n limbs. */
-static void combine(uint64_t *out, uint64_t a, const uint64_t *x, uint64_t b, const uint64_t *y, int n) {
-    u128 acc = (u128)a * x[0] + (u128)b * y[0];
+/* Up to BATCH halvings of the binary algorithm on (a, b) seen through their low words al, bl
+ * (exact mod 2^64) and their tops ah, bh: a/2^s ∈ [ah, ah + 1], the same for b, both < 2^63.
+ * The tops carry error bounds ea, eb, so every comparison made is certain; at an uncertain one
+ * the batch stops early. Returns k, the halvings done, with the matrix m = (ua va; ub vb):
+ * 2^k·(a', b') = (ua·a + va·b, ub·a + vb·b), |ua| + |va| ≤ 2^k and the same for the b row. */
+static int steps_binary(uint64_t al, uint64_t bl, uint64_t ah, uint64_t bh, unsigned *flip, int64_t m[4]) {
+    int64_t ua = 1, va = 0, ub = 0, vb = 1;
+    uint64_t ea = 1, eb = 1;
+    int left = BATCH;
+    unsigned j = *flip;
+    for (;;) {
+        /* halve b through its trailing zeros (at most `left` of them) */
+        int z = __builtin_ctzll(bl | (1ULL << left));
+        bl >>= z;
+        bh >>= z;
+        eb = ((eb + (1ULL << z) - 1) >> z) + (z != 0);
+        ua *= (int64_t)1 << z;
+        va *= (int64_t)1 << z;
+        left -= z;
+        j ^= (unsigned)z & (unsigned)((al ^ (al >> 1)) >> 1);
+        if (left == 0) break;
+        /* b odd: make b the larger one, then b -= a */
+        if (bh > ah + ea) {
+        } else if (ah > bh + eb) {
+            uint64_t t = al;
+            al = bl;
+            bl = t;
+            t = ah;
+            ah = bh;
+            bh = t;
+            t = ea;
+            ea = eb;
+            eb = t;
+            int64_t s = ua;
+            ua = ub;
+            ub = s;
+            s = va;
+            va = vb;
+            vb = s;
+            j ^= (unsigned)((al & bl) >> 1);
+        } else {
+            break;
+        }
+        bl -= al;
+        bh -= ah + ea;
+        eb += ea;
+        ub -= ua;
+        vb -= va;
+    }
+    *flip = j & 1;
+    m[0] = ua;
+    m[1] = va;
+    m[2] = ub;
+    m[3] = vb;
+    return BATCH - left;
+}
+
+/* out = (a·x + b·y) / 2^k over n limbs; exact, non-negative, and it fits in n limbs. */
+static void combine(uint64_t *out, int64_t a, const uint64_t *x, int64_t b, const uint64_t *y, int n, int k) {
+    typedef __int128 i128;
+    i128 acc = (i128)a * (i128)x[0] + (i128)b * (i128)y[0];
     uint64_t low = (uint64_t)acc;
     acc >>= 64;
     for (int i = 1; i < n; i++) {
-        acc += (u128)a * x[i] + (u128)b * y[i];
-        out[i - 1] = (low >> BATCH) | ((uint64_t)acc << (64 - BATCH));
+        acc += (i128)a * (i128)x[i] + (i128)b * (i128)y[i];
+        out[i - 1] = (low >> k) | (k ? (uint64_t)acc << (64 - k) : 0);
         low = (uint64_t)acc;
         acc >>= 64;
     }
-    out[n - 1] = (low >> BATCH) | ((uint64_t)acc << (64 - BATCH));
+    out[n - 1] = (low >> k) | (k ? (uint64_t)acc << (64 - k) : 0);
 }
 
-static int is_one(const uint64_t *a, int n) {
-    if (a[0] != 1) return 0;
-    for (int i = 1; i < n; i++)
-        if (a[i]) return 0;
-    return 1;
+/* floor(x / 2^s) for 0 < s < 64·n. */
+static uint64_t shifted(const uint64_t *x, int n, int s) {
+    int w = s / 64, r = s % 64;
+    uint64_t lo = x[w] >> r;
+    if (r && w + 1 < n) lo |= x[w + 1] << (64 - r);
+    return lo;
 }
 
-/* J(g|p) for g < 2^256: 1 or -1; 0 when undecided (g ≡ 0 mod p, or too many steps). */
+/* b odd: order a ≤ b (swapping with reciprocity), then b -= a; over n limbs. */
+static void exact_step(uint64_t *a, uint64_t *b, int n, unsigned *flip) {
+    int i = n - 1;
+    while (i > 0 && a[i] == b[i]) i--;
+    if (b[i] < a[i]) {
+        for (int t = 0; t < n; t++) {
+            uint64_t w = a[t];
+            a[t] = b[t];
+            b[t] = w;
+        }
+        *flip ^= (unsigned)((a[0] & b[0]) >> 1) & 1;
+    }
+    u128 borrow = 0;
+    for (int t = 0; t < n; t++) {
+        u128 d = (u128)b[t] - a[t] - borrow;
+        b[t] = (uint64_t)d;
+        borrow = (d >> 64) & 1;
+    }
+}
+
+/* J(g|p) for g < 2^256: 1 or -1; 0 when undecided (g ≡ 0 mod p, or too many batches). */
 static int jacobi_p(const uint64_t g_in[4]) {
-    uint64_t f[4], g[4], m[4], nf[4], ng[4];
-    int n = 4, delta = 1;
+    uint64_t a[4], b[4], na[4], nb[4];
+    int64_t m[4];
+    int n = 4;
     unsigned flip = 0;
-    memcpy(f, P, sizeof f);
-    memcpy(g, g_in, sizeof g);
-    for (int b = 0; b < MAX_BATCHES; b++) {
-        if (is_one(f, n) || is_one(g, n)) return flip ? -1 : 1;
-        steps62(f[0], g[0], &delta, &flip, m);
-        combine(nf, m[0], f, m[1], g, n);
-        combine(ng, m[2], f, m[3], g, n);
-        memcpy(f, nf, (size_t)n * sizeof *f);
-        memcpy(g, ng, (size_t)n * sizeof *g);
-        while (n > 1 && f[n - 1] == 0 && g[n - 1] == 0) n--;
+    memcpy(a, P, sizeof a);
+    memcpy(b, g_in, sizeof b);
+    for (int i = 0; i < MAX_BATCHES; i++) {
+        while (n > 1 && a[n - 1] == 0 && b[n - 1] == 0) n--;
+        if (n == 1) return jacobi_u64(a[0], b[0], flip);
+        int s = 64 * (n - 1) + 64 - __builtin_clzll(a[n - 1] | b[n - 1]) - 63;
+        int k = steps_binary(a[0], b[0], shifted(a, n, s), shifted(b, n, s), &flip, m);
+        if (k == 0) { /* b odd and a, b too close for the tops: one exact step */
+            exact_step(a, b, n, &flip);
+            continue;
+        }
+        combine(na, m[0], a, m[1], b, n, k);
+        combine(nb, m[2], a, m[3], b, n, k);
+        memcpy(a, na, (size_t)n * sizeof *a);
+        memcpy(b, nb, (size_t)n * sizeof *b);
     }
     return 0;
 }
