@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import multiprocessing
+import multiprocessing.pool
 import signal
 import sys
 import time
@@ -67,6 +70,24 @@ def _init_worker(mode: str, receiver: Receiver | None, as_json: bool) -> None:
 
 def _pool_work(source: Source) -> str:
     return work(source, *_worker_args)
+
+
+def _in_order(pool: multiprocessing.pool.Pool, sources: Sequence[Source], ahead: int) -> Iterator[str]:
+    """Each source's text, in order, with at most `ahead` blocks queued or running in the pool.
+
+    Keeping the queue short is what lets the pool be closed and joined on Ctrl-C or an error
+    (the workers finish what they hold) instead of terminated: terminating a worker that holds
+    the result queue's lock deadlocks the pool.
+    """
+    pending: collections.deque = collections.deque()
+    rest = iter(sources)
+    for source in itertools.islice(rest, ahead):
+        pending.append(pool.apply_async(_pool_work, (source,)))
+    while pending:
+        text = pending.popleft().get()
+        for source in itertools.islice(rest, 1):
+            pending.append(pool.apply_async(_pool_work, (source,)))
+        yield text
 
 
 class _DeferredInterrupt:
@@ -151,8 +172,8 @@ def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: i
     drawn on stderr when it is a terminal and there is more than one block.
 
     Raises:
-        Interrupted: on Ctrl-C, after the workers are stopped.
-        SPError, OSError: from `work`, after the workers are stopped.
+        Interrupted: on Ctrl-C, once the workers have finished the blocks they hold.
+        SPError, OSError: from `work`, likewise.
     """
     emit.start()
     progress = Progress(len(sources), sys.stderr, len(sources) > 1 and sys.stderr.isatty())
@@ -163,7 +184,7 @@ def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: i
         if jobs > 1 and len(sources) > 1:
             initargs = (mode, receiver, emit.as_json)
             pool = multiprocessing.Pool(min(jobs, len(sources)), initializer=_init_worker, initargs=initargs)
-            results = pool.imap(_pool_work, sources, chunksize=1)
+            results = _in_order(pool, sources, 2 * jobs)
         else:
             results = (work(s, mode, receiver, emit) for s in sources)
         with interrupt.installed():
@@ -178,5 +199,5 @@ def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: i
     finally:
         progress.close()
         if pool is not None:
-            pool.terminate()
+            pool.close()
             pool.join()
