@@ -215,6 +215,12 @@ class NodeServer:
         self.httpd.server_close()
         self.thread.join(timeout=5)
 
+    def __enter__(self) -> NodeServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 def closed_port_url() -> str:
     """A 127.0.0.1 URL on which nothing listens."""

@@ -366,16 +366,14 @@ CHAIN = Chain(length=6, per_block=4)
 
 @pytest.fixture(scope="module")
 def rest():
-    server = NodeServer(RestHandler, CHAIN)
-    yield server
-    server.stop()
+    with NodeServer(RestHandler, CHAIN) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def rpc():
-    server = NodeServer(RpcHandler, CHAIN, credentials=f"__cookie__:{PASSWORD}")
-    yield server
-    server.stop()
+    with NodeServer(RpcHandler, CHAIN, credentials=f"__cookie__:{PASSWORD}") as server:
+        yield server
 
 
 def test_rest_range_mode_end_to_end(rest):

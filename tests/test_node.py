@@ -17,16 +17,14 @@ PASSWORD = "s3cret-pass"
 
 @pytest.fixture(scope="module")
 def rest():
-    server = NodeServer(RestHandler, CHAIN)
-    yield server
-    server.stop()
+    with NodeServer(RestHandler, CHAIN) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def rpc():
-    server = NodeServer(RpcHandler, CHAIN, credentials=f"alice:{PASSWORD}")
-    yield server
-    server.stop()
+    with NodeServer(RpcHandler, CHAIN, credentials=f"alice:{PASSWORD}") as server:
+        yield server
 
 
 def test_rest_gives_tip_hash_block_and_spent_outputs(rest):
