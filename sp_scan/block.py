@@ -340,9 +340,8 @@ def transactions(block_bytes: bytes, spent_bytes: bytes) -> list[SpentTx]:
     return join_prevouts(parse_block(block_bytes), parse_spent(spent_bytes))
 
 
-def is_taproot(script: bytes) -> bool:
-    """True for a P2TR scriptPubKey: OP_1 0x20 <32 bytes>."""
-    return len(script) == 34 and script[0] == 0x51 and script[1] == 0x20
+def _is_taproot(script: bytes) -> bool:
+    return extract.script_type(script) is extract.ScriptType.P2TR
 
 
 def tweaks(block_bytes: bytes, spent_bytes: bytes) -> list[TxTweak]:
@@ -356,7 +355,7 @@ def tweaks(block_bytes: bytes, spent_bytes: bytes) -> list[TxTweak]:
     """
     out = []
     for tx in transactions(block_bytes, spent_bytes):
-        if not any(is_taproot(o.script) for o in tx.outputs):
+        if not any(_is_taproot(o.script) for o in tx.outputs):
             continue
         summary = summarize(tx.inputs)
         if summary is not None:
@@ -372,7 +371,7 @@ def scan(block_bytes: bytes, spent_bytes: bytes, receiver: Receiver) -> list[Blo
     """
     out = []
     for tx in transactions(block_bytes, spent_bytes):
-        taproot = [(vout, o) for vout, o in enumerate(tx.outputs) if is_taproot(o.script)]
+        taproot = [(vout, o) for vout, o in enumerate(tx.outputs) if _is_taproot(o.script)]
         if not taproot:
             continue
         found = scan_tx(tx.inputs, [o.script[2:] for _, o in taproot], receiver)
@@ -393,7 +392,7 @@ def classify_inputs(block_bytes: bytes, spent_bytes: bytes) -> Iterator[InputRep
         MalformedBlockError, MalformedDataError, PrevoutsError: as `transactions`.
     """
     for tx in transactions(block_bytes, spent_bytes):
-        excluded = extract.tx_pubkeys(tx.inputs) is None
+        excluded = extract.spends_unknown_segwit(tx.inputs)
         for vin, i in enumerate(tx.inputs):
             key = None if excluded else extract.input_pubkey(i.prevout_script, i.script_sig, i.witness)
             yield InputReport(tx.txid32, vin, extract.script_type(i.prevout_script), key, excluded)

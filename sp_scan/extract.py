@@ -137,6 +137,11 @@ def input_pubkey(prevout_script: bytes, script_sig: bytes, witness: Sequence[byt
     return None
 
 
+def spends_unknown_segwit(inputs: Sequence[TxInput]) -> bool:
+    """True when any input spends a segwit v2..16 output, which makes the whole transaction ineligible."""
+    return any(script_type(i.prevout_script) is ScriptType.WITNESS_UNKNOWN for i in inputs)
+
+
 def tx_pubkeys(inputs: Sequence[TxInput]) -> list[bytes] | None:
     """Return the eligible input keys of a transaction, in input order.
 
@@ -144,7 +149,7 @@ def tx_pubkeys(inputs: Sequence[TxInput]) -> list[bytes] | None:
         The keys (possibly none), or None when any input spends a segwit
         v2..16 output, which makes the whole transaction ineligible.
     """
-    if any(script_type(i.prevout_script) is ScriptType.WITNESS_UNKNOWN for i in inputs):
+    if spends_unknown_segwit(inputs):
         return None
     keys = (input_pubkey_reference(i.prevout_script, i.script_sig, i.witness) for i in inputs)
     return [k for k in keys if k is not None]
