@@ -227,3 +227,22 @@ def block_scan(block_bytes: bytes, spent_bytes: bytes, receiver) -> list[BlockMa
         BlockMatch(txid32, vout, amount, FoundOutput(output32, tweak32, label))
         for txid32, vout, amount, output32, tweak32, label in _core.block_scan(block_bytes, spent_bytes, _scanner(receiver))
     ]
+
+
+# ---- the IFMA engine's private test helpers ---------------------------------
+def _ifma_cpu() -> bool:
+    """True when this CPU and OS can run the AVX-512 IFMA engine (cpuid and XCR0)."""
+    return _core is not None and _core.ifma_cpu()
+
+
+_IFMA_FIELD_OPS = {"mul": 0, "sqr": 1, "inv": 2, "sqrt": 3, "add": 4, "sub": 5, "neg": 6, "mul21": 7}
+
+
+def _ifma_field(op: str, a: _Sequence[_Sequence[int]], b: _Sequence[_Sequence[int]]) -> list[int]:
+    """Test helper: one IFMA field operation on 8 lanes of raw radix-2^52 limbs (5 per lane, each < 2^52).
+
+    Returns the 8 results fully reduced mod p. RuntimeError when the CPU cannot run the engine.
+    """
+    pack = lambda lanes: b"".join(limb.to_bytes(8, "little") for lane in lanes for limb in lane)  # noqa: E731
+    out = _core.ifma_fe_test(_IFMA_FIELD_OPS[op], pack(a), pack(b))
+    return [int.from_bytes(out[32 * i : 32 * i + 32], "big") for i in range(8)]

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core.h"
+#include "core_ifma.h"
 #include "sha256.h"
 
 /* Typed errors handed over by the door at init(). */
@@ -759,6 +760,35 @@ static PyObject *py_contexts_started(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(spn_ctx.secret != NULL);
 }
 
+/* ifma_fe_test(op, a320, b320) -> 256 bytes: the IFMA field operation on 8 lanes of raw limbs (tests). */
+static PyObject *py_ifma_fe_test(PyObject *self, PyObject *args) {
+    (void)self;
+    int op;
+    Py_buffer a, b;
+    uint64_t la[40], lb[40];
+    unsigned char out[8][32];
+    if (!PyArg_ParseTuple(args, "iy*y*:ifma_fe_test", &op, &a, &b)) return NULL;
+    PyObject *res = NULL;
+    if (!spn_ifma_cpu()) PyErr_SetString(PyExc_RuntimeError, "this CPU cannot run the IFMA engine");
+    else if (a.len != 320 || b.len != 320) PyErr_SetString(PyExc_ValueError, "a and b must be 8 lanes x 5 limbs x 8 bytes");
+    else if (op < SPN_IFMA_FE_MUL || op > SPN_IFMA_FE_MUL21) PyErr_SetString(PyExc_ValueError, "unknown operation");
+    else {
+        memcpy(la, a.buf, 320);
+        memcpy(lb, b.buf, 320);
+        spn_ifma_fe_test(op, la, lb, out);
+        res = PyBytes_FromStringAndSize((const char *)out, sizeof out);
+    }
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    return res;
+}
+
+static PyObject *py_ifma_cpu(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(spn_ifma_cpu());
+}
+
 static PyMethodDef methods[] = {
     {"init", py_init, METH_VARARGS, "init(addresses, errors): bind libsecp256k1 function pointers and the typed errors."},
     {"input_pubkey", (PyCFunction)(void (*)(void))py_input_pubkey, METH_FASTCALL, "input_pubkey(prevout_script, script_sig, witness) -> bytes | None"},
@@ -772,6 +802,8 @@ static PyMethodDef methods[] = {
     {"block_tweaks", py_block_tweaks, METH_VARARGS, "block_tweaks(block, spent) -> [(txid32, tweak33)]"},
     {"block_scan", py_block_scan, METH_VARARGS, "block_scan(block, spent, scanner) -> [(txid32, vout, amount, output32, tweak32, label)]"},
     {"set_label_strategy", py_set_label_strategy, METH_O, "set_label_strategy(0 auto | 1 bip | 2 labelset) -> previous"},
+    {"ifma_cpu", py_ifma_cpu, METH_NOARGS, "True when the CPU and OS can run the AVX-512 IFMA engine."},
+    {"ifma_fe_test", py_ifma_fe_test, METH_VARARGS, "ifma_fe_test(op, a320, b320) -> 8 x 32 bytes (tests)."},
     {"contexts_started", py_contexts_started, METH_NOARGS, "True once the two libsecp256k1 contexts exist."},
     {NULL, NULL, 0, NULL},
 };
