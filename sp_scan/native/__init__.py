@@ -246,3 +246,28 @@ def _ifma_field(op: str, a: _Sequence[_Sequence[int]], b: _Sequence[_Sequence[in
     pack = lambda lanes: b"".join(limb.to_bytes(8, "little") for lane in lanes for limb in lane)  # noqa: E731
     out = _core.ifma_fe_test(_IFMA_FIELD_OPS[op], pack(a), pack(b))
     return [int.from_bytes(out[32 * i : 32 * i + 32], "big") for i in range(8)]
+
+
+# Points cross the IFMA engine's test helpers as 64 bytes: x then y, each 32 bytes little-endian.
+def _ifma_parse(points: bytes, width: int) -> tuple[list[bytes], list[bool]]:
+    """Test helper: parse n points of `width` (33 or 64) bytes; their x‖y (little-endian) and validity."""
+    pts, valid = _core.ifma_parse(points, width)
+    return [pts[64 * i : 64 * i + 64] for i in range(len(valid))], [bool(v) for v in valid]
+
+
+def _ifma_shared_secrets(scan_key32: bytes, points64: _Sequence[bytes], scalars32: _Sequence[bytes] | None) -> list[bytes]:
+    """Test helper: ser_P(b·T_i), or ser_P((b·s_i)·T_i) with per-lane scalars; b"\\0"… for an invalid s_i."""
+    out = _core.ifma_shared_secrets(scan_key32, b"".join(points64), None if scalars32 is None else b"".join(scalars32))
+    return [out[33 * i : 33 * i + 33] for i in range(len(points64))]
+
+
+def _ifma_spend_points(spend64: bytes, t32: _Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """Test helper: ser_P(B + t_i·G) (first byte 0: invalid t_i or infinity) and the points' x‖y."""
+    p33, pk = _core.ifma_spend_points(spend64, b"".join(t32))
+    return [p33[33 * i : 33 * i + 33] for i in range(len(t32))], [pk[64 * i : 64 * i + 64] for i in range(len(t32))]
+
+
+def _ifma_label_sums(points64: _Sequence[bytes], labels64: _Sequence[bytes]) -> list[list[bytes]]:
+    """Test helper: ser_P(P_i + L_m) for every point and label (first byte 0 at infinity)."""
+    out, nl = _core.ifma_label_sums(b"".join(points64), b"".join(labels64)), len(labels64)
+    return [[out[33 * (i * nl + m) : 33 * (i * nl + m) + 33] for m in range(nl)] for i in range(len(points64))]

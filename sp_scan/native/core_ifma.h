@@ -12,6 +12,52 @@
  * 5, 6, 7); 0 otherwise (and always 0 off x86-64). */
 int spn_ifma_cpu(void);
 
+/* ---- scalars mod n (core_ifma_scalar.c; constant time) ---- */
+
+enum { SPN_IFMA_VW = 5, SPN_IFMA_VWIN = 26 }; /* variable-base window bits; digits per GLV half */
+
+/* k ≡ ±|k1| ± |k2|·λ (mod n), |k1|, |k2| < 2^128, as signed base-2^5 digits (least significant
+ * first, each in [−15, 16]) and the two signs (neg[h] = 1: that half is negated). */
+typedef struct {
+    int8_t d[2][SPN_IFMA_VWIN];
+    uint8_t neg[2];
+} spn_ifma_glv;
+
+/* r = the big-endian b32 as little-endian 64-bit words (no reduction). */
+void spn_ifma_scalar_from_b32(uint64_t r[4], const unsigned char b32[32]);
+/* r = a·b mod n, for a, b < 2^256; r may alias a or b. */
+void spn_ifma_scalar_mul(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]);
+/* The GLV split and recoding of k < n. */
+void spn_ifma_glv_recode(spn_ifma_glv *out, const uint64_t k[4]);
+
+/* Build the generator table and check that secp256k1_pubkey holds x, y little-endian (the layout
+ * the entry points read and write); call with the GIL held, after the libsecp256k1 binding.
+ * 1 when the engine can run here (spn_ifma_cpu() and both checks), 0 otherwise. */
+int spn_ifma_start(void);
+
+/* ---- the entry points: any n, in groups of 8 lanes, batched inversions over SPN_IFMA_GROUP vectors ----
+ * A point is 64 bytes: x then y, each 32 bytes little-endian (secp256k1_pubkey's data). A serialized
+ * result whose first byte is 0 means "no point" (infinity, or an invalid scalar). Safe without the
+ * GIL and from several threads at once once spn_ifma_start() returned 1. */
+enum { SPN_IFMA_GROUP = 8 };
+
+/* Parse n points of `width` bytes (33: ser_P; 64: x ‖ y big-endian): valid[i] = 1 when point i is on
+ * the curve (x, y < p, prefix 02/03), pt64[i] its affine coordinates. Public data. */
+void spn_ifma_parse_points(const unsigned char *in, size_t width, size_t n, unsigned char (*pt64)[64],
+                           unsigned char *valid);
+/* ecdh33[i] = ser_P(k_i·T_i) with k_i = b (recoded in glv) when scalar32 is NULL, else b·scalar32[i]
+ * mod n (recoded per lane). Constant time in b and the products; first byte 0 when scalar32[i] is 0
+ * or ≥ n. T_i must be on the curve. */
+void spn_ifma_shared_secrets(const spn_ifma_glv *glv, const uint64_t b[4], const unsigned char (*pt64)[64],
+                             const unsigned char (*scalar32)[32], size_t n, unsigned char (*ecdh33)[33]);
+/* P_i = spend + t_i·G: p33[i] = ser_P(P_i) (first byte 0 when t_i is 0 or ≥ n, or P_i is infinity),
+ * pk64[i] its coordinates. Constant time in t_i. */
+void spn_ifma_spend_points(const unsigned char spend64[64], const unsigned char (*t32)[32], size_t n,
+                           unsigned char (*pk64)[64], unsigned char (*p33)[33]);
+/* sums33[i·n_labels + m] = ser_P(P_i + L_m) (first byte 0 at infinity). */
+void spn_ifma_label_sums(const unsigned char (*pk64)[64], size_t n, const unsigned char (*label64)[64],
+                         size_t n_labels, unsigned char (*sums33)[33]);
+
 /* ---- test entry points (field level) ---- */
 
 enum {

@@ -789,6 +789,133 @@ static PyObject *py_ifma_cpu(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(spn_ifma_cpu());
 }
 
+/* ---- the IFMA engine's entry points, for tests (blobs in, blobs out) ---- */
+
+static int ifma_ready(void) {
+    if (!ready()) return 0;
+    if (!spn_ifma_start()) {
+        PyErr_SetString(PyExc_RuntimeError, "the IFMA engine cannot run on this CPU");
+        return 0;
+    }
+    return 1;
+}
+
+/* ifma_parse(points, width) -> (pt64 blob, valid bytes) */
+static PyObject *py_ifma_parse(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer in;
+    Py_ssize_t width;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "y*n:ifma_parse", &in, &width)) return NULL;
+    if (ifma_ready()) {
+        if ((width != 33 && width != 64) || in.len % width) {
+            PyErr_SetString(PyExc_ValueError, "points must be n x 33 or n x 64 bytes");
+        } else {
+            size_t n = (size_t)(in.len / width);
+            unsigned char(*pt)[64] = malloc((n ? n : 1) * 64);
+            unsigned char *valid = malloc(n ? n : 1);
+            if (pt && valid) {
+                spn_ifma_parse_points(in.buf, (size_t)width, n, pt, valid);
+                res = Py_BuildValue("(y#y#)", (const char *)pt, (Py_ssize_t)(n * 64), (const char *)valid, (Py_ssize_t)n);
+            } else {
+                PyErr_NoMemory();
+            }
+            free(pt);
+            free(valid);
+        }
+    }
+    PyBuffer_Release(&in);
+    return res;
+}
+
+/* ifma_shared_secrets(scan_key32, pt64 blob, scalars blob | None) -> n x 33 blob */
+static PyObject *py_ifma_shared_secrets(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer key, pts;
+    PyObject *scalars, *res = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*O:ifma_shared_secrets", &key, &pts, &scalars)) return NULL;
+    const unsigned char *sc = NULL;
+    size_t sc_len = 0, n = (size_t)pts.len / 64;
+    if (!ifma_ready()) goto done;
+    if (key.len != 32 || pts.len % 64 || (scalars != Py_None && (!as_bytes(scalars, &sc, &sc_len) || sc_len != n * 32))) {
+        PyErr_SetString(PyExc_ValueError, "scan_key32, n x 64 points and n x 32 scalars (or None)");
+        goto done;
+    }
+    unsigned char(*out)[33] = malloc((n ? n : 1) * 33);
+    if (out == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint64_t b[4];
+    spn_ifma_glv glv;
+    spn_ifma_scalar_from_b32(b, key.buf);
+    spn_ifma_glv_recode(&glv, b);
+    spn_ifma_shared_secrets(&glv, b, (const unsigned char(*)[64])pts.buf, (const unsigned char(*)[32])sc, n, out);
+    res = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(n * 33));
+    spn_cleanse(b, sizeof b);
+    spn_cleanse(&glv, sizeof glv);
+    spn_cleanse(out, (n ? n : 1) * 33);
+    free(out);
+done:
+    PyBuffer_Release(&key);
+    PyBuffer_Release(&pts);
+    return res;
+}
+
+/* ifma_spend_points(spend64, t blob) -> (p33 blob, pk64 blob) */
+static PyObject *py_ifma_spend_points(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer spend, ts;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*:ifma_spend_points", &spend, &ts)) return NULL;
+    size_t n = (size_t)ts.len / 32;
+    if (ifma_ready()) {
+        if (spend.len != 64 || ts.len % 32) {
+            PyErr_SetString(PyExc_ValueError, "spend64 and n x 32 scalars");
+        } else {
+            unsigned char(*p33)[33] = malloc((n ? n : 1) * 33);
+            unsigned char(*pk)[64] = malloc((n ? n : 1) * 64);
+            if (p33 && pk) {
+                spn_ifma_spend_points(spend.buf, (const unsigned char(*)[32])ts.buf, n, pk, p33);
+                res = Py_BuildValue("(y#y#)", (const char *)p33, (Py_ssize_t)(n * 33), (const char *)pk, (Py_ssize_t)(n * 64));
+            } else {
+                PyErr_NoMemory();
+            }
+            free(p33);
+            free(pk);
+        }
+    }
+    PyBuffer_Release(&spend);
+    PyBuffer_Release(&ts);
+    return res;
+}
+
+/* ifma_label_sums(pk64 blob, labels64 blob) -> n x L x 33 blob */
+static PyObject *py_ifma_label_sums(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer pk, labels;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*:ifma_label_sums", &pk, &labels)) return NULL;
+    size_t n = (size_t)pk.len / 64, nl = (size_t)labels.len / 64;
+    if (ifma_ready()) {
+        if (pk.len % 64 || labels.len % 64) {
+            PyErr_SetString(PyExc_ValueError, "n x 64 points and L x 64 labels");
+        } else {
+            unsigned char(*out)[33] = malloc((n * nl > 0 ? n * nl : 1) * 33);
+            if (out) {
+                spn_ifma_label_sums((const unsigned char(*)[64])pk.buf, n, (const unsigned char(*)[64])labels.buf, nl, out);
+                res = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(n * nl * 33));
+            } else {
+                PyErr_NoMemory();
+            }
+            free(out);
+        }
+    }
+    PyBuffer_Release(&pk);
+    PyBuffer_Release(&labels);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"init", py_init, METH_VARARGS, "init(addresses, errors): bind libsecp256k1 function pointers and the typed errors."},
     {"input_pubkey", (PyCFunction)(void (*)(void))py_input_pubkey, METH_FASTCALL, "input_pubkey(prevout_script, script_sig, witness) -> bytes | None"},
@@ -804,6 +931,10 @@ static PyMethodDef methods[] = {
     {"set_label_strategy", py_set_label_strategy, METH_O, "set_label_strategy(0 auto | 1 bip | 2 labelset) -> previous"},
     {"ifma_cpu", py_ifma_cpu, METH_NOARGS, "True when the CPU and OS can run the AVX-512 IFMA engine."},
     {"ifma_fe_test", py_ifma_fe_test, METH_VARARGS, "ifma_fe_test(op, a320, b320) -> 8 x 32 bytes (tests)."},
+    {"ifma_parse", py_ifma_parse, METH_VARARGS, "ifma_parse(points, width) -> (pt64 blob, valid) (tests)."},
+    {"ifma_shared_secrets", py_ifma_shared_secrets, METH_VARARGS, "ifma_shared_secrets(scan_key32, pt64 blob, scalars | None) -> ecdh33 blob (tests)."},
+    {"ifma_spend_points", py_ifma_spend_points, METH_VARARGS, "ifma_spend_points(spend64, t32 blob) -> (p33 blob, pk64 blob) (tests)."},
+    {"ifma_label_sums", py_ifma_label_sums, METH_VARARGS, "ifma_label_sums(pk64 blob, labels64 blob) -> sums33 blob (tests)."},
     {"contexts_started", py_contexts_started, METH_NOARGS, "True once the two libsecp256k1 contexts exist."},
     {NULL, NULL, 0, NULL},
 };
