@@ -235,16 +235,17 @@ static void lanes_of(size_t lane[8], size_t base, size_t cnt, int v) {
 SPN_IFMA_TARGET static void ge8_lookup(ge8 *r, const ge8 tab[17], __m512i d, __mmask8 flip) {
     __m512i a = _mm512_abs_epi64(d);
     __mmask8 neg = (__mmask8)(_mm512_movepi64_mask(d) ^ flip);
+    ge8 acc = tab[0];
     fe8 ny;
-    *r = tab[0];
     for (int j = 1; j <= 16; j++) {
         __mmask8 m = _mm512_cmpeq_epi64_mask(a, v1((uint64_t)j));
-        fe8_select(&r->x, m, &r->x, &tab[j].x);
-        fe8_select(&r->y, m, &r->y, &tab[j].y);
-        fe8_select(&r->z, m, &r->z, &tab[j].z);
+        fe8_select(&acc.x, m, &acc.x, &tab[j].x);
+        fe8_select(&acc.y, m, &acc.y, &tab[j].y);
+        fe8_select(&acc.z, m, &acc.z, &tab[j].z);
     }
-    fe8_neg(&ny, &r->y, 3); /* table y: m ≤ 2 */
-    fe8_select(&r->y, neg, &r->y, &ny);
+    fe8_neg(&ny, &acc.y, 3); /* table y: m ≤ 2 */
+    fe8_select(&acc.y, neg, &acc.y, &ny);
+    *r = acc;
 }
 
 IFMA_INLINE __m512i digits_of(const int8_t d[8]) { return _mm512_cvtepi8_epi64(_mm_loadl_epi64((const __m128i *)d)); }
@@ -290,14 +291,33 @@ SPN_IFMA_TARGET static void ecmult8(ge8 *r, const gea8 *t, __mmask8 neg1, __mmas
 
 /* ---- fixed base: t·G from precomputed affine multiples ----
  * t' = t, or t + n when t is even, is odd and below 2^257; its regular (all-odd) signed recoding
- * in base 2^6 (Joye–Tunstall) has 43 digits d_i = 2u_i + 1 − 64, u_i = bits 6i+1 .. 6i+6 of t'
- * (the last with its sign bit forced), so t'·G = Σ d_i·2^(6i)·G and gen_table[i][(|d_i| − 1)/2]
- * holds (|d_i|)·2^(6i)·G. No digit is 0, so every step is a real affine addition. */
-enum { GW = 6, GWIN = 43, GENTRIES = 32 };
-static uint64_t gen_table[GWIN][GENTRIES][10] __attribute__((aligned(64))); /* x limbs, y limbs */
+ * in base 2^GW (Joye–Tunstall) has GWIN digits d_i = 2u_i + 1 − 2^GW, u_i = bits GW·i+1 .. GW·i+GW
+ * of t' (the last with its sign bit forced), so t'·G = Σ d_i·2^(GW·i)·G, and gen_table[i][·][j]
+ * holds the limbs of (2j + 1)·2^(GW·i)·G, j = (|d_i| − 1)/2. No digit is 0, so every step is a
+ * real affine addition. A lane's entry is picked inside registers (vpermt2q on the index, then
+ * blends on its high bits) after loading all of the window's entries: no address depends on t. */
+enum { GW = 7, GWIN = (257 + GW - 1) / GW, GENTRIES = 1 << (GW - 1) };
+/* [window][limb: x0..x4, y0..y4][entry] */
+static uint64_t gen_table[GWIN][10][GENTRIES] __attribute__((aligned(64)));
+
+/* Entry idx (per lane, < GENTRIES) of one limb column of the table. */
+IFMA_INLINE __m512i gen_select(const uint64_t col[GENTRIES], __m512i idx) {
+    __m512i v[GENTRIES / 16];
+    SPN_UNROLL
+    for (int r = 0; r < GENTRIES / 16; r++)
+        v[r] = _mm512_permutex2var_epi64(_mm512_load_si512(col + 16 * r), idx, _mm512_load_si512(col + 16 * r + 8));
+    SPN_UNROLL
+    for (int bit = 4, cnt = GENTRIES / 16; cnt > 1; bit++, cnt /= 2) {
+        __mmask8 hi = _mm512_test_epi64_mask(idx, v1(1ULL << bit));
+        SPN_UNROLL
+        for (int r = 0; r < cnt / 2; r++) v[r] = _mm512_mask_blend_epi64(hi, v[2 * r], v[2 * r + 1]);
+    }
+    return v[0];
+}
 
 /* r = start + t'·G for t' in words tw[0..4] (lane-wise); start affine, m ≤ 1. */
 SPN_IFMA_TARGET static void ecmult_gen8(ge8 *r, const gea8 *start, const __m512i tw[5]) {
+    const __m512i half = v1(GENTRIES), mask = v1(GENTRIES - 1);
     gea8 e;
     fe8 ny;
     r->x = start->x;
@@ -307,22 +327,15 @@ SPN_IFMA_TARGET static void ecmult_gen8(ge8 *r, const gea8 *start, const __m512i
         int bit = GW * i + 1, q = bit / 64, sh = bit % 64;
         __m512i u = _mm512_srlv_epi64(tw[q], v1((uint64_t)sh));
         if (sh > 64 - GW && q < 4) u = _mm512_or_si512(u, _mm512_sllv_epi64(tw[q + 1], v1((uint64_t)(64 - sh))));
-        u = _mm512_and_si512(u, v1(63));
-        if (i == GWIN - 1) u = _mm512_or_si512(u, v1(32));
-        __m512i top = _mm512_srli_epi64(u, 5);
-        __m512i idx = _mm512_and_si512(_mm512_xor_si512(u, _mm512_and_si512(_mm512_sub_epi64(top, v1(1)), v1(31))), v1(31));
-        __mmask8 neg = _mm512_cmpeq_epi64_mask(top, _mm512_setzero_si512());
+        u = _mm512_and_si512(u, v1(2 * GENTRIES - 1));
+        if (i == GWIN - 1) u = _mm512_or_si512(u, half);
+        /* sign bit set: d = 2(u − half) + 1 > 0, entry u − half; clear: d < 0, entry half − 1 − u */
+        __mmask8 neg = _mm512_testn_epi64_mask(u, half);
+        __m512i idx = _mm512_and_si512(_mm512_mask_xor_epi64(u, neg, u, mask), mask);
+        SPN_UNROLL
         for (int l = 0; l < 5; l++) {
-            e.x.l[l] = _mm512_setzero_si512();
-            e.y.l[l] = _mm512_setzero_si512();
-        }
-        for (int j = 0; j < GENTRIES; j++) {
-            __mmask8 m = _mm512_cmpeq_epi64_mask(idx, v1((uint64_t)j));
-            const uint64_t *ent = gen_table[i][j];
-            for (int l = 0; l < 5; l++) {
-                e.x.l[l] = _mm512_mask_mov_epi64(e.x.l[l], m, _mm512_set1_epi64((long long)ent[l]));
-                e.y.l[l] = _mm512_mask_mov_epi64(e.y.l[l], m, _mm512_set1_epi64((long long)ent[5 + l]));
-            }
+            e.x.l[l] = gen_select(gen_table[i][l], idx);
+            e.y.l[l] = gen_select(gen_table[i][5 + l], idx);
         }
         fe8_neg(&ny, &e.y, 2);
         fe8_select(&e.y, neg, &e.y, &ny);
@@ -372,17 +385,21 @@ int spn_ifma_start(void) {
     base = g;
     for (int i = 0; i < GWIN; i++) {
         two = base;
+        memset(k32, 0, sizeof k32);
         k32[31] = 2;
         if (!spn_secp.ec_pubkey_tweak_mul(spn_ctx.public, &two, k32)) return 0;
         e = base;
-        for (int j = 0; j < GENTRIES; j++) { /* e = (2j + 1)·2^(6i)·G */
-            limbs_of_le32(gen_table[i][j], e.data);
-            limbs_of_le32(gen_table[i][j] + 5, e.data + 32);
+        for (int j = 0; j < GENTRIES; j++) { /* e = (2j + 1)·2^(GW·i)·G */
+            uint64_t limbs[10];
+            limbs_of_le32(limbs, e.data);
+            limbs_of_le32(limbs + 5, e.data + 32);
+            for (int l = 0; l < 10; l++) gen_table[i][l][j] = limbs[l];
             const secp256k1_pubkey *pair[2] = {&e, &two};
             if (j + 1 < GENTRIES && !spn_secp.ec_pubkey_combine(spn_ctx.public, &next, pair, 2)) return 0;
             e = next; /* combine clears its output first: it cannot alias an input */
         }
-        k32[31] = 1 << GW;
+        memset(k32, 0, sizeof k32);
+        k32[31 - GW / 8] = (unsigned char)(1 << (GW % 8)); /* 2^GW */
         if (!spn_secp.ec_pubkey_tweak_mul(spn_ctx.public, &base, k32)) return 0;
     }
     started = 1;
@@ -553,35 +570,46 @@ SPN_IFMA_TARGET void spn_ifma_spend_points(const unsigned char spend64[64], cons
     spn_cleanse(wy, sizeof wy);
 }
 
+/* Write the sums of a batch: res[q] is P-vector pv[q] plus label lab[q]. */
+SPN_IFMA_TARGET static void flush_sums(ge8 *res, int nq, const size_t *pv, const size_t *lab, size_t n, size_t n_labels,
+                                       unsigned char (*sums33)[33]) {
+    uint64_t wx[SPN_IFMA_GROUP][4][8], wy[SPN_IFMA_GROUP][4][8];
+    __mmask8 inf[SPN_IFMA_GROUP];
+    ge8_to_affine_words(res, nq, wx, wy, inf);
+    for (int q = 0; q < nq; q++)
+        for (size_t k = 0; k < 8 && pv[q] * 8 + k < n; k++)
+            put_ser33(sums33[(pv[q] * 8 + k) * n_labels + lab[q]], wx[q], wy[q], (int)k, (inf[q] >> k) & 1);
+}
+
 SPN_IFMA_TARGET void spn_ifma_label_sums(const unsigned char (*pk64)[64], size_t n, const unsigned char (*label64)[64],
                                          size_t n_labels, unsigned char (*sums33)[33]) {
     ge8 res[SPN_IFMA_GROUP];
-    uint64_t wx[SPN_IFMA_GROUP][4][8], wy[SPN_IFMA_GROUP][4][8];
-    __mmask8 inf[SPN_IFMA_GROUP];
-    for (size_t base = 0; base < n; base += 8) {
-        size_t cnt = n - base < 8 ? n - base : 8, lane[8];
+    size_t pv[SPN_IFMA_GROUP], lab[SPN_IFMA_GROUP];
+    int nq = 0;
+    for (size_t v = 0; v * 8 < n; v++) {
+        size_t lane[8];
         gea8 pa;
         ge8 p;
-        lanes_of(lane, base, cnt, 0);
+        lanes_of(lane, v * 8, n - v * 8 < 8 ? n - v * 8 : 8, 0);
         gea8_load(&pa, pk64, lane);
         p.x = pa.x;
         p.y = pa.y;
         fe8_set1(&p.z, 1);
-        for (size_t m0 = 0; m0 < n_labels; m0 += SPN_IFMA_GROUP) {
-            int nl = (int)(n_labels - m0 < SPN_IFMA_GROUP ? n_labels - m0 : SPN_IFMA_GROUP);
-            for (int m = 0; m < nl; m++) {
-                gea8 l;
-                size_t same[8];
-                for (int i = 0; i < 8; i++) same[i] = m0 + (size_t)m;
-                gea8_load(&l, label64, same);
-                ge8_madd(&res[m], &p, &l);
+        for (size_t m = 0; m < n_labels; m++) {
+            gea8 l;
+            size_t same[8];
+            for (int i = 0; i < 8; i++) same[i] = m;
+            gea8_load(&l, label64, same);
+            ge8_madd(&res[nq], &p, &l);
+            pv[nq] = v;
+            lab[nq++] = m;
+            if (nq == SPN_IFMA_GROUP) {
+                flush_sums(res, nq, pv, lab, n, n_labels, sums33);
+                nq = 0;
             }
-            ge8_to_affine_words(res, nl, wx, wy, inf);
-            for (size_t k = 0; k < cnt; k++)
-                for (int m = 0; m < nl; m++)
-                    put_ser33(sums33[(base + k) * n_labels + m0 + (size_t)m], wx[m], wy[m], (int)k, (inf[m] >> k) & 1);
         }
     }
+    if (nq) flush_sums(res, nq, pv, lab, n, n_labels, sums33);
 }
 
 /* ---- test entry point (field level) ---- */
