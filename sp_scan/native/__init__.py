@@ -271,3 +271,20 @@ def _ifma_label_sums(points64: _Sequence[bytes], labels64: _Sequence[bytes]) -> 
     """Test helper: ser_P(P_i + L_m) for every point and label (first byte 0 at infinity)."""
     out, nl = _core.ifma_label_sums(b"".join(points64), b"".join(labels64)), len(labels64)
     return [[out[33 * (i * nl + m) : 33 * (i * nl + m) + 33] for m in range(nl)] for i in range(len(points64))]
+
+
+_IFMA_TIMED = {"ecdh": (0, 32), "spend": (1, 256), "control": (2, 32)}
+
+
+def _ifma_time(op: str, inputs: _Sequence[bytes], points64: _Sequence[bytes]) -> list[int]:
+    """Test helper: TSC cycles of one IFMA operation per input (constant-time checks).
+
+    op "ecdh": input a 32-byte scan key (recoded, then b·T for the 8 points64); "spend": 8 × 32-byte
+    t_i (points64[0] + t_i·G); "control": a 32-byte x for the variable-time Jacobi symbol.
+    """
+    code, width = _IFMA_TIMED[op]
+    blob = b"".join(inputs)
+    if len(blob) != width * len(inputs):
+        raise ValueError(f"{op} inputs must be {width} bytes each")
+    out = _core.ifma_time(code, blob, b"".join(points64))
+    return [int.from_bytes(out[8 * i : 8 * i + 8], "little") for i in range(len(inputs))]

@@ -9,6 +9,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SPN_HAVE_IFMA 1
 #include <cpuid.h>
+#include <x86intrin.h>
 
 #include "core_ifma_field.h"
 
@@ -612,6 +613,38 @@ SPN_IFMA_TARGET void spn_ifma_label_sums(const unsigned char (*pk64)[64], size_t
     if (nq) flush_sums(res, nq, pv, lab, n, n_labels, sums33);
 }
 
+/* ---- timing entry point (dudect-style checks) ---- */
+
+SPN_IFMA_TARGET void spn_ifma_time(int op, const unsigned char *in, size_t n, const unsigned char (*pt64)[64],
+                                   uint64_t *cycles) {
+    unsigned char out33[8][33], pk[8][64];
+    uint64_t b[4];
+    spn_ifma_glv glv;
+    unsigned aux;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *x = in + i * (op == SPN_IFMA_TIME_SPEND ? 256 : 32);
+        _mm_lfence();
+        uint64_t t0 = __rdtscp(&aux);
+        _mm_lfence();
+        if (op == SPN_IFMA_TIME_ECDH) { /* the scan key's recoding, then b·T on 8 lanes */
+            spn_ifma_scalar_from_b32(b, x);
+            spn_ifma_glv_recode(&glv, b);
+            spn_ifma_shared_secrets(&glv, b, pt64, NULL, 8, out33);
+        } else if (op == SPN_IFMA_TIME_SPEND) { /* B + t_i·G on 8 lanes */
+            spn_ifma_spend_points(pt64[0], (const unsigned char(*)[32])x, 8, pk, out33);
+        } else { /* the variable-time control: a Jacobi symbol */
+            out33[0][0] = (unsigned char)spn_is_x_var(x);
+        }
+        _mm_lfence();
+        uint64_t t1 = __rdtscp(&aux);
+        _mm_lfence();
+        cycles[i] = t1 - t0;
+    }
+    spn_cleanse(b, sizeof b);
+    spn_cleanse(&glv, sizeof glv);
+    spn_cleanse(out33, sizeof out33);
+}
+
 /* ---- test entry point (field level) ---- */
 
 SPN_IFMA_TARGET void spn_ifma_fe_test(int op, const uint64_t a[40], const uint64_t b[40], unsigned char out32[8][32]) {
@@ -664,6 +697,10 @@ void spn_ifma_label_sums(const unsigned char (*pk64)[64], size_t n, const unsign
                          size_t n_labels, unsigned char (*sums33)[33]) {
     (void)pk64, (void)label64;
     for (size_t i = 0; i < n * n_labels; i++) sums33[i][0] = 0;
+}
+void spn_ifma_time(int op, const unsigned char *in, size_t n, const unsigned char (*pt64)[64], uint64_t *cycles) {
+    (void)op, (void)in, (void)pt64;
+    memset(cycles, 0, n * sizeof *cycles);
 }
 
 void spn_ifma_fe_test(int op, const uint64_t a[40], const uint64_t b[40], unsigned char out32[8][32]) {

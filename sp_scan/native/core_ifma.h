@@ -77,4 +77,15 @@ enum {
  * must be below 2^256 + 2^208 (the bound every mul and normalisation keeps). Needs spn_ifma_cpu(). */
 void spn_ifma_fe_test(int op, const uint64_t a[40], const uint64_t b[40], unsigned char out32[8][32]);
 
+/* ---- timing (dudect-style constant-time checks) ---- */
+
+enum {
+    SPN_IFMA_TIME_ECDH = 0,    /* input: 32-byte scan key; its recoding and b·T_i for the 8 points pt64 */
+    SPN_IFMA_TIME_SPEND = 1,   /* input: 8 × 32-byte t_i; pt64[0] + t_i·G */
+    SPN_IFMA_TIME_CONTROL = 2, /* input: 32-byte x; the variable-time Jacobi symbol (must show a leak) */
+};
+
+/* cycles[i] = TSC cycles of operation op on input i (fenced rdtscp around each call). */
+void spn_ifma_time(int op, const unsigned char *in, size_t n, const unsigned char (*pt64)[64], uint64_t *cycles);
+
 #endif

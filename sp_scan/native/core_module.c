@@ -916,6 +916,36 @@ static PyObject *py_ifma_label_sums(PyObject *self, PyObject *args) {
     return res;
 }
 
+/* ifma_time(op, inputs, points64) -> n uint64 cycle counts, little-endian (constant-time tests) */
+static PyObject *py_ifma_time(PyObject *self, PyObject *args) {
+    (void)self;
+    int op;
+    Py_buffer in, pts;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "iy*y*:ifma_time", &op, &in, &pts)) return NULL;
+    size_t width = op == SPN_IFMA_TIME_SPEND ? 256 : 32;
+    if (!ifma_ready()) goto done;
+    if (op < SPN_IFMA_TIME_ECDH || op > SPN_IFMA_TIME_CONTROL || in.len % width || pts.len != 8 * 64) {
+        PyErr_SetString(PyExc_ValueError, "op, n inputs of its width and 8 x 64-byte points");
+        goto done;
+    }
+    size_t n = (size_t)in.len / width;
+    uint64_t *cycles = malloc((n ? n : 1) * sizeof *cycles);
+    if (cycles == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    spn_ifma_time(op, in.buf, n, (const unsigned char(*)[64])pts.buf, cycles);
+    Py_END_ALLOW_THREADS
+    res = PyBytes_FromStringAndSize((const char *)cycles, (Py_ssize_t)(n * sizeof *cycles));
+    free(cycles);
+done:
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&pts);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"init", py_init, METH_VARARGS, "init(addresses, errors): bind libsecp256k1 function pointers and the typed errors."},
     {"input_pubkey", (PyCFunction)(void (*)(void))py_input_pubkey, METH_FASTCALL, "input_pubkey(prevout_script, script_sig, witness) -> bytes | None"},
@@ -935,6 +965,7 @@ static PyMethodDef methods[] = {
     {"ifma_shared_secrets", py_ifma_shared_secrets, METH_VARARGS, "ifma_shared_secrets(scan_key32, pt64 blob, scalars | None) -> ecdh33 blob (tests)."},
     {"ifma_spend_points", py_ifma_spend_points, METH_VARARGS, "ifma_spend_points(spend64, t32 blob) -> (p33 blob, pk64 blob) (tests)."},
     {"ifma_label_sums", py_ifma_label_sums, METH_VARARGS, "ifma_label_sums(pk64 blob, labels64 blob) -> sums33 blob (tests)."},
+    {"ifma_time", py_ifma_time, METH_VARARGS, "ifma_time(op, inputs, points64) -> cycle counts (constant-time tests)."},
     {"contexts_started", py_contexts_started, METH_NOARGS, "True once the two libsecp256k1 contexts exist."},
     {NULL, NULL, 0, NULL},
 };
