@@ -148,13 +148,16 @@ SPN_IFMA_TARGET static void ge8_set_infinity(ge8 *r) {
  * A point crosses the interface as 64 bytes: x then y, each 32 bytes little-endian (the layout of
  * libsecp256k1's secp256k1_pubkey on 64-bit builds, checked at start-up). */
 
+/* w[j][i] = word j of the coordinate at byte `off` (0: x, 32: y) of point lane[i]. */
+static void point_words(uint64_t w[4][8], const unsigned char (*pt64)[64], const size_t lane[8], int off) {
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 4; j++) memcpy(&w[j][i], pt64[lane[i]] + off + 8 * j, 8);
+}
+
 SPN_IFMA_TARGET static void gea8_load(gea8 *r, const unsigned char (*pt64)[64], const size_t lane[8]) {
     uint64_t wx[4][8], wy[4][8];
-    for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 4; j++) {
-            memcpy(&wx[j][i], pt64[lane[i]] + 8 * j, 8);
-            memcpy(&wy[j][i], pt64[lane[i]] + 32 + 8 * j, 8);
-        }
+    point_words(wx, pt64, lane, 0);
+    point_words(wy, pt64, lane, 32);
     fe8_from_words(&r->x, wx);
     fe8_from_words(&r->y, wy);
 }
@@ -417,28 +420,38 @@ static void words_of_be32(uint64_t w[4][8], int lane, const unsigned char be32[3
     }
 }
 
+/* Words of the points' x (and y for width 64), the lanes whose prefix and coordinates are in range
+ * (bit i), and in *want_odd the lanes whose 33-byte prefix asks for an odd y. Public data. */
+static unsigned parse_words(uint64_t wx[4][8], uint64_t wy[4][8], unsigned *want_odd, const unsigned char *in,
+                            size_t width, const size_t lane[8]) {
+    unsigned ok = 0;
+    *want_odd = 0;
+    memset(wy, 0, 4 * 8 * sizeof **wy);
+    for (int i = 0; i < 8; i++) {
+        const unsigned char *p = in + lane[i] * width;
+        const unsigned char *x = width == 33 ? p + 1 : p;
+        int good = memcmp(x, P_BE, 32) < 0;
+        if (width == 33) {
+            good &= p[0] == 0x02 || p[0] == 0x03;
+            *want_odd |= (unsigned)(p[0] & 1) << i;
+        } else {
+            good &= memcmp(p + 32, P_BE, 32) < 0;
+            words_of_be32(wy, i, p + 32);
+        }
+        words_of_be32(wx, i, x);
+        ok |= (unsigned)good << i;
+    }
+    return ok;
+}
+
 SPN_IFMA_TARGET void spn_ifma_parse_points(const unsigned char *in, size_t width, size_t n, unsigned char (*pt64)[64],
                                            unsigned char *valid) {
     for (size_t base = 0; base < n; base += 8) {
         size_t cnt = n - base < 8 ? n - base : 8, lane[8];
         uint64_t wx[4][8], wy[4][8];
-        unsigned ok = 0, want_odd = 0;
+        unsigned want_odd;
         lanes_of(lane, base, cnt, 0);
-        for (int i = 0; i < 8; i++) { /* public data: prefixes and ranges checked plainly */
-            const unsigned char *p = in + lane[i] * width;
-            const unsigned char *x = width == 33 ? p + 1 : p;
-            int good = memcmp(x, P_BE, 32) < 0;
-            if (width == 33) {
-                good &= p[0] == 0x02 || p[0] == 0x03;
-                want_odd |= (unsigned)(p[0] & 1) << i;
-                memset(wy, 0, sizeof wy);
-            } else {
-                good &= memcmp(p + 32, P_BE, 32) < 0;
-                words_of_be32(wy, i, p + 32);
-            }
-            words_of_be32(wx, i, x);
-            ok |= (unsigned)good << i;
-        }
+        unsigned ok = parse_words(wx, wy, &want_odd, in, width, lane);
         fe8 x, y, rhs, y2, d, ny, seven;
         fe8_from_words(&x, wx);
         fe8_sqr(&rhs, &x);
@@ -647,14 +660,17 @@ SPN_IFMA_TARGET void spn_ifma_time(int op, const unsigned char *in, size_t n, co
 
 /* ---- test entry point (field level) ---- */
 
+static void transpose_raw(uint64_t t[5][8], const uint64_t raw[40]) {
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 5; j++) t[j][i] = raw[5 * i + j];
+}
+
 SPN_IFMA_TARGET void spn_ifma_fe_test(int op, const uint64_t a[40], const uint64_t b[40], unsigned char out32[8][32]) {
     fe8 x, y, r;
     uint64_t w[4][8], t[5][8];
-    for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 5; j++) t[j][i] = a[5 * i + j];
+    transpose_raw(t, a);
     for (int j = 0; j < 5; j++) x.l[j] = _mm512_loadu_si512(t[j]);
-    for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 5; j++) t[j][i] = b[5 * i + j];
+    transpose_raw(t, b);
     for (int j = 0; j < 5; j++) y.l[j] = _mm512_loadu_si512(t[j]);
     switch (op) {
     case SPN_IFMA_FE_MUL: fe8_mul(&r, &x, &y); break;
