@@ -401,12 +401,14 @@ static PyObject *label_of(int64_t label) {
     return label < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(label);
 }
 
-/* [(index, tweak32, label | None)] of a batch of one tx. */
-static PyObject *found_list(const spn_batch_found *found, long n) {
+/* [(tx, index, tweak32, label | None)], or without the tx index when `with_tx` is 0. */
+static PyObject *found_list(const spn_batch_found *found, long n, int with_tx) {
     PyObject *out = PyList_New(n);
     for (long i = 0; out && i < n; i++) {
-        PyObject *label = label_of(found[i].label);
-        PyObject *t = label ? Py_BuildValue("(ky#N)", (unsigned long)found[i].index, found[i].tweak32, (Py_ssize_t)32, label) : NULL;
+        const spn_batch_found *f = &found[i];
+        PyObject *label = label_of(f->label), *t = NULL;
+        if (label && with_tx) t = Py_BuildValue("(nky#N)", (Py_ssize_t)f->tx, (unsigned long)f->index, f->tweak32, (Py_ssize_t)32, label);
+        else if (label) t = Py_BuildValue("(ky#N)", (unsigned long)f->index, f->tweak32, (Py_ssize_t)32, label);
         if (!t) {
             Py_CLEAR(out);
             break;
@@ -422,7 +424,7 @@ static PyObject *scan_one(const spn_scanner *sc, const unsigned char *tweak33, c
     spn_batch b = {1, tweak33, 33, s ? &s->sum : NULL, s ? (const unsigned char(*)[32])s->input_hash32 : NULL, o->x, first};
     spn_batch_found *found = NULL;
     long n = run_batch(sc, &b, 1, 0, &found, "tweak33 is not a valid compressed point (tx %zu)");
-    PyObject *out = n < 0 ? NULL : found_list(found, n);
+    PyObject *out = n < 0 ? NULL : found_list(found, n, 0);
     found_free(found, n);
     return out;
 }
@@ -513,19 +515,7 @@ static PyObject *py_scan_tweaks_packed(PyObject *self, PyObject *args) {
     for (size_t j = 0; j < (size_t)total; j++) xs[j] = (const unsigned char *)ob.buf + 32 * j;
     spn_batch b = {n, tw.buf, (size_t)width, NULL, NULL, xs, first};
     if ((n_found = run_batch(sc, &b, (size_t)threads, 1, &found, "tweak of tx %zu is not a valid point")) < 0) goto done;
-    if (!(out = PyList_New(n_found))) goto done;
-    for (long i = 0; i < n_found; i++) {
-        const spn_batch_found *f = &found[i];
-        PyObject *label = label_of(f->label);
-        PyObject *t = label ? Py_BuildValue("(nky#N)", (Py_ssize_t)f->tx, (unsigned long)f->index, f->tweak32,
-                                            (Py_ssize_t)32, label)
-                            : NULL;
-        if (!t) {
-            Py_CLEAR(out);
-            break;
-        }
-        PyList_SET_ITEM(out, i, t);
-    }
+    out = found_list(found, n_found, 1);
 done:
     found_free(found, n_found);
     free(first);
