@@ -197,7 +197,7 @@ def scan_tweaks(
         tweaks: one tweak per tx, all 33 bytes (ser_P) or all 64 bytes (x ‖ y).
         outputs: per tx, the x-only keys (32 bytes) of its taproot outputs.
         receiver: the keys to scan for.
-        threads: threads to split the batch over, >= 1 (more than len(tweaks) use len(tweaks)).
+        threads: threads to split the batch over, >= 1 (capped at len(tweaks) and at 256).
 
     Returns:
         One list of found outputs per tweak, same order, each in k order; [] where none.

@@ -118,7 +118,7 @@ def test_the_64_byte_reference_equals_the_33_byte_one():
     assert scan.scan_tweaks_reference([tweak64(t) for t in tweaks[:200]], outputs[:200], receiver) == expected(1)[:200]
 
 
-@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("threads", [*THREADS, 1000])
 def test_any_thread_count_gives_the_same_results(threads):
     tweaks, outputs = batch()
     assert native.scan_tweaks(tweaks, outputs, LABELLED, threads=threads) == expected(1)

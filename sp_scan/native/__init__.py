@@ -179,7 +179,7 @@ def scan_tweaks_packed(
 
     The `threads` native threads each take a contiguous slice of the txs and
     share the buffers and the receiver's scanner; the results do not depend on
-    `threads` (more than n use n).
+    `threads` (capped at n and at 256).
 
     Args:
         tweaks: n tweaks (input_hash·A) of tweak_width bytes, concatenated.

@@ -216,8 +216,11 @@ typedef struct {
     int64_t label;     /* m, or -1 for the unlabelled address */
 } spn_batch_found;
 
-/* Scan a batch for one scanner with `threads` threads (each a contiguous slice of the txs; the
- * calling thread takes the first). *out (malloc'd; the caller wipes and frees it) lists the found
+enum { SPN_MAX_THREADS = 256 };
+
+/* Scan a batch for one scanner with `threads` threads, at most SPN_MAX_THREADS and n (each a
+ * contiguous slice of the txs; the calling thread takes the first; a thread that cannot be
+ * started has its slice scanned by the caller). *out (malloc'd; the caller wipes and frees it) lists the found
  * outputs by tx, then k. Returns the count; SPN_EKEY when a tweak is not a point (*bad_tx = the
  * lowest such tx, nothing returned); SPN_ENOMEM. Safe without the GIL. */
 long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, spn_batch_found **out, size_t *bad_tx);

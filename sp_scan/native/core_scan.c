@@ -413,11 +413,12 @@ static long scan_group(slice_t *s, group_t *g, size_t g0, size_t g1, size_t per_
         ret = SPN_ENOMEM;
     } else {
         for (long a = 0; a < n_lanes; a++) {
+            if (g->lanes[a].k == 0) continue; /* memcpy takes no NULL, even for 0 bytes */
             memcpy(s->found + s->n_found, g->lanes[a].found, g->lanes[a].k * sizeof *s->found);
             s->n_found += g->lanes[a].k;
         }
     }
-    spn_cleanse(g->found, g->cap_found * sizeof *g->found);
+    if (g->found) spn_cleanse(g->found, g->cap_found * sizeof *g->found);
     return ret;
 }
 
@@ -465,6 +466,7 @@ long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, s
     *out = NULL;
     if (b->n == 0) return 0;
     if (threads < 1) threads = 1;
+    if (threads > SPN_MAX_THREADS) threads = SPN_MAX_THREADS;
     if (threads > b->n) threads = b->n;
     sl = calloc(threads, sizeof *sl);
     tid = calloc(threads, sizeof *tid);
@@ -505,6 +507,7 @@ long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, s
         ret = SPN_ENOMEM;
     } else if (ret == 0) {
         for (size_t t = 0, at = 0; t < threads; t++) {
+            if (sl[t].n_found == 0) continue;
             memcpy(*out + at, sl[t].found, sl[t].n_found * sizeof **out);
             at += sl[t].n_found;
         }
