@@ -185,16 +185,17 @@ typedef struct {
     void (*shared_secrets)(const spn_scanner *sc, const secp256k1_pubkey *points, const unsigned char (*scalar32)[32],
                            size_t n, unsigned char (*ecdh33)[33]);
     /* P_k: p_k[i] = B_spend + t_k[i]·G and p33[i] = ser_P(p_k[i]); constant time in t_k.
-     * p33[i][0] = 0 when t_k[i] is not in [1, n) or the sum is infinity. */
+     * p33[i][0] = 0 when t_k[i] is not in [1, n) or the sum is infinity. p_k must be a valid
+     * secp256k1_pubkey: the BIP-order label check (many labels, few outputs) adds it with libsecp. */
     void (*spend_points)(const spn_scanner *sc, const unsigned char (*t_k32)[32], size_t n, secp256k1_pubkey *p_k,
                          unsigned char (*p33)[33]);
     /* Label set: sums33[i·L + m] = ser_P(p_k[i] + L_m) for the scanner's L labels (given order),
-     * first byte 0 at infinity. Public data: variable time allowed. */
+     * first byte 0 at infinity; n <= SPN_GROUP. Public data: variable time allowed. */
     void (*label_sums)(const spn_scanner *sc, const secp256k1_pubkey *p_k, size_t n, unsigned char (*sums33)[33]);
 } spn_engine;
 
 extern const spn_engine spn_engine_secp;
-/* The engine every scan uses; set once at module init. */
+/* The engine every scan uses: spn_engine_secp; a faster one, chosen once at module init, replaces it. */
 extern const spn_engine *spn_engine_active;
 
 /* ---- the batch scan (core_scan.c): every scan goes through it ---- */
@@ -220,8 +221,8 @@ enum { SPN_MAX_THREADS = 256 };
 
 /* Scan a batch for one scanner with `threads` threads, at most SPN_MAX_THREADS and n (each a
  * contiguous slice of the txs; the calling thread takes the first; a thread that cannot be
- * started has its slice scanned by the caller). *out (malloc'd; the caller wipes and frees it) lists the found
- * outputs by tx, then k. Returns the count; SPN_EKEY when a tweak is not a point (*bad_tx = the
+ * started has its slice scanned by the caller). *out (malloc'd; the caller wipes and frees it)
+ * lists the found outputs by tx, then k. Returns the count; SPN_EKEY when a tweak is not a point (*bad_tx = the
  * lowest such tx, nothing returned); SPN_ENOMEM. Safe without the GIL. */
 long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, spn_batch_found **out, size_t *bad_tx);
 
