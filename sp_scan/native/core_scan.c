@@ -195,7 +195,6 @@ static int use_labelset(const spn_scanner *sc, size_t n_outputs) {
     return sc->n_labels <= 2 * n_outputs;
 }
 
-
 /* ---- the batch ---- */
 
 typedef struct {
