@@ -265,6 +265,30 @@ def _tx(r: Reader) -> RawTx:
     return RawTx(txid32, inputs, outputs)
 
 
+def parse_tx(tx_bytes: bytes) -> RawTx:
+    """Parse one serialized transaction (with or without witness data).
+
+    Raises:
+        MalformedDataError: truncated, trailing bytes, non-canonical compact size, bad amount.
+    """
+    r = Reader(bytes(tx_bytes), what="transaction")
+    tx = _tx(r)
+    r.end()
+    return tx
+
+
+def parse_txout(txout_bytes: bytes) -> TxOut:
+    """Parse Core's CTxOut serialization (amount, compact-size script length, script).
+
+    Raises:
+        MalformedDataError: truncated, trailing bytes, or an amount out of range.
+    """
+    r = Reader(bytes(txout_bytes), what="output")
+    out = _txout(r)
+    r.end()
+    return out
+
+
 def parse_block(block_bytes: bytes) -> Block:
     """Parse a raw block in segwit serialization.
 
