@@ -10,7 +10,7 @@ from coincurve import PrivateKey
 
 import psbtfactory as pf
 from conftest import ROOT
-from sp_scan import psbt, scan, summary
+from sp_scan import descriptor, psbt, scan, summary
 from sp_scan.errors import InvalidKeyError, PSBTError
 
 CASES = json.loads((ROOT / "vectors" / "bip375" / "bip375_test_vectors.json").read_text())
@@ -82,7 +82,8 @@ def test_two_signers_add_shares_for_their_inputs_and_the_receiver_finds_the_outp
     status = psbt.verify(done)
     assert status.computed == status.sp_outputs == (0, 2, 3)
     assert done.global_map[pf.key(psbt.GLOBAL_TX_MODIFIABLE)] == b"\x00"
-    found = _paid(done, pf.receiver())
+    wallet = descriptor.decode(str(descriptor.from_keys(pf.RECEIVER_SCAN, pf.RECEIVER_SPEND, annotations=(("ml", 1),))))
+    found = _paid(done, wallet.receiver())
     assert sorted(f.label for f in found if f.label is not None) == [1] and len(found) == 3
 
 
