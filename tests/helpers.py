@@ -20,13 +20,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @cache
-def sample_blocks_generator():
-    """vectors/blocks/generate.py as a module: its keys, scripts, signing and SP payments, loaded once."""
-    spec = importlib.util.spec_from_file_location("sample_blocks_generate", ROOT / "vectors" / "blocks" / "generate.py")
+def load_script(relative_path: str, name: str):
+    """Import a script of the repository (e.g. a vectors generator) as module `name`, once."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative_path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
+    sys.modules[name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+def sample_blocks_generator():
+    """vectors/blocks/generate.py as a module: its keys, scripts, signing and SP payments."""
+    return load_script("vectors/blocks/generate.py", "sample_blocks_generate")
 
 
 def secret(n: int) -> bytes:

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+
 import pytest
 from bitcoin.core import CBlock, CTxInWitness, CTxOut, CTxWitness
 from bitcoin.core.script import CScriptWitness
+from click.testing import CliRunner
 
 import kernelchain as kc
+from cli_support import ROOT, load_cli
+from helpers import load_script
 from sp_scan import block
 from sp_scan.block import TxOut, parse_spent
 from sp_scan.errors import NodeError
 from sp_scan.node import RestNode, RpcNode
+
+SAMPLE_CHAIN = ROOT / "vectors" / "chain"
 
 
 def by_name(chain: kc.KernelChain) -> dict[str, tuple[int, kc.TxRecord]]:
@@ -216,3 +224,34 @@ def test_a_replayed_prefix_is_the_same_chain_up_to_its_height(kernel_chain, tmp_
         assert copy.best() == (105, record.hash32) and record.hash32 != kernel_chain.hash_at(105)
     finally:
         copy.close()
+
+
+def test_the_shipped_sample_chain_is_what_its_generator_writes(kernel_chain):
+    generator = load_script("vectors/chain/generate.py", "sample_chain_generate")
+    written = generator.files(kernel_chain)
+    shipped = {p.name: p.read_text() for p in SAMPLE_CHAIN.iterdir() if p.suffix in (".hex", ".json")}
+    assert sorted(shipped) == sorted(written)
+    assert [name for name in written if shipped[name] != written[name]] == []
+
+
+def test_sp_scan_reads_the_shipped_chain_files_and_scans_what_expected_json_says():
+    expected = json.loads((SAMPLE_CHAIN / "expected.json").read_text())
+    blocks = [str(SAMPLE_CHAIN / f"{h:04d}.hex") for h in range(expected["tip"]["height"] + 1)]
+    wallet = ["--scan-key-file", str(ROOT / "vectors" / "blocks" / "test-wallet.scan"), "--spend-pubkey", expected["wallet"]["spend_pubkey"]]
+    wallet += [a for m in expected["wallet"]["labels"] for a in ("--label", str(m))]
+    app = load_cli().app
+    tweaks = CliRunner().invoke(app, ["tweaks", *blocks, "--json"], env={"SP_SCAN_KEY": None})
+    assert [json.loads(line) for line in tweaks.stdout.splitlines()] == [{"txid": t["txid"], "tweak": t["tweak"]} for t in expected["tweaks"]]
+    found = CliRunner().invoke(app, ["scan", *blocks, *wallet, "--json"], env={"SP_SCAN_KEY": None})
+    keys = ("txid", "vout", "amount", "output", "tweak", "label")
+    assert [json.loads(line) for line in found.stdout.splitlines()] == [{k: f[k] for k in keys} for f in expected["found"]]
+
+
+def test_the_sample_chain_readme_states_the_totals_of_expected_json():
+    expected = json.loads((SAMPLE_CHAIN / "expected.json").read_text())
+    labels = Counter(f["label"] for f in expected["found"])
+    totals = (
+        f"Totals: {len(expected['tweaks'])} tweaks; {len(expected['found'])} outputs to the test wallet ({labels[None]} unlabelled, "
+        f"{labels[0]} change m=0, {labels[1]} label 1, {labels[7]} label 7),\n{sum(f['spent'] for f in expected['found'])} of them spent later;"
+    )
+    assert totals in (SAMPLE_CHAIN / "README.md").read_text()
