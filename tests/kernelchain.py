@@ -18,7 +18,6 @@ new kernel; `make_reorg` switches a copy to a longer competing branch;
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -553,11 +552,21 @@ def build_sample_chain(datadir: Path) -> KernelChain:
         txs[name] = chain.transaction(name, coins, outs)
         return txs[name]
 
-    chain.mine([spend("spend-all-outputs", paid("p2tr-key-path", 0, 1, 2, 3), [("wallet", 0), ("p2wpkh",)]), spend("spend-one-of-two", paid("p2tr-script-path", 0), [("other",), ("p2wpkh",)])])
+    chain.mine(
+        [
+            spend("spend-all-outputs", paid("p2tr-key-path", 0, 1, 2, 3), [("wallet", 0), ("p2wpkh",)]),
+            spend("spend-one-of-two", paid("p2tr-script-path", 0), [("other",), ("p2wpkh",)]),
+        ]
+    )
     chain.mine()
     chain.mine([spend("spend-the-second", paid("p2tr-script-path", 1) + paid("p2pkh", 0), [("wallet", 1), ("other",)])])
     chain.mine([spend("spend-with-funding", paid("many-outputs", 2) + [chain.reserve.pop()], [("wallet", None), ("p2tr",)])])
-    chain.mine([spend("reorg-kept", [chain.reserve.pop()], [("wallet", 7), ("p2wpkh",)]), spend("reorg-conflicted", paid("spend-all-outputs", 0), [("other",)])])
+    chain.mine(
+        [
+            spend("reorg-kept", [chain.reserve.pop()], [("wallet", 7), ("p2wpkh",)]),
+            spend("reorg-conflicted", paid("spend-all-outputs", 0), [("other",)]),
+        ]
+    )
     chain.mine([spend("reorg-dropped", paid("both-wallets", 0), [("wallet", 0), ("p2wpkh",)])])
     assert chain.tip_height == SAMPLE_TIP
     return chain
