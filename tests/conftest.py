@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -47,14 +48,15 @@ RECEIVING, RECEIVING_IDS = _ids("receiving")
 
 
 @pytest.fixture(scope="session")
-def kernel_chain(tmp_path_factory):
+def kernel_chain():
     """The sample chain of vectors/chain (genesis to height 110), built once per session; read-only."""
     import kernelchain
 
-    chain = kernelchain.build_sample_chain(tmp_path_factory.mktemp("kernel-chain"))
-    chain.read_only = True
-    yield chain
-    chain.close()
+    with tempfile.TemporaryDirectory(prefix="sp-scan-kernel-") as datadir:  # 18 MB of preallocated block files
+        chain = kernelchain.build_sample_chain(Path(datadir))
+        chain.read_only = True
+        yield chain
+        chain.close()
 
 
 @pytest.fixture(scope="session")
@@ -67,10 +69,11 @@ def kernel_rest(kernel_chain):
 
 
 @pytest.fixture
-def kernel_copy(kernel_chain, tmp_path):
+def kernel_copy(kernel_chain):
     """A private kernel holding the sample chain, for a test that mines, reorganises or serves it."""
     import kernelchain
 
-    chain = kernelchain.replay(kernel_chain, tmp_path / "kernel")
-    yield chain
-    chain.close()
+    with tempfile.TemporaryDirectory(prefix="sp-scan-kernel-") as datadir:
+        chain = kernelchain.replay(kernel_chain, Path(datadir))
+        yield chain
+        chain.close()

@@ -14,6 +14,9 @@ the kernel, spent outputs in Core's REST `/rest/spenttxouts/<hash>.bin` form.
 the session fixture `kernel_chain`); `replay` copies a prefix of a chain into a
 new kernel; `make_reorg` switches a copy to a longer competing branch;
 `rest_server` / `rpc_server` serve a chain as Core's REST / JSON-RPC do.
+Fixtures (tests/conftest.py): `kernel_chain` (the sample chain, once per
+session, read-only), `kernel_rest` (a REST stand-in over it) and `kernel_copy`
+(a private copy per test, to mine on, reorganise or stop serving).
 """
 
 from __future__ import annotations

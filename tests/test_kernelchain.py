@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from bitcoin.core import CBlock, CTxInWitness, CTxOut, CTxWitness
@@ -120,10 +122,11 @@ def _flip_first_witness_bit(record: kc.TxRecord) -> None:
 
 
 @pytest.fixture(scope="module")
-def scratch(kernel_chain, tmp_path_factory):
-    chain = kc.replay(kernel_chain, tmp_path_factory.mktemp("scratch"))
-    yield chain
-    chain.close()
+def scratch(kernel_chain):
+    with tempfile.TemporaryDirectory(prefix="sp-scan-kernel-") as datadir:
+        chain = kc.replay(kernel_chain, Path(datadir))
+        yield chain
+        chain.close()
 
 
 def test_a_block_with_a_bad_schnorr_signature_is_rejected_with_cores_reason(scratch):
@@ -215,15 +218,16 @@ def test_a_longer_branch_reorganises_the_kernel_while_a_client_is_connected(kern
         assert [(m.txid32, m.vout) for m in matches] == [(f.txid32, f.vout) for f in kernel_copy.found(start=h, end=h)]
 
 
-def test_a_replayed_prefix_is_the_same_chain_up_to_its_height(kernel_chain, tmp_path):
-    copy = kc.replay(kernel_chain, tmp_path / "prefix", height=104)
-    try:
-        assert copy.best() == (104, kernel_chain.hash_at(104))
-        assert [copy.block(h) for h in (0, 101, 104)] == [kernel_chain.block(h) for h in (0, 101, 104)]
-        record = copy.mine()
-        assert copy.best() == (105, record.hash32) and record.hash32 != kernel_chain.hash_at(105)
-    finally:
-        copy.close()
+def test_a_replayed_prefix_is_the_same_chain_up_to_its_height(kernel_chain):
+    with tempfile.TemporaryDirectory(prefix="sp-scan-kernel-") as datadir:
+        copy = kc.replay(kernel_chain, Path(datadir), height=104)
+        try:
+            assert copy.best() == (104, kernel_chain.hash_at(104))
+            assert [copy.block(h) for h in (0, 101, 104)] == [kernel_chain.block(h) for h in (0, 101, 104)]
+            record = copy.mine()
+            assert copy.best() == (105, record.hash32) and record.hash32 != kernel_chain.hash_at(105)
+        finally:
+            copy.close()
 
 
 def test_the_shipped_sample_chain_is_what_its_generator_writes(kernel_chain):
