@@ -271,10 +271,7 @@ def parse_tx(tx_bytes: bytes) -> RawTx:
     Raises:
         MalformedDataError: truncated, trailing bytes, non-canonical compact size, bad amount.
     """
-    r = Reader(bytes(tx_bytes), what="transaction")
-    tx = _tx(r)
-    r.end()
-    return tx
+    return _whole(tx_bytes, "transaction", _tx)
 
 
 def parse_txout(txout_bytes: bytes) -> TxOut:
@@ -283,10 +280,14 @@ def parse_txout(txout_bytes: bytes) -> TxOut:
     Raises:
         MalformedDataError: truncated, trailing bytes, or an amount out of range.
     """
-    r = Reader(bytes(txout_bytes), what="output")
-    out = _txout(r)
+    return _whole(txout_bytes, "output", _txout)
+
+
+def _whole(data: bytes, what: str, read):
+    r = Reader(bytes(data), what=what)
+    value = read(r)
     r.end()
-    return out
+    return value
 
 
 def parse_block(block_bytes: bytes) -> Block:

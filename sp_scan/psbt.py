@@ -357,9 +357,9 @@ def _check_structure(p: Psbt) -> None:
         raise _fail("PSBT version 2 requires PSBT_GLOBAL_TX_VERSION of at least 2")
     if (_count(g, GLOBAL_INPUT_COUNT), _count(g, GLOBAL_OUTPUT_COUNT)) != (len(p.inputs), len(p.outputs)):
         raise _fail("PSBT_GLOBAL_INPUT_COUNT / OUTPUT_COUNT do not match the maps")
-    for keydata, value in (*_entries(g, GLOBAL_SP_ECDH_SHARE), *_entries(g, GLOBAL_SP_DLEQ)):
+    for keydata, _ in (*_entries(g, GLOBAL_SP_ECDH_SHARE), *_entries(g, GLOBAL_SP_DLEQ)):
         _point(keydata, "global map: a scan key")
-    for keydata, value in _entries(g, GLOBAL_SP_ECDH_SHARE):
+    for _, value in _entries(g, GLOBAL_SP_ECDH_SHARE):
         _point(value, "global map: PSBT_GLOBAL_SP_ECDH_SHARE")
     for i, m in enumerate(p.inputs):
         _check_input(i, m)
@@ -431,9 +431,9 @@ def _check_input(i: int, m: Map) -> None:
         raise
     except MalformedDataError as exc:
         raise _fail(f"input {i}: {exc}") from None
-    for keydata, value in (*_entries(m, IN_SP_ECDH_SHARE), *_entries(m, IN_SP_DLEQ)):
+    for keydata, _ in (*_entries(m, IN_SP_ECDH_SHARE), *_entries(m, IN_SP_DLEQ)):
         _point(keydata, f"input {i}: a scan key")
-    for keydata, value in _entries(m, IN_SP_ECDH_SHARE):
+    for _, value in _entries(m, IN_SP_ECDH_SHARE):
         _point(value, f"input {i}: PSBT_IN_SP_ECDH_SHARE")
 
 
@@ -511,7 +511,7 @@ def _share(m: Map, key_type: int, scan33: bytes) -> bytes | None:
     return m.get(_key(key_type, scan33))
 
 
-def _pubkey_sum(infos: Sequence[InputInfo], scan33: bytes, what: str) -> bytes:
+def _pubkey_sum(infos: Sequence[InputInfo], what: str) -> bytes:
     """ser_P(A) over the eligible inputs, for verifying a global proof; rule "ecdh coverage"."""
     for info in infos:
         if info.eligible is None:
@@ -545,7 +545,7 @@ def check_ecdh_coverage(p: Psbt) -> None:
         what = f"global ECDH share for scan key {scan33.hex()}"
         if share is None or proof is None:
             raise PSBTError(COVERAGE, f"{what}: PSBT_GLOBAL_SP_ECDH_SHARE and PSBT_GLOBAL_SP_DLEQ must come together")
-        if not dleq.verify_proof(_pubkey_sum(infos, scan33, what), scan33, share, proof):
+        if not dleq.verify_proof(_pubkey_sum(infos, what), scan33, share, proof):
             raise PSBTError(COVERAGE, f"{what}: PSBT_GLOBAL_SP_DLEQ does not verify")
     for info, m in zip(infos, p.inputs):
         for scan33 in {k for k, _ in (*_entries(m, IN_SP_ECDH_SHARE), *_entries(m, IN_SP_DLEQ))}:
@@ -584,6 +584,12 @@ def _uncovered(p: Psbt, scan33: bytes) -> str:
     return ""
 
 
+def _missing(p: Psbt, scan33: bytes) -> str:
+    """Why one scan key's output scripts cannot be derived yet ("" when they can)."""
+    unknown = next((i for i in p.input_info() if i.eligible and i.pubkey is None), None)
+    return _uncovered(p, scan33) or (f"input {unknown.index} has no known public key ({unknown.reason})" if unknown else "")
+
+
 def check_input_eligibility(p: Psbt) -> None:
     """BIP375 "input eligibility": with silent-payment outputs, no segwit v2+ spend and only SIGHASH_ALL.
 
@@ -615,11 +621,9 @@ def _expected_scripts(p: Psbt, scan33: bytes, outs: Sequence[SPOutput]) -> dict[
     Raises:
         PSBTError: (rule "output scripts") the inputs give no shared secret, or more than K_max outputs.
     """
-    if _uncovered(p, scan33):
+    if _missing(p, scan33):
         return None
     infos = p.input_info()
-    if any(info.eligible and info.pubkey is None for info in infos):
-        return None
     share = _share(p.global_map, GLOBAL_SP_ECDH_SHARE, scan33)
     if share is None:
         shares = [_share(m, IN_SP_ECDH_SHARE, scan33) for info, m in zip(infos, p.inputs) if info.eligible]
@@ -684,7 +688,7 @@ def verify(p: Psbt) -> Status:
     check_input_eligibility(p)
     check_output_scripts(p)
     outs = p.sp_outputs()
-    ready = all(not _uncovered(p, s) and all(not (i.eligible and i.pubkey is None) for i in p.input_info()) for s in _scan_keys(p))
+    ready = not any(_missing(p, scan33) for scan33 in _scan_keys(p))
     return Status(tuple(o.index for o in outs), tuple(o.index for o in outs if o.script is not None), ready)
 
 
@@ -709,8 +713,7 @@ def compute_outputs(p: Psbt) -> Psbt:
     for scan33, outs in _groups(p).items():
         expected = _expected_scripts(p, scan33, outs)
         if expected is None:
-            reason = _uncovered(p, scan33) or next(f"input {i.index} has no known public key ({i.reason})" for i in p.input_info() if i.eligible and i.pubkey is None)
-            raise PSBTError(COVERAGE, f"cannot compute the outputs for scan key {scan33.hex()}: {reason}")
+            raise PSBTError(COVERAGE, f"cannot compute the outputs for scan key {scan33.hex()}: {_missing(p, scan33)}")
         scripts.update({i: {_key(OUT_SCRIPT): s} for i, s in expected.items()})
     modifiable = p.global_map.get(_key(GLOBAL_TX_MODIFIABLE))
     flags = {} if modifiable is None else {_key(GLOBAL_TX_MODIFIABLE): bytes([modifiable[0] & ~_MODIFIABLE_INPUTS_OUTPUTS])}

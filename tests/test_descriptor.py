@@ -31,6 +31,13 @@ BIP32_M0H1 = "xpub6ASuArnXKPbfEwhqN6e3mwBcDTgzisQN1wXN9BJcM47sSikHjJf3UFHKkNAWbW
 BIP32_LAST = "xpub6H1LXWLaKsWFhvm6RVpEL9P4KfRZSW7abD2ttkWP3SSQvnyA8FSVqNTEcYFgJS2UaFcxupHiYkro49S8yGasTvXEYBVPamhGW6cFJodrTHy"
 
 
+def _base58check(payload: bytes) -> str:
+    return base58.encode(payload + hashlib.sha256(hashlib.sha256(payload).digest()).digest()[:4])
+
+
+TPUB = _base58check(bytes.fromhex("043587cf") + base58.decode(XPUB)[4:78])
+
+
 def _xpub_key(xpub: str) -> bytes:
     return base58.decode(xpub)[45:78]
 
@@ -73,7 +80,7 @@ INVALID_BIP392 = {
     "ranged spend key": (f"sp({WIF},{XPUB}/0/*)", "not ranges"),
     "hardened step from an xpub": (f"sp({XPRV},{XPUB}/0h)", "hardened derivation needs an extended private key"),
     "three keys": (f"sp({WIF},{PUB},{PUB})", "one or two key expressions"),
-    "mainnet scan key with a testnet spend key": (f"sp({WIF},{TSPSCAN})", "single key, not spscan"),
+    "mainnet scan key with a testnet spend key": (f"sp({WIF},{TPUB}/0)", "different networks"),
     "spscan with a derivation step": (f"sp({SPSCAN}/0)", "no derivation steps"),
 }
 

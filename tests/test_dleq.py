@@ -49,8 +49,11 @@ def test_verify_proof_vector(row):
     assert ok is (row["result_success"] == "TRUE")
 
 
-def test_the_native_path_is_the_default_when_the_extension_is_built():
-    assert native.ENABLED
+def test_generate_proof_goes_through_the_native_door_when_it_is_enabled(monkeypatch):
+    calls, real = [], native.dleq_prove
+    monkeypatch.setattr(native, "dleq_prove", lambda *args: calls.append(args) or real(*args))
+    proof = dleq.generate_proof(PrivateKey().secret, PrivateKey().public_key.format(), bytes(32))
+    assert len(proof) == 64 and len(calls) == (1 if native.ENABLED else 0)
 
 
 @pytest.mark.parametrize("seed", range(20))
