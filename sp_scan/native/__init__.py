@@ -94,6 +94,16 @@ def hash160(data: bytes) -> bytes:
     return _hash.hash160(data)
 
 
+def ecc_impl() -> str:
+    """Return the elliptic-curve engine scans use: "ifma" or "libsecp".
+
+    "ifma" is the 8-lane AVX-512 IFMA engine, picked when the CPU has AVX-512 F/DQ/BW/VL/IFMA and
+    the OS saves the zmm registers; otherwise, or with SP_SCAN_ECC=portable in the environment at
+    the first native call, the engine on libsecp256k1's public API.
+    """
+    return _core.ecc_impl()
+
+
 def sha256_impl() -> str:
     """Return the SHA256 compression in use: "shani", "armv8" or "portable"."""
     return _hash.impl()
@@ -306,6 +316,15 @@ def ecdh_share(input_keys, scan_pubkey33: bytes, aux_rand32: bytes) -> tuple[byt
 
 
 # ---- the IFMA engine's private test helpers ---------------------------------
+def _set_ecc(name: str) -> str:
+    """Test helper: make every scan use engine `name` ("ifma" or "libsecp"); returns the previous one.
+
+    Raises:
+        ValueError: unknown name. RuntimeError: "ifma" on a CPU that cannot run it.
+    """
+    return _core.set_ecc(name)
+
+
 def _ifma_cpu() -> bool:
     """True when this CPU and OS can run the AVX-512 IFMA engine (cpuid and XCR0)."""
     return _core is not None and _core.ifma_cpu()

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core_ifma.h"
 #include "sha256.h"
 
 /* ---- libsecp256k1 (upstream include/secp256k1.h, secp256k1_ecdh.h signatures) ---- */
@@ -141,6 +142,8 @@ int spn_summary_tweak(const spn_summary *s, unsigned char tweak33[33]);
 
 typedef struct {
     unsigned char scan_key32[32]; /* b_scan: wiped by spn_scanner_free */
+    uint64_t scan_key_words[4];   /* b_scan for the IFMA engine: little-endian words, and */
+    spn_ifma_glv scan_key_glv;    /*   its GLV split and digits, computed once (constant time); wiped */
     secp256k1_pubkey spend;       /* B_spend */
     size_t n_labels;
     secp256k1_pubkey *label_point;   /* L_m, given order */
@@ -195,7 +198,12 @@ typedef struct {
 } spn_engine;
 
 extern const spn_engine spn_engine_secp;
-/* The engine every scan uses: spn_engine_secp; a faster one, chosen once at module init, replaces it. */
+/* The 8-lane AVX-512 IFMA engine (core_engine_ifma.c over core_ifma*.c): usable when spn_ifma_start()
+ * returned 1. */
+extern const spn_engine spn_engine_ifma;
+/* The engine every scan uses: spn_engine_secp until the module picks one at its first use (with the
+ * GIL held, before any scan runs): spn_engine_ifma when the CPU, the OS and the libsecp256k1 build
+ * allow it and SP_SCAN_ECC is not "portable". */
 extern const spn_engine *spn_engine_active;
 
 /* ---- the batch scan (core_scan.c): every scan goes through it ---- */

@@ -63,5 +63,5 @@ static void secp_label_sums(const spn_scanner *sc, const secp256k1_pubkey *p_k, 
 }
 
 const spn_engine spn_engine_secp = {
-    "libsecp256k1", secp_parse_points, secp_shared_secrets, secp_spend_points, secp_label_sums,
+    "libsecp", secp_parse_points, secp_shared_secrets, secp_spend_points, secp_label_sums,
 };

@@ -45,6 +45,17 @@ static PyObject *raise_code(long code, const char *what) {
     return NULL;
 }
 
+/* The EC engine, picked at the first use (GIL held, before any scan thread exists): IFMA when
+ * spn_ifma_start() allows it, unless SP_SCAN_ECC=portable. */
+static int engine_chosen;
+
+static void choose_engine(void) {
+    const char *env = getenv("SP_SCAN_ECC");
+    int portable = env != NULL && strcmp(env, "portable") == 0;
+    spn_engine_active = !portable && spn_ifma_start() ? &spn_engine_ifma : &spn_engine_secp;
+    engine_chosen = 1;
+}
+
 static int ready(void) {
     if (!bound) {
         PyErr_SetString(PyExc_RuntimeError, "sp_scan.native._core.init() was not called");
@@ -54,6 +65,7 @@ static int ready(void) {
         PyErr_SetString(PyExc_RuntimeError, "could not create the libsecp256k1 contexts");
         return 0;
     }
+    if (!engine_chosen) choose_engine();
     return 1;
 }
 
@@ -899,6 +911,30 @@ static PyObject *py_ifma_fe_test(PyObject *self, PyObject *args) {
     return res;
 }
 
+static PyObject *py_ecc_impl(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    if (!ready()) return NULL;
+    return PyUnicode_FromString(spn_engine_active->name);
+}
+
+/* set_ecc("ifma" | "libsecp") -> the previous engine's name (tests: both engines in one process). */
+static PyObject *py_set_ecc(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (name == NULL) return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "engine name must be a str");
+    if (!ready()) return NULL;
+    const spn_engine *e = strcmp(name, "libsecp") == 0 ? &spn_engine_secp : strcmp(name, "ifma") == 0 ? &spn_engine_ifma : NULL;
+    if (e == NULL) return PyErr_Format(PyExc_ValueError, "unknown EC engine %R", arg);
+    if (e == &spn_engine_ifma && !spn_ifma_start()) {
+        PyErr_SetString(PyExc_RuntimeError, "the IFMA engine cannot run on this CPU");
+        return NULL;
+    }
+    PyObject *previous = PyUnicode_FromString(spn_engine_active->name);
+    if (previous) spn_engine_active = e;
+    return previous;
+}
+
 static PyObject *py_ifma_cpu(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -1078,6 +1114,8 @@ static PyMethodDef methods[] = {
     {"block_tweaks", py_block_tweaks, METH_VARARGS, "block_tweaks(block, spent) -> [(txid32, tweak33)]"},
     {"block_scan", py_block_scan, METH_VARARGS, "block_scan(block, spent, scanner) -> [(txid32, vout, amount, output32, tweak32, label)]"},
     {"set_label_strategy", py_set_label_strategy, METH_O, "set_label_strategy(0 auto | 1 bip | 2 labelset) -> previous"},
+    {"ecc_impl", py_ecc_impl, METH_NOARGS, "ecc_impl() -> the EC engine in use: \"ifma\" or \"libsecp\"."},
+    {"set_ecc", py_set_ecc, METH_O, "set_ecc(\"ifma\" | \"libsecp\") -> previous engine (tests)."},
     {"ifma_cpu", py_ifma_cpu, METH_NOARGS, "True when the CPU and OS can run the AVX-512 IFMA engine."},
     {"ifma_fe_test", py_ifma_fe_test, METH_VARARGS, "ifma_fe_test(op, a320, b320) -> 8 x 32 bytes (tests)."},
     {"ifma_parse", py_ifma_parse, METH_VARARGS, "ifma_parse(points, width) -> (pt64 blob, valid) (tests)."},
