@@ -243,9 +243,12 @@ static int is_taproot(const txout_t *o) {
 long spn_block_tweaks(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
                       spn_tx_tweak **out) {
     block_t b;
-    size_t n = 0, cap = 0;
+    size_t n = 0, cap = 0, cap_sums = 0, cap_hashes = 0;
+    secp256k1_pubkey *sums = NULL;
+    unsigned char(*hashes)[32] = NULL, (*tweaks)[33] = NULL;
     long ret = load(&b, block, block_len, spent, spent_len);
     *out = NULL;
+    /* Summarize every eligible tx, then all tweaks input_hash·A in one engine call. */
     for (size_t i = 1; ret == 1 && i < b.n_tx; i++) {
         const tx_t *tx = &b.txs[i];
         spn_summary s;
@@ -254,15 +257,31 @@ long spn_block_tweaks(const unsigned char *block, size_t block_len, const unsign
         if (!taproot) continue;
         if ((r = spn_summarize(&b.ins[tx->first_in], tx->n_in, &s)) < 0) ret = r;
         if (r != 1) continue;
-        if (!grow((void **)out, &cap, n + 1, sizeof **out)) {
+        if (!grow((void **)out, &cap, n + 1, sizeof **out) || !grow((void **)&sums, &cap_sums, n + 1, sizeof *sums) ||
+            !grow((void **)&hashes, &cap_hashes, n + 1, sizeof *hashes)) {
             ret = SPN_ENOMEM;
             break;
         }
-        if (!spn_summary_tweak(&s, (*out)[n].tweak33)) continue;
+        sums[n] = s.sum;
+        memcpy(hashes[n], s.input_hash32, 32);
         txid(tx, (*out)[n].txid32);
         n++;
     }
+    if (ret == 1 && n > 0 && (tweaks = malloc(n * sizeof *tweaks)) == NULL) ret = SPN_ENOMEM;
+    if (ret == 1 && n > 0) {
+        size_t kept = 0;
+        spn_engine_active->tweaks(sums, (const unsigned char(*)[32])hashes, n, tweaks);
+        for (size_t i = 0; i < n; i++) { /* input_hash out of range: not listed (probability 2^-128) */
+            if (tweaks[i][0] == 0) continue;
+            memmove((*out)[kept].txid32, (*out)[i].txid32, 32);
+            memcpy((*out)[kept++].tweak33, tweaks[i], 33);
+        }
+        n = kept;
+    }
     block_free(&b);
+    free(sums);
+    free(hashes);
+    free(tweaks);
     if (ret != 1) {
         free(*out);
         *out = NULL;

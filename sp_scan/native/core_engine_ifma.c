@@ -56,6 +56,16 @@ static void ifma_label_sums(const spn_scanner *sc, const secp256k1_pubkey *p_k, 
     spn_ifma_label_sums(as_cpt64(p_k), n, as_cpt64(sc->label_point), sc->n_labels, sums33);
 }
 
+static void ifma_tweaks(const secp256k1_pubkey *sums, const unsigned char (*input_hash32)[32], size_t n,
+                        unsigned char (*tweak33)[33]) {
+    static const uint64_t one[4] = {1, 0, 0, 0}; /* (1·s_i)·A_i: per-lane scalars, no scan key */
+    if (n < MIN_LANES) {
+        spn_engine_secp.tweaks(sums, input_hash32, n, tweak33);
+        return;
+    }
+    spn_ifma_shared_secrets(NULL, one, as_cpt64(sums), input_hash32, n, tweak33);
+}
+
 const spn_engine spn_engine_ifma = {
-    "ifma", ifma_parse_points, ifma_shared_secrets, ifma_spend_points, ifma_label_sums,
+    "ifma", ifma_parse_points, ifma_shared_secrets, ifma_spend_points, ifma_label_sums, ifma_tweaks,
 };
