@@ -59,10 +59,12 @@ def _scalar(rng: random.Random) -> bytes:
 
 
 # op -> (fixed input, random input); the fixed secrets are the ones a variable-time ladder
-# would rush through: scan key 1 (GLV halves 1 and 0: nearly all digits zero), t_k = 1.
+# would rush through: scan key 1 (GLV halves 1 and 0: nearly all digits zero), t_k = 1, and
+# per-lane scalars 1 (b_scan·input_hash in a block scan).
 INPUTS: dict[str, tuple[bytes, Callable[[random.Random], bytes]]] = {
     "ecdh": ((1).to_bytes(32, "big"), _scalar),
     "spend": ((1).to_bytes(32, "big") * 8, lambda rng: b"".join(_scalar(rng) for _ in range(8))),
+    "lanes": ((1).to_bytes(32, "big") * 8, lambda rng: b"".join(_scalar(rng) for _ in range(8))),
     "control": ((1).to_bytes(32, "big"), lambda rng: rng.getrandbits(256).to_bytes(32, "big")),
 }
 

@@ -368,14 +368,15 @@ def _ifma_label_sums(points64: _Sequence[bytes], labels64: _Sequence[bytes]) -> 
     return [[out[33 * (i * nl + m) : 33 * (i * nl + m) + 33] for m in range(nl)] for i in range(len(points64))]
 
 
-_IFMA_TIMED = {"ecdh": (0, 32), "spend": (1, 256), "control": (2, 32)}
+_IFMA_TIMED = {"ecdh": (0, 32), "spend": (1, 256), "control": (2, 32), "lanes": (3, 256)}
 
 
 def _ifma_time(op: str, inputs: _Sequence[bytes], points64: _Sequence[bytes]) -> list[int]:
     """Test helper: TSC cycles of one IFMA operation per input (constant-time checks).
 
     op "ecdh": input a 32-byte scan key (recoded, then b·T for the 8 points64); "spend": 8 × 32-byte
-    t_i (points64[0] + t_i·G); "control": a 32-byte x for the variable-time Jacobi symbol.
+    t_i (points64[0] + t_i·G); "lanes": 8 × 32-byte k_i (k_i·T_i, recoded per lane as in a block
+    scan); "control": a 32-byte x for the variable-time Jacobi symbol.
     """
     code, width = _IFMA_TIMED[op]
     blob = b"".join(inputs)

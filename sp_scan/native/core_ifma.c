@@ -73,7 +73,7 @@ SPN_IFMA_TARGET static void ge8_add(ge8 *r, const ge8 *p, const ge8 *q) {
     fe8_add(&t4, &q->x, &q->y);
     fe8_mul(&t3, &t3, &t4);
     fe8_add(&t4, &t0, &t1);       /* m 2 */
-    fe8_sub(&t3, &t3, &t4, 3);    /* X1X2' + ... m 4 */
+    fe8_sub(&t3, &t3, &t4, 3);    /* X1Y2 + Y1X2  m 4 */
     fe8_add(&t4, &p->y, &p->z);
     fe8_add(&x3, &q->y, &q->z);
     fe8_mul(&t4, &t4, &x3);
@@ -634,8 +634,9 @@ SPN_IFMA_TARGET void spn_ifma_time(int op, const unsigned char *in, size_t n, co
     uint64_t b[4];
     spn_ifma_glv glv;
     unsigned aux;
+    static const uint64_t one[4] = {1, 0, 0, 0};
     for (size_t i = 0; i < n; i++) {
-        const unsigned char *x = in + i * (op == SPN_IFMA_TIME_SPEND ? 256 : 32);
+        const unsigned char *x = in + i * (op == SPN_IFMA_TIME_SPEND || op == SPN_IFMA_TIME_LANES ? 256 : 32);
         _mm_lfence();
         uint64_t t0 = __rdtscp(&aux);
         _mm_lfence();
@@ -643,6 +644,8 @@ SPN_IFMA_TARGET void spn_ifma_time(int op, const unsigned char *in, size_t n, co
             spn_ifma_scalar_from_b32(b, x);
             spn_ifma_glv_recode(&glv, b);
             spn_ifma_shared_secrets(&glv, b, pt64, NULL, 8, out33);
+        } else if (op == SPN_IFMA_TIME_LANES) { /* k_i·T_i with a secret k_i per lane (block scans) */
+            spn_ifma_shared_secrets(NULL, one, pt64, (const unsigned char(*)[32])x, 8, out33);
         } else if (op == SPN_IFMA_TIME_SPEND) { /* B + t_i·G on 8 lanes */
             spn_ifma_spend_points(pt64[0], (const unsigned char(*)[32])x, 8, pk, out33);
         } else { /* the variable-time control: a Jacobi symbol */

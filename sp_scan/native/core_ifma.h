@@ -83,6 +83,7 @@ enum {
     SPN_IFMA_TIME_ECDH = 0,    /* input: 32-byte scan key; its recoding and b·T_i for the 8 points pt64 */
     SPN_IFMA_TIME_SPEND = 1,   /* input: 8 × 32-byte t_i; pt64[0] + t_i·G */
     SPN_IFMA_TIME_CONTROL = 2, /* input: 32-byte x; the variable-time Jacobi symbol (must show a leak) */
+    SPN_IFMA_TIME_LANES = 3,   /* input: 8 × 32-byte k_i; k_i·T_i (per-lane recoding, as a block scan) */
 };
 
 /* cycles[i] = TSC cycles of operation op on input i (fenced rdtscp around each call). */

@@ -1075,9 +1075,9 @@ static PyObject *py_ifma_time(PyObject *self, PyObject *args) {
     Py_buffer in, pts;
     PyObject *res = NULL;
     if (!PyArg_ParseTuple(args, "iy*y*:ifma_time", &op, &in, &pts)) return NULL;
-    size_t width = op == SPN_IFMA_TIME_SPEND ? 256 : 32;
+    size_t width = op == SPN_IFMA_TIME_SPEND || op == SPN_IFMA_TIME_LANES ? 256 : 32;
     if (!ifma_ready()) goto done;
-    if (op < SPN_IFMA_TIME_ECDH || op > SPN_IFMA_TIME_CONTROL || in.len % width || pts.len != 8 * 64) {
+    if (op < SPN_IFMA_TIME_ECDH || op > SPN_IFMA_TIME_LANES || in.len % width || pts.len != 8 * 64) {
         PyErr_SetString(PyExc_ValueError, "op, n inputs of its width and 8 x 64-byte points");
         goto done;
     }
