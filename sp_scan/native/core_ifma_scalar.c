@@ -67,6 +67,7 @@ static void reduce_once(uint64_t r[4], uint64_t top) {
     }
     uint64_t take = 0 - ((uint64_t)acc | top); /* x ≥ n: all ones */
     for (int i = 0; i < 4; i++) r[i] = (t[i] & take) | (r[i] & ~take);
+    spn_cleanse(t, sizeof t);
 }
 
 void spn_ifma_scalar_mul(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) {
