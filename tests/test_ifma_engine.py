@@ -72,6 +72,15 @@ def point_or_none(ser33: bytes) -> bytes | None:
     return None if ser33[0] == 0 else ser33
 
 
+def assert_parse_agrees(points: list[bytes], width: int) -> None:
+    pts, valid = native._ifma_parse(b"".join(points), width)
+    for data, pt, ok in zip(points, pts, valid):
+        want = libsecp_parse(data)
+        assert ok == (want is not None), data.hex()
+        if ok:
+            assert pt == xy_le(want), data.hex()
+
+
 def test_parse_agrees_with_libsecp_on_valid_invalid_and_edge_points():
     rng = random.Random("parse")
     near_p = [x for x in range(P - 200, P) if is_x(x)][:4]
@@ -80,12 +89,7 @@ def test_parse_agrees_with_libsecp_on_valid_invalid_and_edge_points():
     cases33 = [bytes([prefix]) + b32(x) for x in xs for prefix in (2, 3)]
     cases33 += [bytes([prefix]) + rand_pub(rng).format()[1:] for prefix in (0, 1, 4, 5, 6, 7, 0xFF)]
     cases33 += [rand_pub(rng).format() for _ in range(300)]
-    pts, valid = native._ifma_parse(b"".join(cases33), 33)
-    for data, pt, ok in zip(cases33, pts, valid):
-        want = libsecp_parse(data)
-        assert ok == (want is not None), data.hex()
-        if ok:
-            assert pt == xy_le(want), data.hex()
+    assert_parse_agrees(cases33, 33)
 
     cases64 = []
     for _ in range(100):
@@ -93,12 +97,7 @@ def test_parse_agrees_with_libsecp_on_valid_invalid_and_edge_points():
         x, y = int.from_bytes(u[:32], "big"), int.from_bytes(u[32:], "big")
         cases64 += [u, b32(x) + b32(P - y), b32(x) + b32((y + 1) % P), b32(x) + b32(y + P if y + P < 2**256 else y)]
     cases64 += [b32(x) + b32(0) for x in near_p] + [b32(P) + b32(1), b32(2**256 - 1) * 2]
-    pts, valid = native._ifma_parse(b"".join(cases64), 64)
-    for data, pt, ok in zip(cases64, pts, valid):
-        want = libsecp_parse(data)
-        assert ok == (want is not None), data.hex()
-        if ok:
-            assert pt == xy_le(want), data.hex()
+    assert_parse_agrees(cases64, 64)
 
 
 @pytest.mark.parametrize("count", COUNTS)

@@ -86,6 +86,8 @@ int spn_lift_x(const secp256k1_context *ctx, secp256k1_pubkey *p, const unsigned
 /* 1 when x32 (big-endian) is the x of a curve point (x < p, x³+7 a square mod p), 0 when not,
  * -1 when the Jacobi symbol computation gave up (not seen in practice). */
 int spn_is_x_var(const unsigned char x32[32]);
+/* w = a·b for 256-bit a, b in little-endian 64-bit words (fixed loops: constant time). */
+void spn_mul_256(uint64_t w[8], const uint64_t a[4], const uint64_t b[4]);
 /* 1 valid x, 0 not: spn_is_x_var, falling back to libsecp256k1's parse when it gives up. */
 int spn_valid_x(const unsigned char x32[32]);
 

@@ -63,9 +63,33 @@ SPN_IFMA_TARGET static void ge8_dbl(ge8 *r, const ge8 *a) {
     r->z = z3;
 }
 
+/* The second half of Algorithms 7 and 8, from t0 = X1X2, t1 = Y1Y2, t2 = b3·(Z1Z2), t3 = X1Y2 + Y1X2,
+ * t4 = Y1Z2 + Z1Y2 and y3 = X1Z2 + Z1X2 (m ≤ 1, 1, 1, 4, 4, 4). Out: m (3, 2, 2). */
+SPN_IFMA_TARGET static void ge8_add_finish(ge8 *r, fe8 *t0, fe8 *t1, const fe8 *t2, const fe8 *t3, const fe8 *t4,
+                                           fe8 *y3) {
+    fe8 x3, z3, u;
+    fe8_add(&x3, t0, t0);
+    fe8_add(t0, &x3, t0);         /* 3·X1X2  m 3 */
+    fe8_add(&z3, t1, t2);         /* m 2 */
+    fe8_sub(t1, t1, t2, 2);       /* m 3 */
+    fe8_mul_small(y3, y3, 21);    /* 21·4 < 2^11; m 1 */
+    fe8_mul(&x3, t4, y3);
+    fe8_mul(&u, t3, t1);
+    fe8_sub(&x3, &u, &x3, 2);     /* m 3 */
+    fe8_mul(y3, y3, t0);
+    fe8_mul(t1, t1, &z3);
+    fe8_add(y3, t1, y3);          /* m 2 */
+    fe8_mul(t0, t0, t3);
+    fe8_mul(&z3, &z3, t4);
+    fe8_add(&z3, &z3, t0);        /* m 2 */
+    r->x = x3;
+    r->y = *y3;
+    r->z = z3;
+}
+
 /* In: m ≤ 3 each. Out: m (3, 2, 2). r may alias p or q. */
 SPN_IFMA_TARGET static void ge8_add(ge8 *r, const ge8 *p, const ge8 *q) {
-    fe8 t0, t1, t2, t3, t4, x3, y3, z3;
+    fe8 t0, t1, t2, t3, t4, x3, y3;
     fe8_mul(&t0, &p->x, &q->x);
     fe8_mul(&t1, &p->y, &q->y);
     fe8_mul(&t2, &p->z, &q->z);
@@ -78,35 +102,19 @@ SPN_IFMA_TARGET static void ge8_add(ge8 *r, const ge8 *p, const ge8 *q) {
     fe8_add(&x3, &q->y, &q->z);
     fe8_mul(&t4, &t4, &x3);
     fe8_add(&x3, &t1, &t2);
-    fe8_sub(&t4, &t4, &x3, 3);    /* m 4 */
+    fe8_sub(&t4, &t4, &x3, 3);    /* Y1Z2 + Z1Y2  m 4 */
     fe8_add(&x3, &p->x, &p->z);
     fe8_add(&y3, &q->x, &q->z);
     fe8_mul(&x3, &x3, &y3);
     fe8_add(&y3, &t0, &t2);
-    fe8_sub(&y3, &x3, &y3, 3);    /* m 4 */
-    fe8_add(&x3, &t0, &t0);
-    fe8_add(&t0, &x3, &t0);       /* 3·X1X2  m 3 */
+    fe8_sub(&y3, &x3, &y3, 3);    /* X1Z2 + Z1X2  m 4 */
     fe8_mul_small(&t2, &t2, 21);  /* m 1 */
-    fe8_add(&z3, &t1, &t2);       /* m 2 */
-    fe8_sub(&t1, &t1, &t2, 2);    /* m 3 */
-    fe8_mul_small(&y3, &y3, 21);  /* 21·4 < 2^11; m 1 */
-    fe8_mul(&x3, &t4, &y3);
-    fe8_mul(&t2, &t3, &t1);
-    fe8_sub(&x3, &t2, &x3, 2);    /* m 3 */
-    fe8_mul(&y3, &y3, &t0);
-    fe8_mul(&t1, &t1, &z3);
-    fe8_add(&y3, &t1, &y3);       /* m 2 */
-    fe8_mul(&t0, &t0, &t3);
-    fe8_mul(&z3, &z3, &t4);
-    fe8_add(&z3, &z3, &t0);       /* m 2 */
-    r->x = x3;
-    r->y = y3;
-    r->z = z3;
+    ge8_add_finish(r, &t0, &t1, &t2, &t3, &t4, &y3);
 }
 
-/* r = p + q for affine q. In: p m ≤ (3, 3, 3), q m ≤ (3, 3). Out: m (3, 2, 2). */
+/* r = p + q for affine q (Z2 = 1). In: p m ≤ (3, 3, 3), q m ≤ (3, 3). Out: m (3, 2, 2). */
 SPN_IFMA_TARGET static void ge8_madd(ge8 *r, const ge8 *p, const gea8 *q) {
-    fe8 t0, t1, t2, t3, t4, x3, y3, z3;
+    fe8 t0, t1, t2, t3, t4, y3;
     fe8_mul(&t0, &p->x, &q->x);
     fe8_mul(&t1, &p->y, &q->y);
     fe8_add(&t3, &q->x, &q->y);
@@ -118,24 +126,8 @@ SPN_IFMA_TARGET static void ge8_madd(ge8 *r, const ge8 *p, const gea8 *q) {
     fe8_add(&t4, &t4, &p->y);     /* m ≤ 4 */
     fe8_mul(&y3, &q->x, &p->z);
     fe8_add(&y3, &y3, &p->x);     /* m ≤ 4 */
-    fe8_add(&x3, &t0, &t0);
-    fe8_add(&t0, &x3, &t0);       /* m 3 */
     fe8_mul_small(&t2, &p->z, 21);
-    fe8_add(&z3, &t1, &t2);       /* m 2 */
-    fe8_sub(&t1, &t1, &t2, 2);    /* m 3 */
-    fe8_mul_small(&y3, &y3, 21);
-    fe8_mul(&x3, &t4, &y3);
-    fe8_mul(&t2, &t3, &t1);
-    fe8_sub(&x3, &t2, &x3, 2);    /* m 3 */
-    fe8_mul(&y3, &y3, &t0);
-    fe8_mul(&t1, &t1, &z3);
-    fe8_add(&y3, &t1, &y3);       /* m 2 */
-    fe8_mul(&t0, &t0, &t3);
-    fe8_mul(&z3, &z3, &t4);
-    fe8_add(&z3, &z3, &t0);       /* m 2 */
-    r->x = x3;
-    r->y = y3;
-    r->z = z3;
+    ge8_add_finish(r, &t0, &t1, &t2, &t3, &t4, &y3);
 }
 
 SPN_IFMA_TARGET static void ge8_set_infinity(ge8 *r) {

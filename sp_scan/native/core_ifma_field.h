@@ -218,39 +218,40 @@ IFMA_INLINE __mmask8 fe8_is_zero(const fe8 *a) {
     return _mm512_cmpeq_epi64_mask(acc, _mm512_setzero_si512());
 }
 
-/* r = a^(2^k − 1)-style addition chain shared by inv and sqrt: returns x2 and x22, r = a^(2^223 − 1). */
-IFMA_INLINE void fe8_pow_x223(fe8 *x223, fe8 *x2, fe8 *x22, const fe8 *a) {
-    fe8 x3, x6, x9, x11, x44, x88, x176, x220, t;
-    fe8_sqr(&t, a);
-    fe8_mul(x2, &t, a);
-    fe8_sqr(&t, x2);
-    fe8_mul(&x3, &t, a);
-    fe8_sqr_n(&t, &x3, 3);
-    fe8_mul(&x6, &t, &x3);
-    fe8_sqr_n(&t, &x6, 3);
-    fe8_mul(&x9, &t, &x3);
-    fe8_sqr_n(&t, &x9, 2);
-    fe8_mul(&x11, &t, x2);
-    fe8_sqr_n(&t, &x11, 11);
-    fe8_mul(x22, &t, &x11);
-    fe8_sqr_n(&t, x22, 22);
-    fe8_mul(&x44, &t, x22);
-    fe8_sqr_n(&t, &x44, 44);
-    fe8_mul(&x88, &t, &x44);
-    fe8_sqr_n(&t, &x88, 88);
-    fe8_mul(&x176, &t, &x88);
-    fe8_sqr_n(&t, &x176, 44);
-    fe8_mul(&x220, &t, &x44);
-    fe8_sqr_n(&t, &x220, 3);
-    fe8_mul(x223, &t, &x3);
+/* The head both exponentiations share (the chain libsecp256k1's exponentiations used): returns
+ * x2 = a^3 and t = a^((2^223 − 1)·2^23 + 2^22 − 1). */
+IFMA_INLINE void fe8_pow_head(fe8 *t, fe8 *x2, const fe8 *a) {
+    fe8 x3, x6, x9, x11, x22, x44, x88, x176, x220, x223, u;
+    fe8_sqr(&u, a);
+    fe8_mul(x2, &u, a);
+    fe8_sqr(&u, x2);
+    fe8_mul(&x3, &u, a);
+    fe8_sqr_n(&u, &x3, 3);
+    fe8_mul(&x6, &u, &x3);
+    fe8_sqr_n(&u, &x6, 3);
+    fe8_mul(&x9, &u, &x3);
+    fe8_sqr_n(&u, &x9, 2);
+    fe8_mul(&x11, &u, x2);
+    fe8_sqr_n(&u, &x11, 11);
+    fe8_mul(&x22, &u, &x11);
+    fe8_sqr_n(&u, &x22, 22);
+    fe8_mul(&x44, &u, &x22);
+    fe8_sqr_n(&u, &x44, 44);
+    fe8_mul(&x88, &u, &x44);
+    fe8_sqr_n(&u, &x88, 88);
+    fe8_mul(&x176, &u, &x88);
+    fe8_sqr_n(&u, &x176, 44);
+    fe8_mul(&x220, &u, &x44);
+    fe8_sqr_n(&u, &x220, 3);
+    fe8_mul(&x223, &u, &x3);
+    fe8_sqr_n(&u, &x223, 23);
+    fe8_mul(t, &u, &x22);
 }
 
 /* r = a^(p−2) = 1/a (0 for 0): 255 squarings, 15 multiplications. */
 IFMA_INLINE void fe8_inv(fe8 *r, const fe8 *a) {
-    fe8 x223, x2, x22, t;
-    fe8_pow_x223(&x223, &x2, &x22, a);
-    fe8_sqr_n(&t, &x223, 23);
-    fe8_mul(&t, &t, &x22);
+    fe8 t, x2;
+    fe8_pow_head(&t, &x2, a);
     fe8_sqr_n(&t, &t, 5);
     fe8_mul(&t, &t, a);
     fe8_sqr_n(&t, &t, 3);
@@ -261,10 +262,8 @@ IFMA_INLINE void fe8_inv(fe8 *r, const fe8 *a) {
 
 /* r = a^((p+1)/4): a square root of a when a is a square (the caller checks r² = a). */
 IFMA_INLINE void fe8_sqrt(fe8 *r, const fe8 *a) {
-    fe8 x223, x2, x22, t;
-    fe8_pow_x223(&x223, &x2, &x22, a);
-    fe8_sqr_n(&t, &x223, 23);
-    fe8_mul(&t, &t, &x22);
+    fe8 t, x2;
+    fe8_pow_head(&t, &x2, a);
     fe8_sqr_n(&t, &t, 6);
     fe8_mul(&t, &t, &x2);
     fe8_sqr_n(r, &t, 2);

@@ -29,20 +29,6 @@ void spn_ifma_scalar_from_b32(uint64_t r[4], const unsigned char b32[32]) {
     }
 }
 
-/* w[0..7] = a·b */
-static void mul_512(uint64_t w[8], const uint64_t a[4], const uint64_t b[4]) {
-    memset(w, 0, 8 * sizeof *w);
-    for (int i = 0; i < 4; i++) {
-        u128 acc = 0;
-        for (int j = 0; j < 4; j++) {
-            acc += (u128)a[i] * b[j] + w[i + j];
-            w[i + j] = (uint64_t)acc;
-            acc >>= 64;
-        }
-        w[i + 4] = (uint64_t)acc;
-    }
-}
-
 /* out[0..n_out) = lo[0..n_lo) + hi[0..n_hi)·(2^256 − n), with the carries; the caller sizes n_out. */
 static void fold(uint64_t *out, int n_out, const uint64_t *lo, int n_lo, const uint64_t *hi, int n_hi) {
     for (int k = 0; k < n_out; k++) out[k] = k < n_lo ? lo[k] : 0;
@@ -72,7 +58,7 @@ static void reduce_once(uint64_t r[4], uint64_t top) {
 
 void spn_ifma_scalar_mul(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) {
     uint64_t w[8], m[7], s[5];
-    mul_512(w, a, b);
+    spn_mul_256(w, a, b);
     fold(m, 7, w, 4, w + 4, 4);   /* < 2^256 + 2^385: 7 words */
     fold(s, 5, m, 4, m + 4, 3);   /* high part < 2^130, times 2^256 − n < 2^259: < 2^260 */
     uint64_t f[5];
@@ -98,7 +84,7 @@ static void scalar_add(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) 
 /* round(k·g / 2^384) for k < n, g < 2^256: below 2^128 (k·g < 2^512 − 2^384), two words. */
 static void mul_shift_384(uint64_t r[2], const uint64_t k[4], const uint64_t g[4]) {
     uint64_t w[8];
-    mul_512(w, k, g);
+    spn_mul_256(w, k, g);
     u128 acc = (u128)w[6] + (w[5] >> 63);
     r[0] = (uint64_t)acc;
     r[1] = w[7] + (uint64_t)(acc >> 64);
