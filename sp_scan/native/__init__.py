@@ -18,7 +18,7 @@ from sp_scan.errors import (
     PrevoutsError,
     SendError,
 )
-from sp_scan.types import BlockMatch, FoundOutput, Summary, TxInput, TxTweak
+from sp_scan.types import BlockData, BlockMatch, FoundOutput, Summary, TxInput, TxTweak
 
 _ERRORS = {
     "key": InvalidKeyError,
@@ -227,3 +227,14 @@ def block_scan(block_bytes: bytes, spent_bytes: bytes, receiver) -> list[BlockMa
         BlockMatch(txid32, vout, amount, FoundOutput(output32, tweak32, label))
         for txid32, vout, amount, output32, tweak32, label in _core.block_scan(block_bytes, spent_bytes, _scanner(receiver))
     ]
+
+
+def block_index(block_bytes: bytes, spent_bytes: bytes) -> BlockData:
+    """Native `block.block_index`: what the tweak index keeps of one block, computed in one pass.
+
+    The GIL is released while the block is parsed and summarized.
+
+    Raises:
+        as `block_tweaks`.
+    """
+    return BlockData(*_core.block_index(block_bytes, spent_bytes))
