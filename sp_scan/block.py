@@ -288,6 +288,30 @@ def parse_block(block_bytes: bytes) -> Block:
     return Block(header80, txs)
 
 
+def bip34_height(block_bytes: bytes) -> int:
+    """Return the height a block's coinbase states (BIP34: its scriptSig's first push).
+
+    Heights 1..16 are OP_1..OP_16, 0 is OP_0, others a minimal little-endian push.
+
+    Raises:
+        MalformedBlockError: the block's start does not parse, or the coinbase states no height.
+    """
+    r = Reader(bytes(block_bytes), error=MalformedBlockError, what="block")
+    r.read(_HEADER)
+    if r.count(_MIN_TX) == 0:
+        raise r.fail("no transactions")
+    coinbase = _tx(r)
+    script = coinbase.inputs[0].script_sig if len(coinbase.inputs) == 1 else b""
+    op = script[:1]
+    if op == b"\x00":
+        return 0
+    if op and 0x51 <= op[0] <= 0x60:
+        return op[0] - 0x50
+    if op and 1 <= op[0] <= 8 and len(script) > op[0] and not script[op[0]] & 0x80:
+        return int.from_bytes(script[1 : 1 + op[0]], "little")
+    raise r.fail("the coinbase does not state a height (BIP34)")
+
+
 def parse_spent(spent_bytes: bytes) -> list[list[TxOut]]:
     """Parse Core's REST spent-outputs binary form: per tx, the outputs its inputs spend.
 

@@ -44,3 +44,11 @@ class KmaxExceededError(SendError):
 
 class NodeError(SPError):
     """A Bitcoin Core node is unreachable, refuses the request, or answers with an error."""
+
+
+class IndexStoreError(SPError):
+    """A tweak index file is missing, corrupt, of another format version or network, or busy."""
+
+
+class HeightError(SPError, LookupError):
+    """A height the index (or the node it syncs from) does not have."""

@@ -171,3 +171,43 @@ class BlockData:
     def n_tx(self) -> int:
         """The number of eligible transactions."""
         return len(self.txids) // 32
+
+
+@dataclass(frozen=True, slots=True)
+class Utxo:
+    """A taproot output of an eligible transaction, as an index serves it.
+
+    Attributes:
+        txid32: the transaction's txid, internal byte order.
+        vout: the output's index.
+        value: its value in satoshis.
+        output32: its x-only key.
+        spent: True once an indexed block spent it.
+    """
+
+    txid32: bytes
+    vout: int
+    value: int
+    output32: bytes
+    spent: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IndexMatch:
+    """An output paying the receiver, found by scanning an index.
+
+    Attributes:
+        height: the block's height.
+        txid32: the paying transaction's txid, internal byte order.
+        vout: the output's index in that transaction.
+        amount: its value in satoshis.
+        found: the output key, tweak and label.
+        spent: True when an indexed block spent it.
+    """
+
+    height: int
+    txid32: bytes
+    vout: int
+    amount: int
+    found: FoundOutput
+    spent: bool

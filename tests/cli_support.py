@@ -176,6 +176,8 @@ class RpcHandler(_Base):
     def dispatch(self, chain: Chain, method: str, params: list) -> object:
         if method == "getblockcount":
             return chain.tip
+        if method == "getblockchaininfo":
+            return {"chain": "regtest", "blocks": chain.tip, "bestblockhash": chain.blocks[-1].hash_hex}
         if method == "getblockhash":
             if not 0 <= params[0] <= chain.tip:
                 raise LookupError(-8, "Block height out of range")
