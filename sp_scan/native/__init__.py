@@ -93,6 +93,11 @@ def hash160(data: bytes) -> bytes:
     return _hash.hash160(data)
 
 
+def ec_engine() -> str:
+    """The elliptic-curve engine the C stages use ("libsecp256k1"), or "reference" without them."""
+    return "libsecp256k1" if ENABLED else "reference"
+
+
 def sha256_impl() -> str:
     """Return the SHA256 compression in use: "shani", "armv8" or "portable"."""
     return _hash.impl()
