@@ -32,10 +32,10 @@ class MemBlock:
         return self.raw, self.spent
 
 
-def files_of(chain: Chain, stop: int | None = None) -> BlockFiles:
-    """The chain's blocks 0..stop as a regtest block-files source."""
-    blocks = chain.blocks if stop is None else chain.blocks[: stop + 1]
-    return BlockFiles([MemBlock(f"block {h}", tb.raw, tb.spent_bytes) for h, tb in enumerate(blocks)], "regtest")
+def files_of(chain: Chain, stop: int | None = None, start: int = 0) -> BlockFiles:
+    """The chain's blocks start..stop as a regtest block-files source."""
+    blocks = chain.blocks[start : None if stop is None else stop + 1]
+    return BlockFiles([MemBlock(f"block {h}", tb.raw, tb.spent_bytes) for h, tb in enumerate(blocks, start)], "regtest")
 
 
 def synced(path: Path, chain: Chain, stop: int | None = None) -> Index:
