@@ -60,9 +60,9 @@ _SCHEMA = [
 _MARK = struct.Struct("<II")
 
 
-def txid_prefix(txid32: bytes) -> int:
-    """The txloc key of a txid: its first 47 bits, as a non-negative integer."""
-    return int.from_bytes(txid32[:8], "little") >> _PREFIX_SHIFT
+def _prefixes(packed: bytes, stride: int) -> list[int]:
+    """The txloc key (the first 47 bits, little-endian) of the txid opening every `stride`-byte record."""
+    return [q >> _PREFIX_SHIFT for (q,) in struct.iter_unpack(f"<Q{stride - 8}x", packed)]
 
 
 def _checked(method):
@@ -356,9 +356,8 @@ class Store:
                 raise IndexStoreError(f"{self.path}: block {height} does not link to the tip {tip[1][::-1].hex()}")
             if first is None:
                 self._conn.execute("INSERT INTO meta VALUES ('first_height', ?)", (height,))
-            txids = [data.txids[i : i + 32] for i in range(0, len(data.txids), 32)]
             self._conn.executemany(
-                "INSERT OR IGNORE INTO txloc VALUES (?, ?, ?)", [(txid_prefix(t), height, n) for n, t in enumerate(txids)]
+                "INSERT OR IGNORE INTO txloc VALUES (?, ?, ?)", [(p, height, n) for n, p in enumerate(_prefixes(data.txids, 32))]
             )
             self._locators[height] = _Locator(data.txids, data.out_counts, data.out_vouts)
             marks = self._mark_spends(data.spent_outpoints)
@@ -386,16 +385,18 @@ class Store:
 
     def _mark_spends(self, outpoints36: bytes) -> list[tuple[int, int]]:
         """Insert a spends row for every outpoint that is a tracked output; return those inserted."""
-        wanted = [(outpoints36[i : i + 32], int.from_bytes(outpoints36[i + 32 : i + 36], "little")) for i in range(0, len(outpoints36), 36)]
+        prefixes = _prefixes(outpoints36, 36)
         where: dict[int, list[tuple[int, int]]] = collections.defaultdict(list)
-        prefixes = sorted({txid_prefix(t) for t, _ in wanted})
-        for chunk in _chunks(prefixes, 500):
+        for chunk in _chunks(sorted(set(prefixes)), 500):
             sql = f"SELECT prefix, height, tx FROM txloc WHERE prefix IN ({', '.join('?' * len(chunk))})"
             for prefix, height, tx in self._conn.execute(sql, chunk):
                 where[prefix].append((height, tx))
         marks = []
-        for txid32, vout in wanted:
-            for height, tx in where.get(txid_prefix(txid32), ()):
+        for n, prefix in enumerate(prefixes):
+            if prefix not in where:
+                continue
+            txid32, vout = outpoints36[36 * n : 36 * n + 32], int.from_bytes(outpoints36[36 * n + 32 : 36 * n + 36], "little")
+            for height, tx in where[prefix]:
                 ordinal = self._locator(height).ordinal(tx, txid32, vout)
                 if ordinal is not None:
                     if self._conn.execute("INSERT OR IGNORE INTO spends VALUES (?, ?)", (height, ordinal)).rowcount:
@@ -415,8 +416,7 @@ class Store:
             for h, txids, marks in rows:
                 self._conn.executemany("DELETE FROM spends WHERE height = ? AND ordinal = ?", list(_MARK.iter_unpack(marks)))
                 self._conn.executemany(
-                    "DELETE FROM txloc WHERE prefix = ? AND height = ? AND tx = ?",
-                    [(txid_prefix(txids[i : i + 32]), h, i // 32) for i in range(0, len(txids), 32)],
+                    "DELETE FROM txloc WHERE prefix = ? AND height = ? AND tx = ?", [(p, h, n) for n, p in enumerate(_prefixes(txids, 32))]
                 )
             self._conn.execute("DELETE FROM blocks WHERE height > ?", (height,))
             self._locators.clear()

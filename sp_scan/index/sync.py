@@ -54,7 +54,8 @@ class BlockLoader(Protocol):
 
 
 class BlockFiles:
-    """Block files with their spent outputs as a source; heights come from the BIP34 coinbase push.
+    """Block files with their spent outputs as a source; heights come from the BIP34 coinbase push
+    (a block without a previous block is the genesis block, height 0).
 
     Args:
         loaders: the files, in any order (e.g. the CLI's `FileBlock`s).
@@ -73,7 +74,7 @@ class BlockFiles:
         for loader in loaders:
             raw, _ = loader.load()
             try:
-                height = block.bip34_height(raw)
+                height = 0 if raw[4:36] == bytes(32) else block.bip34_height(raw)
             except SPError as exc:
                 raise type(exc)(f"{loader.name}: {exc}") from None
             if height in found:

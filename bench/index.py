@@ -1,0 +1,137 @@
+"""The tweak index: sync throughput from a local Core REST stand-in, store figures, index scan vs per-tweak scan.
+
+Usage:
+    python -m bench.index                 # 24 linked copies of vectors/blocks/mainnet.bin, jobs 1 and 2
+    python -m bench.index --blocks 48 --jobs 1 2
+
+The chain is `--blocks` copies of the mainnet-sized sample block (3,001 txs, 1,412 eligible), each
+header relinked to the one before, served by `tests/cli_support.py`'s REST stand-in on 127.0.0.1.
+Its spends are of invented outputs, so cut-through lookups all miss (their cost on mainnet, where
+most taproot spends hit an indexed tx, is not in these figures). Prints markdown tables; the README
+projection uses the per-tx times printed here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from sp_scan import block, native
+from sp_scan.index import Index
+from sp_scan.node import RestNode
+
+from .test_block import BLOCK, SPENT, _receiver
+
+ROOT = Path(__file__).resolve().parent.parent
+MAINNET_BLOCKS = 270_000  # taproot activation (709,632) to mid-2025
+MAINNET_ELIGIBLE = 200_000_000  # the issue's 150-250 million eligible txs since taproot
+
+
+def linked_chain(n: int) -> SimpleNamespace:
+    """n copies of the sample block, header i's previous hash set to block i-1's, as cli_support.Chain looks."""
+    raw, spent = BLOCK.read_bytes(), SPENT.read_bytes()
+    blocks, prev = [], b"\x00" * 32
+    for h in range(n):
+        header = raw[:4] + prev + raw[36:76] + h.to_bytes(4, "little")
+        hash32 = block.sha256d(header)
+        blocks.append(SimpleNamespace(raw=header + raw[80:], spent_bytes=spent, hash_hex=hash32[::-1].hex(), header=SimpleNamespace(GetHash=lambda h=hash32: h)))
+        prev = hash32
+    return SimpleNamespace(blocks=blocks, by_hash={b.hash_hex: b for b in blocks}, tip=n - 1)
+
+
+def sync_rows(chain: SimpleNamespace, jobs_list: list[int], workdir: Path) -> tuple[list[str], Path]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from cli_support import NodeServer, RestHandler
+
+    rows, path = [], workdir / "jobs1.db"
+    with NodeServer(RestHandler, chain) as server:
+        for jobs in jobs_list:
+            db = workdir / f"jobs{jobs}.db"
+            with Index.create(db, "regtest") as idx:
+                began = time.perf_counter()
+                s = idx.sync(RestNode(server.url), jobs=jobs)
+                wall = time.perf_counter() - began
+            per = 1e3 / s.blocks
+            rows.append(
+                f"| REST sync, --jobs {jobs} | {s.blocks / wall:.1f} | {s.txs / wall:,.0f} | {s.eligible / wall:,.0f} "
+                f"| {s.fetch_s * per:.1f} | {s.compute_s * per:.1f} | {s.store_s * per:.1f} |"
+            )
+            path = db
+    return rows, path
+
+
+def store_rows(path: Path, blocks: int) -> list[str]:
+    with Index.open(path, readonly=True) as idx:
+        info = idx.info()
+        top = info["tip_height"]
+        timings = {}
+        for name, fn in (
+            ("block_hash(h)", lambda h: idx.block_hash(h)),
+            ("tweaks(h)", lambda h: idx.tweaks(h)),
+            ("tweaks(h, dust 1000, cut-through)", lambda h: idx.tweaks(h, 1000, True)),
+            ("utxos(h)", lambda h: idx.utxos(h)),
+        ):
+            began = time.perf_counter()
+            for i in range(200):
+                fn(i % (top + 1))
+            timings[name] = (time.perf_counter() - began) / 200
+        began = time.perf_counter()
+        partition = idx.partition(0, top)
+        read = (time.perf_counter() - began) / partition.n_tx
+    rows = [f"| {name} | {t * 1e6:,.0f} µs |" for name, t in timings.items()]
+    rows.append(f"| partition read (packed buffers for the scan) | {read * 1e9:,.0f} ns per tx |")
+    rows.append(f"| size on disk | {info['bytes'] / info['eligible_transactions']:.0f} B per eligible tx, {info['bytes'] / info['transactions']:.0f} B per block tx |")
+    return rows
+
+
+def scan_rows(path: Path, threads_list: list[int]) -> tuple[list[str], float]:
+    receiver = _receiver()
+    raw, spent = BLOCK.read_bytes(), SPENT.read_bytes()
+    data = block.block_index(raw, spent)
+    counts = memoryview(data.out_counts).cast("I")
+    txs, first = [], 0
+    for i, count in enumerate(counts):
+        txs.append((data.tweaks33[33 * i : 33 * i + 33], [data.out_keys[32 * j : 32 * j + 32] for j in range(first, first + count)]))
+        first += count
+    began = time.perf_counter()
+    for tweak33, outputs in txs:
+        native.scan_tweak(tweak33, outputs, receiver)
+    raw_rate = len(txs) / (time.perf_counter() - began)
+    rows = [f"| raw native per-tweak scan (`native.scan_tweak` per tx, one block) | {raw_rate:,.0f} | 1.00 |"]
+    with Index.open(path, readonly=True) as idx:
+        n = idx.info()["eligible_transactions"]
+        for threads in threads_list:
+            began = time.perf_counter()
+            found = list(idx.scan(receiver, threads=threads))
+            rate = n / (time.perf_counter() - began)
+            rows.append(f"| `Index.scan`, threads={threads} ({len(found)} found) | {rate:,.0f} | {rate / raw_rate:.2f} |")
+    return rows, raw_rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=24)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args()
+    print(f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, native: {native.ENABLED}")
+    print(f"Chain: {args.blocks} linked copies of mainnet.bin (3,001 txs, 1,412 eligible each)\n")
+    chain = linked_chain(args.blocks)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows, path = sync_rows(chain, args.jobs, Path(tmp))
+        print("| sync | blocks/s | tx/s | eligible tx/s | fetch ms/block | compute ms/block | store ms/block |")
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(rows))
+        print("\n| store (per call, on this index) | time |\n|---|---|")
+        print("\n".join(store_rows(path, args.blocks)))
+        rows, _ = scan_rows(path, sorted({1, *args.jobs}))
+        print("\n| scan | tweaks/s | vs raw |\n|---|---|---|")
+        print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
