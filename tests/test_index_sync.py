@@ -101,11 +101,13 @@ def test_a_node_that_stops_answering_raises_naming_the_height_to_resume_at(tmp_p
     assert content(tmp_path / "n.db") == reference[0]
 
 
-def test_a_stop_height_beyond_the_nodes_tip_is_refused_before_any_block(tmp_path, rest):
+def test_start_or_stop_heights_beyond_the_nodes_tip_are_refused_before_any_block(tmp_path, rest):
     with Index.create(tmp_path / "t.db", "regtest") as idx:
         with pytest.raises(HeightError, match=f"height 99 is beyond the source's tip {CHAIN.tip}"):
             idx.sync(RestNode(rest.url), stop=99)
-        assert idx.tip() is None
+        with pytest.raises(HeightError, match=f"height 50 is beyond the source's tip {CHAIN.tip}"):
+            idx.sync(RestNode(rest.url), start=50)
+        assert idx.tip() is None and idx.first_height is None
 
 
 def test_follow_keeps_polling_and_picks_up_new_blocks(tmp_path):

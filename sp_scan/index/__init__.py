@@ -20,8 +20,9 @@ corrupt, other-version or other-network file raises `IndexStoreError`.
 
 from __future__ import annotations
 
+import itertools
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ..errors import HeightError, IndexStoreError
@@ -132,8 +133,9 @@ class Index:
         (n_tx, tweaks33, max_values, out_counts), spent = self._store.row_with_spends(
             height, ("n_tx", "tweaks33", "max_values", "out_counts")
         )
-        maxes = memoryview(max_values).cast("Q")
-        keep = [i for i in range(n_tx) if maxes[i] >= dust_limit]
+        keep: Sequence[int] = range(n_tx)
+        if dust_limit > 0:
+            keep = [i for i, value in enumerate(memoryview(max_values).cast("Q")) if value >= dust_limit]
         if cut_through and spent:
             counts, gone, first = memoryview(out_counts).cast("I"), set(), 0
             for i, count in enumerate(counts):
@@ -153,12 +155,13 @@ class Index:
             height, ("txids", "out_counts", "out_vouts", "out_values", "out_keys")
         )
         vouts, values = memoryview(out_vouts).cast("I"), memoryview(out_values).cast("Q")
-        out, first = [], 0
-        for i, count in enumerate(memoryview(out_counts).cast("I")):
+        firsts = list(itertools.accumulate(memoryview(out_counts).cast("I"), initial=0))
+        out = []
+        # A tx's outputs are stored in vout order: sorting the txs sorts the outputs.
+        for i in sorted(range(len(firsts) - 1), key=lambda i: txids[32 * i : 32 * i + 32][::-1]):
             txid32 = txids[32 * i : 32 * i + 32]
-            out.extend(Utxo(txid32, vouts[o], values[o], out_keys[32 * o : 32 * o + 32], o in spent) for o in range(first, first + count))
-            first += count
-        return sorted(out, key=lambda u: (u.txid32[::-1], u.vout))
+            out.extend(Utxo(txid32, vouts[o], values[o], out_keys[32 * o : 32 * o + 32], o in spent) for o in range(firsts[i], firsts[i + 1]))
+        return out
 
     def filter(self, height: int, kind: str) -> bytes:
         """The block's BIP158-style filter: CompactSize(N) ‖ Golomb-Rice bits (P = 19, M = 784931).

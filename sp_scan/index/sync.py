@@ -327,8 +327,9 @@ class Syncer:
     def _loop(self, pool, begin: int, stop: int | None, follow: bool, interval: float) -> SyncStats:
         while True:
             node_tip = self.retry.call(self.source.tip_height)
-            if stop is not None and stop > node_tip and not follow:
-                raise HeightError(f"height {stop} is beyond the source's tip {node_tip}")
+            for height in (stop, begin if self.store.tip() is None else None):
+                if height is not None and height > node_tip and not follow:
+                    raise HeightError(f"height {height} is beyond the source's tip {node_tip}")
             if self._tip_is_stale(node_tip):
                 self._rewind_to_fork()
             tip = self.store.tip()
