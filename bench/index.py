@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 from sp_scan import block, native
 from sp_scan.index import Index
@@ -32,19 +31,30 @@ MAINNET_BLOCKS = 270_000  # taproot activation (709,632) to mid-2025
 MAINNET_ELIGIBLE = 200_000_000  # the issue's 150-250 million eligible txs since taproot
 
 
-def linked_chain(n: int) -> SimpleNamespace:
-    """n copies of the sample block, header i's previous hash set to block i-1's, as cli_support.Chain looks."""
-    raw, spent = BLOCK.read_bytes(), SPENT.read_bytes()
-    blocks, prev = [], b"\x00" * 32
-    for h in range(n):
-        header = raw[:4] + prev + raw[36:76] + h.to_bytes(4, "little")
-        hash32 = block.sha256d(header)
-        blocks.append(SimpleNamespace(raw=header + raw[80:], spent_bytes=spent, hash_hex=hash32[::-1].hex(), header=SimpleNamespace(GetHash=lambda h=hash32: h)))
-        prev = hash32
-    return SimpleNamespace(blocks=blocks, by_hash={b.hash_hex: b for b in blocks}, tip=n - 1)
+class LinkedChain:
+    """n copies of the sample block, header i's previous hash set to block i-1's (a cli_support.ChainView)."""
+
+    def __init__(self, n: int) -> None:
+        raw, self.spent = BLOCK.read_bytes(), SPENT.read_bytes()
+        self.blocks, prev = [], b"\x00" * 32
+        for h in range(n):
+            header = raw[:4] + prev + raw[36:76] + h.to_bytes(4, "little")
+            prev = block.sha256d(header)
+            self.blocks.append((prev, header + raw[80:]))
+        self.heights = {hash32: h for h, (hash32, _) in enumerate(self.blocks)}
+
+    def best(self) -> tuple[int, bytes]:
+        return len(self.blocks) - 1, self.blocks[-1][0]
+
+    def hash_at(self, height: int) -> bytes | None:
+        return self.blocks[height][0] if 0 <= height < len(self.blocks) else None
+
+    def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes] | None:
+        h = self.heights.get(hash32)
+        return None if h is None else (h, self.blocks[h][1], self.spent)
 
 
-def sync_rows(chain: SimpleNamespace, jobs_list: list[int], workdir: Path) -> tuple[list[str], Path]:
+def sync_rows(chain: LinkedChain, jobs_list: list[int], workdir: Path) -> tuple[list[str], Path]:
     sys.path.insert(0, str(ROOT / "tests"))
     from cli_support import NodeServer, RestHandler
 
@@ -120,7 +130,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, native: {native.ENABLED}")
     print(f"Chain: {args.blocks} linked copies of mainnet.bin (3,001 txs, 1,412 eligible each)\n")
-    chain = linked_chain(args.blocks)
+    chain = LinkedChain(args.blocks)
     with tempfile.TemporaryDirectory() as tmp:
         rows, path = sync_rows(chain, args.jobs, Path(tmp))
         print("| sync | blocks/s | tx/s | eligible tx/s | fetch ms/block | compute ms/block | store ms/block |")

@@ -144,11 +144,11 @@ def test_a_height_beyond_the_nodes_tip_is_one_line_exit_2(tmp_path):
 def test_a_node_that_stops_answering_exits_2_naming_the_height_to_resume_at(tmp_path):
     path = tmp_path / "n.db"
     with NodeServer(RestHandler, CHAIN) as rest:
-        rest.httpd.answer_limit = 12
+        rest.stop_answering(after=12)
         line = assert_fails(invoke("index", "sync", "--db", str(path), "--rest", rest.url, "--retries", "1"), "cannot reach the node")
         tip = Index.open(path, readonly=True).tip()[0]
         assert f"intact up to height {tip}; sync again to resume at {tip + 1}" in line
-        rest.httpd.answer_limit = None
+        rest.resume_answering()
         assert invoke("index", "sync", "--db", str(path), "--rest", rest.url).exit_code == 0
     assert Index.open(path, readonly=True).tip()[0] == CHAIN.tip
 

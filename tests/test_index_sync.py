@@ -89,14 +89,14 @@ def test_a_shorter_branch_on_the_node_rolls_the_index_back(tmp_path, rest):
 
 
 def test_a_node_that_stops_answering_raises_naming_the_height_to_resume_at(tmp_path, rest, reference):
-    rest.httpd.answer_limit = 20
+    rest.stop_answering(after=20)
     with Index.create(tmp_path / "n.db", "regtest") as idx:
         with pytest.raises(NodeError, match=r"cannot reach the node .*intact up to height (\d+); sync again to resume at") as info:
             idx.sync(RestNode(rest.url), retry=FAST)
         tip = idx.tip()[0]
         assert f"height {tip}; sync again to resume at {tip + 1}" in str(info.value)
         assert 0 < tip < CHAIN.tip
-        rest.httpd.answer_limit = None
+        rest.resume_answering()
         idx.sync(RestNode(rest.url), retry=FAST)
     assert content(tmp_path / "n.db") == reference[0]
 
