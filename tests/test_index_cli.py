@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 import sqlite3
@@ -14,10 +15,13 @@ import pytest
 from cli_support import NodeServer, RestHandler, closed_port_url, load_cli, spending_chain
 from index_support import SCAN_HEX, SPEND_HEX, WALLET, write_files
 from sp_scan import block
-from sp_scan.index import Index
+from sp_scan.index import Index, SyncStats
 from test_cli import assert_fails, invoke, json_lines
 
 cli = load_cli()
+from sp_scan.cli.index import _show_progress  # noqa: E402  (importable once load_cli ran)
+from sp_scan.cli.run import Progress  # noqa: E402
+
 CHAIN = spending_chain(6)
 MATCH_KEYS = ["height", "txid", "vout", "amount", "output", "tweak", "label", "spent"]
 
@@ -201,3 +205,13 @@ def test_sigterm_stops_a_following_sync_cleanly(tmp_path):
         _, stderr = proc.communicate(timeout=20)
     assert proc.returncode == 0, stderr
     assert stderr.strip() == f"sp-scan: stopped; the index is at height {CHAIN.tip} (sync again to resume)"
+
+
+def test_sync_progress_shows_height_rates_and_eta():
+    stream = io.StringIO()
+    clock = iter([0.0, 10.0]).__next__
+    show = _show_progress(Progress(0, stream, True, clock=clock))
+    show(SyncStats(height=104, target=110, start=100, blocks=5, txs=2000, began=time.monotonic() - 10))
+    line = stream.getvalue()
+    assert "5/11 blocks (45%)" in line and "0.50 blocks/s" in line and "ETA 0:00:12" in line
+    assert "height 104" in line and " tx/s" in line
