@@ -9,7 +9,7 @@ import struct
 import pytest
 
 import blockfactory as bf
-from cli_support import spending_chain
+from cli_support import Chain, spending_chain
 from index_support import WALLET, content, files_of, synced
 from sp_scan import block
 from sp_scan.errors import HeightError, IndexStoreError
@@ -106,6 +106,24 @@ def test_a_reorg_in_block_files_rolls_back_to_the_fork_and_gives_the_other_branc
         stats = idx.sync(files_of(other))
         assert (stats.reorgs, stats.rolled_back, stats.blocks) == (1, 5, 7)
     assert content(tmp_path / "moved.db") == content(tmp_path / "fresh.db")
+
+
+def test_an_output_spent_twice_keeps_its_first_mark_through_a_rollback(index, tmp_path):
+    """Core would refuse such a block; the index marks only what is new and undoes only that."""
+    outputs = {(t, v): o for tb in CHAIN.blocks for t, v, o in bf.taproot_outputs(tb)}
+    spent, unspent = ([(u.txid32, u.vout) for h in range(len(CHAIN.blocks)) for u in index.utxos(h) if u.spent is flag] for flag in (True, False))
+    again, fresh = spent[0], unspent[-1]
+    tx, prevouts = bf.spend_tx(99, [(*again, outputs[again]), (*fresh, outputs[fresh])])
+    extra = bf.assemble([tx], [prevouts], len(CHAIN.blocks), CHAIN.blocks[-1].header.GetHash())
+    with synced(tmp_path / "twice.db", Chain(blocks=[*CHAIN.blocks, extra])) as idx:
+        assert len(idx._store.row(len(CHAIN.blocks), ("marks",))[0]) == 8  # one mark: the fresh output
+        assert _is_spent(idx, *again) and _is_spent(idx, *fresh)
+        idx._store.rollback(CHAIN.tip)
+        assert _is_spent(idx, *again) and not _is_spent(idx, *fresh)
+
+
+def _is_spent(idx: Index, txid32: bytes, vout: int) -> bool:
+    return next(u.spent for h in range(len(CHAIN.blocks)) for u in idx.utxos(h) if (u.txid32, u.vout) == (txid32, vout))
 
 
 def test_the_store_refuses_a_block_that_does_not_follow_or_link_to_the_tip(index, tmp_path):

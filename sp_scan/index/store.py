@@ -391,7 +391,7 @@ class Store:
             sql = f"SELECT prefix, height, tx FROM txloc WHERE prefix IN ({', '.join('?' * len(chunk))})"
             for prefix, height, tx in self._conn.execute(sql, chunk):
                 where[prefix].append((height, tx))
-        marks = []
+        found: dict[tuple[int, int], None] = {}  # (height, ordinal) in input order, each once
         for n, prefix in enumerate(prefixes):
             if prefix not in where:
                 continue
@@ -399,9 +399,17 @@ class Store:
             for height, tx in where[prefix]:
                 ordinal = self._locator(height).ordinal(tx, txid32, vout)
                 if ordinal is not None:
-                    if self._conn.execute("INSERT OR IGNORE INTO spends VALUES (?, ?)", (height, ordinal)).rowcount:
-                        marks.append((height, ordinal))
+                    found[height, ordinal] = None
                     break
+        marks = list(found)
+        self._conn.execute("SAVEPOINT marks")
+        before = self._conn.total_changes
+        self._conn.executemany("INSERT OR IGNORE INTO spends VALUES (?, ?)", marks)
+        if self._conn.total_changes - before != len(marks):
+            # Some were marked already (a chain that spends an output twice): keep the ones this block marks.
+            self._conn.execute("ROLLBACK TO marks")
+            marks = [m for m in marks if self._conn.execute("INSERT OR IGNORE INTO spends VALUES (?, ?)", m).rowcount]
+        self._conn.execute("RELEASE marks")
         return marks
 
     @_checked
