@@ -17,10 +17,19 @@ MSG = hashlib.sha256(b"message").digest()
 AUX = hashlib.sha256(b"random auxiliary data").digest()
 
 
-def test_vector_file_matches_its_recorded_sha256():
+VENDORED = [
+    "bip352/send_and_receive_test_vectors.json",
+    "bip374/test_vectors_generate_proof.csv",
+    "bip374/test_vectors_verify_proof.csv",
+    "bip375/bip375_test_vectors.json",
+]
+
+
+@pytest.mark.parametrize("path", VENDORED)
+def test_vector_file_matches_its_recorded_sha256(path):
     readme = (ROOT / "vectors" / "README.md").read_text()
-    digest = hashlib.sha256((ROOT / "vectors/bip352/send_and_receive_test_vectors.json").read_bytes()).hexdigest()
-    assert digest in readme
+    digest = hashlib.sha256((ROOT / "vectors" / path).read_bytes()).hexdigest()
+    assert f"| `{path}` |" in readme and f"`{digest}`" in readme.split(f"| `{path}` |")[1].splitlines()[0]
 
 
 def test_there_are_28_sending_and_29_receiving_objects():
