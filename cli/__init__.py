@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 
 import click
 from coincurve import PrivateKey
@@ -222,6 +223,27 @@ def _receiver(scan_key_file: str | None, spend_pubkey: str | None, labels: tuple
     return Receiver(keys.read_scan_key(scan_key_file), spend33, tuple(labels))
 
 
+descriptor_option = click.option(
+    "--descriptor-file", metavar="F",
+    help="The wallet as an sp() descriptor file (- reads stdin) instead of the key options: its keys, labels 1..ml, and --from bh for a range.",
+)  # fmt: skip
+
+
+def wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file) -> tuple[Callable[[], Receiver], int | None]:
+    """(how to get the receiver, the wallet's birthday height or None) from the key options or a descriptor.
+
+    The receiver is made by calling the first item, after other arguments are checked, so a bad
+    argument never waits for a key on stdin. A descriptor file is read here.
+    """
+    if descriptor_file is None:
+        return functools.partial(_receiver, scan_key_file, spend_pubkey, labels), None
+    typed_spend = click.get_current_context().get_parameter_source("spend_pubkey") is click.core.ParameterSource.COMMANDLINE
+    if scan_key_file or labels or typed_spend:
+        raise click.UsageError("give --descriptor-file or --scan-key-file/--spend-pubkey/--label, not both")
+    wallet = interop.read_descriptor(descriptor_file)
+    return wallet.receiver, wallet.birthday_height
+
+
 def _run_blocks(mode: str, receiver_of, as_json: bool, jobs: int, **where) -> None:
     # Sources are checked before the scan key is read, so a bad argument never waits on stdin.
     srcs = _block_sources(**where)
@@ -245,18 +267,12 @@ spend a found output with b_spend + tweak.
 {KEYS_HELP}""")
 @block_options
 @key_options
-@click.option("--descriptor-file", metavar="F", help="The wallet as an sp() descriptor file (- reads stdin) instead of the key options: its keys, labels 1..ml, and --from bh for a node range.")
+@descriptor_option
 def scan(as_json, jobs, scan_key_file, spend_pubkey, labels, descriptor_file, **where):
-    if descriptor_file is None:
-        _run_blocks("scan", functools.partial(_receiver, scan_key_file, spend_pubkey, labels), as_json, jobs, **where)
-        return
-    typed_spend = click.get_current_context().get_parameter_source("spend_pubkey") is click.core.ParameterSource.COMMANDLINE
-    if scan_key_file or labels or typed_spend:
-        raise click.UsageError("give --descriptor-file or --scan-key-file/--spend-pubkey/--label, not both")
-    wallet = interop.read_descriptor(descriptor_file)
-    if where["start"] is None and (where["rest_url"] or where["rpc_url"]) and wallet.birthday_height is not None:
-        where["start"] = wallet.birthday_height
-    _run_blocks("scan", wallet.receiver, as_json, jobs, **where)
+    receiver_of, birthday = wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file)
+    if where["start"] is None and (where["rest_url"] or where["rpc_url"]) and birthday is not None:
+        where["start"] = birthday
+    _run_blocks("scan", receiver_of, as_json, jobs, **where)
 
 
 @app.command(help="""Classify every input: txid, vin, the spent output's type, and the key it contributes or "not eligible".

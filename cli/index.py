@@ -13,7 +13,7 @@ import click
 from sp_scan.index import NETWORKS, BlockFiles, Index, Retry, SyncStats
 from sp_scan.index.sync import network_of
 
-from . import EXIT_INTERRUPTED, KEYS_HELP, _receiver, key_options, node_client, node_options, output, refuse_key_like, sources
+from . import EXIT_INTERRUPTED, KEYS_HELP, descriptor_option, key_options, node_client, node_options, output, refuse_key_like, sources, wallet_of
 from .run import Progress
 
 DB_OPTION = click.option("--db", required=True, metavar="PATH", help="The index file.")
@@ -124,13 +124,16 @@ label m or null, spent true once an indexed block spent it); spend a found outpu
 {KEYS_HELP}""")
 @DB_OPTION
 @key_options
-@click.option("--from", "start", type=click.IntRange(min=0), metavar="H", help="First height to scan (default: the index's first).")
+@click.option("--from", "start", type=click.IntRange(min=0), metavar="H", help="First height to scan (default: a descriptor's birthday height, else the index's first).")
 @click.option("--to", "stop", type=click.IntRange(min=0), metavar="H", help="Last height to scan (default: the index's tip).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Scanning threads.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines.")
-def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json):
+@descriptor_option
+def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file):
+    receiver_of, birthday = wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file)
     with Index.open(db, readonly=True) as idx:  # a bad --db fails before the key is asked for
-        receiver = _receiver(scan_key_file, spend_pubkey, labels)
+        receiver = receiver_of()
+        start = birthday if start is None else start
         emit = output.Emitter("index-scan", as_json)
         for match in idx.scan(receiver, start, stop, threads=jobs):
             emit.block(emit.line(output.index_match_record(match)))

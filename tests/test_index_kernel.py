@@ -19,10 +19,11 @@ import pytest
 import kernelchain as kc
 from cli_support import ROOT
 from index_support import content
+from sp_scan import descriptor
 from sp_scan.errors import NodeError
 from sp_scan.index import Index, Retry
 from sp_scan.node import RestNode, RpcNode
-from test_cli import invoke, json_lines
+from test_cli import assert_fails, invoke, json_lines
 
 SYNC = [sys.executable, "-c", "from sp_scan.cli import main; main()", "index", "sync"]
 KEY_ARGS = ["--spend-pubkey", kc.TEST_WALLET.spend_pubkey33.hex(), *[a for m in kc.TEST_WALLET.labels for a in ("--label", str(m))]]
@@ -60,6 +61,16 @@ def test_index_scan_json_is_what_the_sender_paid(kernel_chain, synced, tmp_path)
     result = invoke("index", "scan", "--db", str(synced.path), "--scan-key-file", str(key), *KEY_ARGS, "--json")
     assert result.exit_code == 0, result.output
     assert json_lines(result.stdout) == [f.to_json() for f in kernel_chain.found()]
+
+
+def test_index_scan_with_a_descriptor_starts_at_its_birthday_height(kernel_chain, synced, tmp_path):
+    wallet = descriptor.from_keys(kc.TEST_WALLET.scan_key32, kc.TEST_WALLET.spend_pubkey33, network="test", annotations=(("bh", 104), ("ml", 7)))
+    path = tmp_path / "wallet.desc"
+    path.write_text(str(wallet) + "\n")
+    result = invoke("index", "scan", "--db", str(synced.path), "--descriptor-file", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    assert json_lines(result.stdout) == [f.to_json() for f in kernel_chain.found(start=104)]
+    assert_fails(invoke("index", "scan", "--db", str(synced.path), "--descriptor-file", str(path), "--label", "1"), "not both")
 
 
 def test_the_index_tweaks_equal_sp_scan_tweaks_block_by_block(kernel_chain, kernel_rest, synced):
