@@ -56,23 +56,6 @@ class Partition:
         return len(self.txids) // 32
 
 
-def _scan_packed(tweaks64: bytes, outputs32: bytes, counts: bytes, receiver: Receiver, threads: int) -> list:
-    # TEMPORARY adapter until native.scan_tweaks_packed lands on main (same contract, same results):
-    # one scan_tweak call per tx. Replace this function's body with the batch call when merging.
-    found, first = [], 0
-    for tx, count in enumerate(memoryview(counts).cast("I")):
-        tweak64 = tweaks64[64 * tx : 64 * tx + 64]
-        tweak33 = bytes([2 | (tweak64[63] & 1)]) + tweak64[:32]
-        outs = [outputs32[32 * j : 32 * j + 32] for j in range(first, first + count)]
-        used: set[int] = set()
-        for f in sp_scan.scan_tweak(tweak33, outs, receiver):
-            k = next(i for i, o in enumerate(outs) if o == f.output32 and i not in used)
-            used.add(k)
-            found.append((tx, k, f.tweak32, f.label))
-        first += count
-    return found
-
-
 def scan_partition(partition: Partition, receiver: Receiver, threads: int = 1) -> list[IndexMatch]:
     """Find the outputs in a partition that pay `receiver`, in height, block, then vout order.
 
@@ -88,7 +71,7 @@ def scan_partition(partition: Partition, receiver: Receiver, threads: int = 1) -
         InvalidKeyError: a stored tweak is not a valid point (a damaged index).
     """
     p = partition
-    found = _scan_packed(p.tweaks64, p.outputs32, p.counts, receiver, threads)
+    found = sp_scan.scan_tweaks_packed(p.tweaks64, 64, p.outputs32, p.counts, receiver, threads)
     counts = memoryview(p.counts).cast("I")
     heights, tx_starts, out_starts = (memoryview(b).cast("I") for b in (p.heights, p.tx_starts, p.out_starts))
     vouts, values = memoryview(p.vouts).cast("I"), memoryview(p.values).cast("Q")
