@@ -175,7 +175,6 @@ def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: i
         Interrupted: on Ctrl-C, once the workers have finished the blocks they hold.
         SPError, OSError: from `work`, likewise.
     """
-    emit.start()
     progress = Progress(len(sources), sys.stderr, len(sources) > 1 and sys.stderr.isatty())
     pool = None
     done = 0

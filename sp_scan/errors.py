@@ -46,6 +46,14 @@ class NodeError(SPError):
     """A Bitcoin Core node is unreachable, refuses the request, or answers with an error."""
 
 
+class IndexStoreError(SPError):
+    """A tweak index file is missing, corrupt, of another format version or network, or busy."""
+
+
+class HeightError(SPError, LookupError):
+    """A height the index (or the node it syncs from) does not have."""
+
+
 class PSBTError(MalformedDataError):
     """A PSBT breaks a rule of BIP174, BIP370 or BIP375.
 
