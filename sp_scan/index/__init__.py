@@ -13,7 +13,8 @@ index.tweaks(900_000, dust_limit=1000, cut_through=True)   # what a light-client
 ```
 
 Three rooms: `store` (SQLite; the only SQL), `sync` (sources -> blocks -> store; reorgs), `scan`
-(partitions of packed buffers scanned in C). Heights are ints; hashes are 32 bytes in internal
+(partitions of packed buffers scanned in C, for one wallet or many in one pass). `cluster` scans the
+partitions on a Dask cluster; it needs the dist extra and is imported only by whoever uses it. Heights are ints; hashes are 32 bytes in internal
 byte order unless a name says hex. A height that is not indexed raises `HeightError`; a missing,
 corrupt, other-version or other-network file raises `IndexStoreError`.
 """
