@@ -12,6 +12,7 @@ import pytest
 
 import kernelchain as kc
 from sp_scan import descriptor
+from sp_scan.errors import HeightError
 from sp_scan.index import Index, scan_partition, scan_partition_wallets
 from sp_scan.node import RestNode
 from test_cli import assert_fails, invoke, json_lines
@@ -140,3 +141,29 @@ def test_wallets_and_one_wallets_options_are_refused_together(kernel_index, tmp_
     for extra in (["--scan-key-file", str(tmp_path / "keys" / "wallet.scan")], ["--label", "1"], ["--descriptor-file", str(tmp_path / "keys" / "late.desc")]):
         assert_fails(invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), *extra), "not both")
     assert_fails(invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), "--dask-tls-ca", "ca.pem"), "go with --dask")
+
+
+def test_partition_ranges_cover_the_heights_asked_for_in_order(kernel_index):
+    with Index.open(kernel_index, readonly=True) as idx:
+        assert idx.partition_ranges(100, 110, 4) == [(100, 103), (104, 107), (108, 110)]
+        assert idx.partition_ranges(partition_blocks=200) == [(0, kc.SAMPLE_TIP)]
+        with pytest.raises(HeightError):
+            idx.partition_ranges(100, kc.SAMPLE_TIP + 1)
+        with pytest.raises(ValueError):
+            idx.partition_ranges(partition_blocks=0)
+
+
+def test_ctrl_c_mid_scan_exits_130_naming_the_height_to_resume_at_after_the_lines_before_it(kernel_chain, kernel_index, tmp_path, monkeypatch):
+    import sp_scan.index
+
+    def interrupted_at_105(partition, *args):
+        if partition.start == 105:
+            raise KeyboardInterrupt
+        return scan_partition_wallets(partition, *args)
+
+    monkeypatch.setattr(sp_scan.index, "scan_partition_wallets", interrupted_at_105)
+    wallets = write_wallets(tmp_path)
+    result = invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), "--json", "--from", "100", "--partition-blocks", "5")
+    assert result.exit_code == 130 and result.stderr == "sp-scan: interrupted; resume with --from 105\n"
+    from_100 = [(n, w, 100) for n, w, _ in WALLETS]  # --from overrides the descriptor's birthday
+    assert json_lines(result.stdout) == [r for r in expected_rows(kernel_chain, from_100) if r["height"] < 105]
