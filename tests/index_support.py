@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import random
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from coincurve import PrivateKey
 
 import blockfactory as bf
-from cli_support import Chain
+from cli_support import Chain, NodeServer
 from sp_scan.index import BlockFiles, Index
 from sp_scan.scan import Receiver
 
@@ -66,3 +72,31 @@ def content(path: Path) -> dict[str, list]:
         }
     finally:
         conn.close()
+
+
+SYNC = [sys.executable, "-c", "from sp_scan.cli import main; main()", "index", "sync"]
+"""`sp-scan index sync` in a new process."""
+
+
+def kill_9_then_resume(path: Path, server: NodeServer, rounds: int, delay: float, window: tuple[float, float], seed: int) -> list[int]:
+    """SIGKILL a running `sp-scan index sync` (with its workers: --jobs 1 and 2 in turn) at random moments,
+    `rounds` times, each resuming the last; then let one run finish.
+
+    Returns:
+        The index's tip height after each kill (-1 while empty).
+    """
+    rng, tips = random.Random(seed), []
+    server.httpd.delay = delay  # slow enough for a kill to land mid-sync
+    for round_ in range(rounds):
+        args = [*SYNC, "--db", str(path), "--rest", server.url, "--jobs", str(1 + round_ % 2)]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(rng.uniform(*window))
+        os.killpg(proc.pid, signal.SIGKILL)  # the sync and its workers, at once
+        proc.wait()
+        if path.exists():
+            with Index.open(path, readonly=True) as idx:
+                tips.append(idx.tip()[0] if idx.tip() else -1)
+    server.httpd.delay = 0
+    done = subprocess.run([*SYNC, "--db", str(path), "--rest", server.url], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return tips

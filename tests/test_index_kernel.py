@@ -7,25 +7,18 @@ What the index serves is compared with what the sender side recorded while build
 from __future__ import annotations
 
 import json
-import os
-import random
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
 import kernelchain as kc
 from cli_support import ROOT
-from index_support import content
+from index_support import content, kill_9_then_resume
 from sp_scan import descriptor
 from sp_scan.errors import NodeError
 from sp_scan.index import Index, Retry
 from sp_scan.node import RestNode, RpcNode
 from test_cli import assert_fails, invoke, json_lines
 
-SYNC = [sys.executable, "-c", "from sp_scan.cli import main; main()", "index", "sync"]
 KEY_ARGS = ["--spend-pubkey", kc.TEST_WALLET.spend_pubkey33.hex(), *[a for m in kc.TEST_WALLET.labels for a in ("--label", str(m))]]
 
 
@@ -146,22 +139,8 @@ def _spent(index: Index, paid_at: dict[bytes, int], outpoint36: bytes) -> bool:
 
 def test_kill_9_at_random_points_of_a_sync_then_resume_gives_the_same_index(kernel_chain, synced, tmp_path):
     path = tmp_path / "killed.db"
-    rng = random.Random(110)
-    tips = []
     with kc.rest_server(kernel_chain) as rest:
-        rest.httpd.delay = 0.004
-        for round_ in range(4):
-            args = [*SYNC, "--db", str(path), "--rest", rest.url, "--jobs", str(1 + round_ % 2)]
-            proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-            time.sleep(rng.uniform(0.3, 1.1))
-            os.killpg(proc.pid, signal.SIGKILL)  # the sync and its workers, at once
-            proc.wait()
-            if path.exists():
-                with Index.open(path, readonly=True) as idx:
-                    tips.append(idx.tip()[0] if idx.tip() else -1)
-        rest.httpd.delay = 0
-        done = subprocess.run([*SYNC, "--db", str(path), "--rest", rest.url], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+        tips = kill_9_then_resume(path, rest, rounds=4, delay=0.004, window=(0.3, 1.1), seed=110)
     assert content(path) == content(synced.path)
     assert tips == sorted(tips) and any(-1 < t < kc.SAMPLE_TIP for t in tips), tips
 

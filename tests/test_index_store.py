@@ -161,9 +161,10 @@ def test_a_partition_pickles_and_scans_without_the_database(index):
 
 
 @pytest.mark.parametrize("size", [1, 2, 4, 100])
-def test_an_index_scan_gives_the_same_matches_for_any_partition_size(index, size):
+def test_an_index_scan_gives_the_same_matches_for_any_partition_size_and_threads(index, size):
     whole = list(index.scan(WALLET))
     assert list(index.scan(WALLET, partition_blocks=size)) == whole
+    assert list(index.scan(WALLET, partition_blocks=size, threads=3)) == whole
     assert list(index.scan(WALLET, 3, 5, partition_blocks=size)) == [m for m in whole if 3 <= m.height <= 5]
 
 

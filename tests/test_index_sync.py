@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import random
-import signal
-import subprocess
-import sys
 import threading
-import time
 
 import pytest
 
 from cli_support import NodeServer, RestHandler, RpcHandler, spending_chain
-from index_support import content, files_of, synced
+from index_support import content, files_of, kill_9_then_resume, synced
 from sp_scan.errors import HeightError, NodeError
 from sp_scan.index import Index, Retry
 from sp_scan.node import RestNode, RpcNode
@@ -21,7 +15,6 @@ from sp_scan.node import RestNode, RpcNode
 CHAIN = spending_chain(12)
 BRANCH = spending_chain(15, CHAIN, fork_height=7, salt=1)
 FAST = Retry(attempts=1, delay=0.05)
-SYNC = [sys.executable, "-c", "from sp_scan.cli import main; main()", "index", "sync"]
 
 
 @pytest.fixture(scope="module")
@@ -162,21 +155,7 @@ def test_a_reader_sees_committed_blocks_while_a_sync_writes(tmp_path, rest, refe
 def test_kill_9_at_random_points_then_resume_gives_the_same_index(tmp_path, rest, reference):
     """SIGKILL a running `sp-scan index sync` (and its workers) at random moments; every resume picks up intact."""
     path = tmp_path / "k.db"
-    rest.httpd.delay = 0.03
-    rng = random.Random(9)
-    tips = []
-    for round_ in range(5):
-        args = [*SYNC, "--db", str(path), "--rest", rest.url, "--jobs", str(1 + round_ % 2)]
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        time.sleep(rng.uniform(0.3, 0.9))
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        if path.exists():
-            with Index.open(path, readonly=True) as idx:
-                tips.append(idx.tip()[0] if idx.tip() else -1)
-    rest.httpd.delay = 0
-    done = subprocess.run([*SYNC, "--db", str(path), "--rest", rest.url], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    tips = kill_9_then_resume(path, rest, rounds=5, delay=0.03, window=(0.3, 0.9), seed=9)
     assert content(path) == reference[0]
     assert tips == sorted(tips) and any(-1 < t < CHAIN.tip for t in tips), tips
 
