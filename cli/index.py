@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import signal
 import sys
@@ -11,10 +13,11 @@ from pathlib import Path
 import click
 
 from sp_scan.index import NETWORKS, BlockFiles, Index, Retry, SyncStats
+from sp_scan.index.scan import DASK_PARTITION_BLOCKS, DEFAULT_PARTITION_BLOCKS
 from sp_scan.index.sync import network_of
 
-from . import EXIT_INTERRUPTED, KEYS_HELP, descriptor_option, key_options, node_client, node_options, output, refuse_key_like, sources, wallet_of
-from .run import Progress
+from . import EXIT_INTERRUPTED, KEYS_HELP, descriptor_option, key_options, node_client, node_options, output, refuse_key_like, sources, wallet_of, wallets
+from .run import DeferredInterrupt, Interrupted, Progress
 
 DB_OPTION = click.option("--db", required=True, metavar="PATH", help="The index file.")
 
@@ -117,27 +120,118 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, star
     ctx.exit(code)
 
 
+WALLETS_HELP = """With --wallets FILE, every wallet of FILE is scanned in the same pass (each partition is read once)
+and each line gains "wallet" (its name). One wallet per line, paths relative to FILE, never keys:
+
+\b
+  alice  scan-key-file=alice.scan  spend-pubkey=02...  labels=1,7  from=850000
+  bob    descriptor-file=bob.desc"""
+
+DASK_HELP = """With --dask, this process reads the index and a Dask cluster scans it: one task per --partition-blocks
+blocks, results in height order as without it (pip install 'sp-scan[dist]' here and on the workers). The scan
+keys travel to the scheduler and workers, so a scheduler on another machine must be tls:// (mutual TLS with
+--dask-tls-ca/--dask-tls-cert/--dask-tls-key or Dask's configuration) unless --insecure is given."""
+
+
 @index.command("scan", help=f"""Find every indexed output paying the wallet, in block order, with its spent status.
 
 JSON Lines: {{"height", "txid", "vout", "amount", "output", "tweak", "label", "spent"}} (amount in sats,
 label m or null, spent true once an indexed block spent it); spend a found output with b_spend + tweak.
-{KEYS_HELP}""")
+{KEYS_HELP}
+{WALLETS_HELP}
+
+{DASK_HELP}""")
 @DB_OPTION
 @key_options
 @click.option("--from", "start", type=click.IntRange(min=0), metavar="H", help="First height to scan (default: a descriptor's birthday height, else the index's first).")
 @click.option("--to", "stop", type=click.IntRange(min=0), metavar="H", help="Last height to scan (default: the index's tip).")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Scanning threads.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Scanning threads (with --dask: per task).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines.")
 @descriptor_option
-def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file):
-    receiver_of, birthday = wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file)
-    with Index.open(db, readonly=True) as idx:  # a bad --db fails before the key is asked for
-        receiver = receiver_of()
-        start = birthday if start is None else start
-        emit = output.Emitter("index-scan", as_json)
-        for match in idx.scan(receiver, start, stop, threads=jobs):
-            emit.block(emit.line(output.index_match_record(match)))
+@click.option("--wallets", "wallets_file", metavar="FILE", help="Scan every wallet named in FILE in one pass (see above).")
+@click.option("--partition-blocks", type=click.IntRange(min=1), metavar="N", help=f"Blocks read and scanned together [default: {DEFAULT_PARTITION_BLOCKS}; with --dask {DASK_PARTITION_BLOCKS}, one task each].")
+@click.option("--dask", "dask_address", metavar="URL", help="Scan on the Dask cluster whose scheduler is at tcp://HOST:PORT (this machine) or tls://HOST:PORT.")
+@click.option("--dask-tls-ca", metavar="F", help="CA certificate (PEM) that signed the cluster's certificates.")
+@click.option("--dask-tls-cert", metavar="F", help="This client's certificate (PEM), signed by that CA.")
+@click.option("--dask-tls-key", metavar="F", help="The private key (PEM) of --dask-tls-cert.")
+@click.option("--insecure", is_flag=True, help="Allow --dask tcp:// to another machine: the scan keys cross the network in the clear.")
+def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure):
+    cluster = _cluster(dask_address, (dask_tls_ca, dask_tls_cert, dask_tls_key), insecure)
+    if wallets_file is not None:
+        typed_spend = click.get_current_context().get_parameter_source("spend_pubkey") is click.core.ParameterSource.COMMANDLINE
+        if scan_key_file or labels or typed_spend or descriptor_file:
+            raise click.UsageError("give --wallets or one wallet's --scan-key-file/--spend-pubkey/--label/--descriptor-file, not both")
+        load = functools.partial(wallets.read_wallets, wallets_file)
+    else:
+        receiver_of, birthday = wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file)
+        load = lambda: [wallets.NamedWallet("", receiver_of(), birthday)]  # noqa: E731
+    if partition_blocks is None:
+        partition_blocks = DEFAULT_PARTITION_BLOCKS if cluster is None else DASK_PARTITION_BLOCKS
+    with Index.open(db, readonly=True) as idx, contextlib.ExitStack() as stack:  # a bad --db fails before the key is asked for
+        named = load()
+        starts = [w.start for w in named] if start is None else None
+        if starts is not None and None not in starts:
+            start = min(starts)
+        emit = output.Emitter("index-scan-wallets" if wallets_file else "index-scan", as_json)
+        show = _Shown(emit, idx.partition_ranges(start, stop, partition_blocks), sys.stderr)
+        receivers = [w.receiver for w in named]
+        if cluster is None:
+            matches = idx.scan_wallets(receivers, start, stop, jobs, partition_blocks, starts=starts, progress=show)
+        else:
+            tls = cluster.security(dask_tls_ca, dask_tls_cert, dask_tls_key) if dask_tls_ca else None
+            client = stack.enter_context(cluster.connect(dask_address, tls=tls, insecure=insecure))
+            matches = cluster.scan(client, idx, receivers, start, stop, starts=starts, threads=jobs, partition_blocks=partition_blocks, progress=show)
+        try:
+            with show.interrupt.installed():
+                for w, match in matches:
+                    record = output.index_match_record(match)
+                    show.lines.append(emit.line({"wallet": named[w].name, **record} if wallets_file else record))
+        except KeyboardInterrupt:
+            raise Interrupted(show.resume) from None
+        finally:
+            show.progress.close()
         emit.start()
+
+
+class _Shown:
+    """Printing an index scan: a partition's lines in one write once it is complete, the resume height, progress."""
+
+    def __init__(self, emit: output.Emitter, ranges: list[tuple[int, int]], stream) -> None:
+        self.emit, self.lines = emit, []
+        self.resume = ranges[0][0] if ranges else None
+        self.done = 0
+        self.progress = Progress(sum(hi - lo + 1 for lo, hi in ranges), stream, len(ranges) > 1 and stream.isatty())
+        self.interrupt = DeferredInterrupt()
+
+    def __call__(self, lo: int, hi: int) -> None:
+        with self.interrupt.section():  # a partition's lines and the resume height change together
+            self.emit.block("\n".join(self.lines))
+            self.lines.clear()
+            self.resume = hi + 1
+        self.done += hi - lo + 1
+        self.progress.update(self.done, f"height {hi}")
+
+
+def _cluster(address: str | None, tls_files: tuple[str | None, ...], insecure: bool):
+    """sp_scan.index.cluster when --dask is given (imported only then), its address checked; else None."""
+    if address is None:
+        if any(tls_files) or insecure:
+            raise click.UsageError("--dask-tls-*/--insecure go with --dask")
+        return None
+    if any(tls_files) and not all(tls_files):
+        raise click.UsageError("give --dask-tls-ca, --dask-tls-cert and --dask-tls-key together")
+    try:
+        from sp_scan.index import cluster
+    except ImportError as exc:
+        if exc.name not in ("dask", "distributed"):
+            raise
+        raise click.UsageError("--dask needs Dask: pip install 'sp-scan[dist]'") from None
+    address = cluster.check_address(address, insecure=insecure)
+    if any(tls_files) and not address.startswith("tls://"):
+        raise click.UsageError("--dask-tls-* go with a tls:// scheduler address")
+    if insecure and address.startswith("tcp://"):
+        click.echo(f"sp-scan: warning: --insecure: the scan keys go to {address} unencrypted", err=True)
+    return cluster
 
 
 @index.command(help="""Describe the index: network, heights, tip hash, transactions, size on disk.""")

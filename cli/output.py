@@ -55,6 +55,7 @@ _COLUMNS = {
     "extract": [("txid", "TXID", 64), ("vin", "VIN", -5), ("type", "TYPE", 11), ("key", "KEY", 0)],
     "index-scan": [("height", "HEIGHT", -8), ("txid", "TXID", 64), ("vout", "VOUT", -5), ("amount", "AMOUNT", -16), ("label", "LABEL", -6), ("spent", "SPENT", -5), ("output", "OUTPUT", 64), ("tweak", "TWEAK", 64)],
 }
+_COLUMNS["index-scan-wallets"] = [("wallet", "WALLET", 12), *_COLUMNS["index-scan"]]
 
 
 def _cell(value: object, width: int) -> str:
@@ -63,7 +64,7 @@ def _cell(value: object, width: int) -> str:
 
 
 class Emitter:
-    """Print records of one kind ("tweaks", "scan" or "extract") as JSON Lines or a table.
+    """Print records of one kind (a key of _COLUMNS: "tweaks", "scan", "index-scan", ...) as JSON Lines or a table.
 
     Args:
         kind: the record kind, which picks the table's columns.

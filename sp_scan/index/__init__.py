@@ -13,7 +13,8 @@ index.tweaks(900_000, dust_limit=1000, cut_through=True)   # what a light-client
 ```
 
 Three rooms: `store` (SQLite; the only SQL), `sync` (sources -> blocks -> store; reorgs), `scan`
-(partitions of packed buffers scanned in C). Heights are ints; hashes are 32 bytes in internal
+(partitions of packed buffers scanned in C, for one wallet or many in one pass). `cluster` scans the
+partitions on a Dask cluster; it needs the dist extra and is imported only by whoever uses it. Heights are ints; hashes are 32 bytes in internal
 byte order unless a name says hex. A height that is not indexed raises `HeightError`; a missing,
 corrupt, other-version or other-network file raises `IndexStoreError`.
 """
@@ -28,13 +29,13 @@ from pathlib import Path
 from ..errors import HeightError, IndexStoreError
 from ..scan import Receiver
 from ..types import IndexMatch, Utxo
-from .scan import DEFAULT_PARTITION_BLOCKS, Partition, scan_partition
+from .scan import DEFAULT_PARTITION_BLOCKS, Partition, scan_partition, scan_partition_wallets
 from .store import NETWORKS, Store
 from .sync import BlockFiles, Retry, Source, Syncer, SyncStats
 
 __all__ = [
     "BlockFiles", "HeightError", "Index", "IndexMatch", "IndexStoreError", "NETWORKS", "Partition", "Retry", "SyncStats",
-    "Utxo", "scan_partition",
+    "Utxo", "scan_partition", "scan_partition_wallets",
 ]  # fmt: skip
 
 FILTER_KINDS = {"new-utxos": "filter_new", "spent": "filter_spent"}
@@ -211,6 +212,32 @@ class Index:
         txids, tweaks64, counts, keys, vouts, values = (b"".join(c) for c in columns[2:])
         return Partition(start, end, _u32(heights), _u32(tx_starts), _u32(out_starts), txids, tweaks64, counts, keys, vouts, values, bytes(spent))
 
+    def partition_ranges(
+        self, start: int | None = None, end: int | None = None, partition_blocks: int = DEFAULT_PARTITION_BLOCKS
+    ) -> list[tuple[int, int]]:
+        """The (first, last) heights of each partition of start..end, ascending; [] for an empty index.
+
+        Args:
+            start, end: the heights to scan (default: all that is indexed).
+            partition_blocks: blocks per partition, >= 1.
+
+        Raises:
+            HeightError: start..end is not inside the indexed heights.
+            ValueError: partition_blocks < 1.
+        """
+        if partition_blocks < 1:
+            raise ValueError(f"partition_blocks must be >= 1, not {partition_blocks}")
+        tip, first = self.tip(), self.first_height
+        if tip is None:
+            if start is not None or end is not None:
+                raise HeightError(f"{self.path} is empty")
+            return []
+        start = first if start is None else start
+        end = tip[0] if end is None else end
+        if not first <= start <= end <= tip[0]:
+            raise HeightError(f"heights {start}..{end} are not all indexed (the index holds {first}..{tip[0]})")
+        return [(lo, min(lo + partition_blocks - 1, end)) for lo in range(start, end + 1, partition_blocks)]
+
     def scan(
         self,
         receiver: Receiver,
@@ -230,17 +257,40 @@ class Index:
         Raises:
             HeightError: start..end is not inside the indexed heights.
         """
-        tip, first = self.tip(), self.first_height
-        if tip is None:
-            if start is not None or end is not None:
-                raise HeightError(f"{self.path} is empty")
-            return
-        start = first if start is None else start
-        end = tip[0] if end is None else end
-        if not first <= start <= end <= tip[0]:
-            raise HeightError(f"heights {start}..{end} are not all indexed (the index holds {first}..{tip[0]})")
-        for lo in range(start, end + 1, partition_blocks):
-            yield from scan_partition(self.partition(lo, min(lo + partition_blocks - 1, end)), receiver, threads)
+        for lo, hi in self.partition_ranges(start, end, partition_blocks):
+            yield from scan_partition(self.partition(lo, hi), receiver, threads)
+
+    def scan_wallets(
+        self,
+        receivers: Sequence[Receiver],
+        start: int | None = None,
+        end: int | None = None,
+        threads: int = 1,
+        partition_blocks: int = DEFAULT_PARTITION_BLOCKS,
+        *,
+        starts: Sequence[int | None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Iterator[tuple[int, IndexMatch]]:
+        """Yield every indexed output paying any of `receivers`, each partition read once for all of them.
+
+        Args:
+            receivers: the wallets' keys.
+            start, end: the heights to scan (default: all that is indexed).
+            threads: native scanning threads.
+            partition_blocks: blocks read and scanned per batch.
+            starts: per wallet, the first height to report (its birthday), or None for `start`.
+            progress: called with (first, last) height of each partition once its matches are yielded.
+
+        Returns:
+            (wallet's position in receivers, match), in height, block, vout, then wallet order.
+
+        Raises:
+            HeightError: start..end is not inside the indexed heights.
+        """
+        for lo, hi in self.partition_ranges(start, end, partition_blocks):
+            yield from scan_partition_wallets(self.partition(lo, hi), receivers, threads, starts)
+            if progress is not None:
+                progress(lo, hi)
 
     def sync(
         self,
