@@ -111,12 +111,10 @@ def rows() -> list[Row]:
 
 
 def _ecc() -> str:
-    """The EC engine the native rows ran on ("ifma" or "libsecp"), or "" without the native backend."""
+    """The EC engine the native rows ran on: "ifma", "libsecp256k1", or "reference" without the native backend."""
     from sp_scan import native
 
-    from .ours import native_enabled
-
-    return native.ecc_impl() if native_enabled() else ""
+    return native.ec_engine()
 
 
 def load(path: Path) -> Results:
@@ -206,7 +204,7 @@ def machine() -> str:
     versions = ", ".join(f"{p} {metadata.version(p)}" for p in ("btclib-secp256k1", "btclib-wallet", "coincurve"))
     return (
         f"Machine: {model}, {os.cpu_count()} cores; Python {platform.python_version()}; "
-        f"sha256: {impl}; native backend: {'on' if native_enabled() else 'off'}; EC engine: {_ecc() or '–'}; {versions}."
+        f"sha256: {impl}; native backend: {'on' if native_enabled() else 'off'}; EC engine: {_ecc()}; {versions}."
     )
 
 

@@ -83,13 +83,13 @@ def test_library_scan_on_the_libsecp_engine(benchmark):
     if fn is None:
         pytest.skip("native backend not enabled")
     args = (BLOCK.read_bytes(), SPENT.read_bytes(), _receiver())
-    previous = native._set_ecc("libsecp")
+    previous = native._set_ec_engine("libsecp256k1")
     try:
         assert len(fn(*args)) == len(_expected()["found"])
         benchmark.extra_info.update(row=LIBSECP_ENGINE_ROW, impl="native", per=_eligible("scan"), unit="s/tx")
         benchmark.pedantic(fn, args, rounds=5, iterations=1, warmup_rounds=1)
     finally:
-        native._set_ecc(previous)
+        native._set_ec_engine(previous)
 
 
 def test_library_scan_libsecp_module(benchmark):

@@ -1,7 +1,7 @@
 """Light-client scanning: a batch of tweaks (one tx each, 2 outputs, change label), time per tweak.
 
 "ours" is `scan.scan_tweaks` over the whole batch (one native call, GIL released) with
-1 and 2 threads, and with 64-byte x ‖ y tweaks, on the EC engine in use (`native.ecc_impl()`:
+1 and 2 threads, and with 64-byte x ‖ y tweaks, on the EC engine in use (`native.ec_engine()`:
 the 8-lane AVX-512 IFMA engine where the CPU has it), and once more forced onto the libsecp256k1
 engine (the scalar path CPUs without IFMA take); the "scan_tweak loop" row calls
 `scan.scan_tweak` once per tweak. Peers: the same pipeline on libsecp256k1's public API through
@@ -55,7 +55,7 @@ def test_ours(benchmark, impl, variant):
     tweaks = c.tweaks64 if variant == "64-byte" else c.tweaks33
     threads = 2 if variant.endswith("threads=2") else 1
     args, kwargs = (tweaks, c.outputs, cases.receiver()), {"threads": threads}
-    previous = native._set_ecc("libsecp") if variant.startswith("libsecp engine") else None
+    previous = native._set_ec_engine("libsecp256k1") if variant.startswith("libsecp engine") else None
     try:
         assert _outputs(fn(*args, **kwargs)) == c.expected
         _info(benchmark, VARIANTS[variant], impl)
@@ -65,7 +65,7 @@ def test_ours(benchmark, impl, variant):
             benchmark(fn, *args, **kwargs)
     finally:
         if previous is not None:
-            native._set_ecc(previous)
+            native._set_ec_engine(previous)
 
 
 def test_scan_tweak_loop(benchmark):

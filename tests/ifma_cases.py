@@ -84,20 +84,20 @@ def tweak_bytes(point: PublicKey, width: int) -> bytes:
 
 def scan_with(engine: str, cases: list[Case], receiver: scan.Receiver, width: int, threads: int = 1) -> list:
     """`scan_tweaks_packed` over the cases with the given engine; the raw result tuples."""
-    previous = native._set_ecc(engine)
+    previous = native._set_ec_engine(engine)
     try:
         tweaks = b"".join(tweak_bytes(c.tweak, width) for c in cases)
         outputs = b"".join(o for c in cases for o in c.outputs32)
         counts = struct.pack(f"<{len(cases)}I", *(len(c.outputs32) for c in cases))
         return native.scan_tweaks_packed(tweaks, width, outputs, counts, receiver, threads)
     finally:
-        native._set_ecc(previous)
+        native._set_ec_engine(previous)
 
 
 def check(cases: list[Case], receiver: scan.Receiver, width: int, threads: int = 1) -> int:
     """Scan with both engines; assert equal results that find exactly the built-in outputs. Returns the found count."""
     got = scan_with("ifma", cases, receiver, width, threads)
-    want = scan_with("libsecp", cases, receiver, width, threads)
+    want = scan_with("libsecp256k1", cases, receiver, width, threads)
     if got != want:
         first = next(i for i, (g, w) in enumerate(zip(got + [None], want + [None])) if g != w)
         raise AssertionError(f"engines differ at result {first}: ifma {got[first:first + 1]} libsecp {want[first:first + 1]}")

@@ -19,7 +19,7 @@ from sp_scan.errors import (
     PrevoutsError,
     SendError,
 )
-from sp_scan.types import BlockMatch, FoundOutput, Summary, TxInput, TxTweak
+from sp_scan.types import BlockData, BlockMatch, FoundOutput, Summary, TxInput, TxTweak
 
 _ERRORS = {
     "key": InvalidKeyError,
@@ -94,14 +94,14 @@ def hash160(data: bytes) -> bytes:
     return _hash.hash160(data)
 
 
-def ecc_impl() -> str:
-    """Return the elliptic-curve engine scans use: "ifma" or "libsecp".
+def ec_engine() -> str:
+    """Return the elliptic-curve engine scans use: "ifma", "libsecp256k1", or "reference" without the C stages.
 
     "ifma" is the 8-lane AVX-512 IFMA engine, picked when the CPU has AVX-512 F/DQ/BW/VL/IFMA and
     the OS saves the zmm registers; otherwise, or with SP_SCAN_ECC=portable in the environment at
     the first native call, the engine on libsecp256k1's public API.
     """
-    return _core.ecc_impl()
+    return _core.ec_engine() if ENABLED else "reference"
 
 
 def sha256_impl() -> str:
@@ -288,6 +288,17 @@ def block_scan(block_bytes: bytes, spent_bytes: bytes, receiver) -> list[BlockMa
     ]
 
 
+def block_index(block_bytes: bytes, spent_bytes: bytes) -> BlockData:
+    """Native `block.block_index`: what the tweak index keeps of one block, computed in one pass.
+
+    The GIL is released while the block is parsed and summarized.
+
+    Raises:
+        as `block_tweaks`.
+    """
+    return BlockData(*_core.block_index(block_bytes, spent_bytes))
+
+
 # ---- BIP374 proofs and BIP375 ECDH shares (secrets stay in C) -----------------
 
 
@@ -316,13 +327,13 @@ def ecdh_share(input_keys, scan_pubkey33: bytes, aux_rand32: bytes) -> tuple[byt
 
 
 # ---- the IFMA engine's private test helpers ---------------------------------
-def _set_ecc(name: str) -> str:
-    """Test helper: make every scan use engine `name` ("ifma" or "libsecp"); returns the previous one.
+def _set_ec_engine(name: str) -> str:
+    """Test helper: make every scan use engine `name` ("ifma" or "libsecp256k1"); returns the previous one.
 
     Raises:
         ValueError: unknown name. RuntimeError: "ifma" on a CPU that cannot run it.
     """
-    return _core.set_ecc(name)
+    return _core.set_ec_engine(name)
 
 
 def _ifma_cpu() -> bool:

@@ -72,5 +72,5 @@ static void secp_tweaks(const secp256k1_pubkey *sums, const unsigned char (*inpu
 }
 
 const spn_engine spn_engine_secp = {
-    "libsecp", secp_parse_points, secp_shared_secrets, secp_spend_points, secp_label_sums, secp_tweaks,
+    "libsecp256k1", secp_parse_points, secp_shared_secrets, secp_spend_points, secp_label_sums, secp_tweaks,
 };

@@ -812,6 +812,41 @@ static PyObject *py_block_scan(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* block_index(block, spent) -> (hash32, prev32, time, block_txs, txids32, tweaks33, tweaks64, out_counts4,
+ * out_vouts4, out_keys32, out_values8, max_values8, taproot_keys32, spent_outpoints36) */
+static PyObject *py_block_index(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer block, spent;
+    spn_block_index x;
+    int r = 0;
+    PyObject *out = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*:block_index", &block, &spent)) return NULL;
+    if (ready()) {
+        spn_ecc_enter();
+        Py_BEGIN_ALLOW_THREADS
+        r = spn_block_index_build(block.buf, (size_t)block.len, spent.buf, (size_t)spent.len, &x);
+        Py_END_ALLOW_THREADS
+        spn_ecc_leave();
+        if (r != 1) {
+            raise_code(r, "");
+        } else {
+#define SIZED(p, n) (const char *)(p), (Py_ssize_t)(n)
+            out = Py_BuildValue("(y#y#kny#y#y#y#y#y#y#y#y#y#)", SIZED(x.hash32, 32), SIZED(x.prev32, 32),
+                                (unsigned long)x.time, (Py_ssize_t)x.block_txs, SIZED(x.txids32, 32 * x.n_tx),
+                                SIZED(x.tweaks33, 33 * x.n_tx), SIZED(x.tweaks64, 64 * x.n_tx),
+                                SIZED(x.out_counts4, 4 * x.n_tx), SIZED(x.out_vouts4, 4 * x.n_out),
+                                SIZED(x.out_keys32, 32 * x.n_out), SIZED(x.out_values8, 8 * x.n_out),
+                                SIZED(x.max_values8, 8 * x.n_tx), SIZED(x.taproot_keys32, 32 * x.n_keys),
+                                SIZED(x.spent_outpoints36, 36 * x.n_spent));
+#undef SIZED
+            spn_block_index_free(&x);
+        }
+    }
+    PyBuffer_Release(&block);
+    PyBuffer_Release(&spent);
+    return out;
+}
+
 /* ---- setup ---- */
 
 static const char *const API_NAMES[] = {
@@ -911,20 +946,20 @@ static PyObject *py_ifma_fe_test(PyObject *self, PyObject *args) {
     return res;
 }
 
-static PyObject *py_ecc_impl(PyObject *self, PyObject *unused) {
+static PyObject *py_ec_engine(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
     if (!ready()) return NULL;
     return PyUnicode_FromString(spn_engine_active->name);
 }
 
-/* set_ecc("ifma" | "libsecp") -> the previous engine's name (tests: both engines in one process). */
-static PyObject *py_set_ecc(PyObject *self, PyObject *arg) {
+/* set_ec_engine("ifma" | "libsecp256k1") -> the previous engine's name (tests: both engines in one process). */
+static PyObject *py_set_ec_engine(PyObject *self, PyObject *arg) {
     (void)self;
     const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
     if (name == NULL) return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "engine name must be a str");
     if (!ready()) return NULL;
-    const spn_engine *e = strcmp(name, "libsecp") == 0 ? &spn_engine_secp : strcmp(name, "ifma") == 0 ? &spn_engine_ifma : NULL;
+    const spn_engine *e = strcmp(name, "libsecp256k1") == 0 ? &spn_engine_secp : strcmp(name, "ifma") == 0 ? &spn_engine_ifma : NULL;
     if (e == NULL) return PyErr_Format(PyExc_ValueError, "unknown EC engine %R", arg);
     if (e == &spn_engine_ifma && !spn_ifma_start()) {
         PyErr_SetString(PyExc_RuntimeError, "the IFMA engine cannot run on this CPU");
@@ -1113,9 +1148,10 @@ static PyMethodDef methods[] = {
     {"ecdh_share", (PyCFunction)(void (*)(void))py_ecdh_share, METH_FASTCALL, "ecdh_share(keys, scan33, aux_rand32) -> (share33, A33, proof64) | None"},
     {"block_tweaks", py_block_tweaks, METH_VARARGS, "block_tweaks(block, spent) -> [(txid32, tweak33)]"},
     {"block_scan", py_block_scan, METH_VARARGS, "block_scan(block, spent, scanner) -> [(txid32, vout, amount, output32, tweak32, label)]"},
+    {"block_index", py_block_index, METH_VARARGS, "block_index(block, spent) -> the tweak index's packed arrays of one block"},
     {"set_label_strategy", py_set_label_strategy, METH_O, "set_label_strategy(0 auto | 1 bip | 2 labelset) -> previous"},
-    {"ecc_impl", py_ecc_impl, METH_NOARGS, "ecc_impl() -> the EC engine in use: \"ifma\" or \"libsecp\"."},
-    {"set_ecc", py_set_ecc, METH_O, "set_ecc(\"ifma\" | \"libsecp\") -> previous engine (tests)."},
+    {"ec_engine", py_ec_engine, METH_NOARGS, "ec_engine() -> the EC engine in use: \"ifma\" or \"libsecp256k1\"."},
+    {"set_ec_engine", py_set_ec_engine, METH_O, "set_ec_engine(\"ifma\" | \"libsecp256k1\") -> previous engine (tests)."},
     {"ifma_cpu", py_ifma_cpu, METH_NOARGS, "True when the CPU and OS can run the AVX-512 IFMA engine."},
     {"ifma_fe_test", py_ifma_fe_test, METH_VARARGS, "ifma_fe_test(op, a320, b320) -> 8 x 32 bytes (tests)."},
     {"ifma_parse", py_ifma_parse, METH_VARARGS, "ifma_parse(points, width) -> (pt64 blob, valid) (tests)."},

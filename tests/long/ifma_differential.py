@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else int(time.time())
     rng = random.Random(seed)
-    print(f"seed {seed}; engine {native.ecc_impl()}; {args.n:,} tweaks in chunks of {CHUNK:,}", flush=True)
+    print(f"seed {seed}; engine {native.ec_engine()}; {args.n:,} tweaks in chunks of {CHUNK:,}", flush=True)
     done = found = 0
     start = time.perf_counter()
     for chunk in range(0, (args.n + CHUNK - 1) // CHUNK):
