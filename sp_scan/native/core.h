@@ -198,10 +198,10 @@ typedef struct {
     /* Label set: sums33[i·L + m] = ser_P(p_k[i] + L_m) for the scanner's L labels (given order),
      * first byte 0 at infinity; n <= SPN_GROUP. Public data: variable time allowed. */
     void (*label_sums)(const spn_scanner *sc, const secp256k1_pubkey *p_k, size_t n, unsigned char (*sums33)[33]);
-    /* Light-client tweaks of an index: tweak33[i] = ser_P(s_i·A_i) with s_i = input_hash32[i];
-     * tweak33[i][0] = 0 when s_i is 0 or >= n. Public data. */
+    /* Light-client tweaks of an index: tweak[i] = s_i·A_i with s_i = input_hash32[i] and tweak33[i]
+     * its ser_P; tweak33[i][0] = 0 (tweak[i] undefined) when s_i is 0 or >= n. Public data. */
     void (*tweaks)(const secp256k1_pubkey *sums, const unsigned char (*input_hash32)[32], size_t n,
-                   unsigned char (*tweak33)[33]);
+                   secp256k1_pubkey *tweak, unsigned char (*tweak33)[33]);
 } spn_engine;
 
 extern const spn_engine spn_engine_secp;

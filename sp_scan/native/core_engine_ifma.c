@@ -35,7 +35,7 @@ static void ifma_shared_secrets(const spn_scanner *sc, const secp256k1_pubkey *p
         spn_engine_secp.shared_secrets(sc, points, scalar32, n, ecdh33);
         return;
     }
-    spn_ifma_shared_secrets(&sc->scan_key_glv, sc->scan_key_words, as_cpt64(points), scalar32, n, ecdh33);
+    spn_ifma_shared_secrets(&sc->scan_key_glv, sc->scan_key_words, as_cpt64(points), scalar32, n, ecdh33, NULL);
 }
 
 static void ifma_spend_points(const spn_scanner *sc, const unsigned char (*t_k32)[32], size_t n,
@@ -57,13 +57,13 @@ static void ifma_label_sums(const spn_scanner *sc, const secp256k1_pubkey *p_k, 
 }
 
 static void ifma_tweaks(const secp256k1_pubkey *sums, const unsigned char (*input_hash32)[32], size_t n,
-                        unsigned char (*tweak33)[33]) {
+                        secp256k1_pubkey *tweak, unsigned char (*tweak33)[33]) {
     static const uint64_t one[4] = {1, 0, 0, 0}; /* (1·s_i)·A_i: per-lane scalars, no scan key */
     if (n < MIN_LANES) {
-        spn_engine_secp.tweaks(sums, input_hash32, n, tweak33);
+        spn_engine_secp.tweaks(sums, input_hash32, n, tweak, tweak33);
         return;
     }
-    spn_ifma_shared_secrets(NULL, one, as_cpt64(sums), input_hash32, n, tweak33);
+    spn_ifma_shared_secrets(NULL, one, as_cpt64(sums), input_hash32, n, tweak33, as_pt64(tweak));
 }
 
 const spn_engine spn_engine_ifma = {

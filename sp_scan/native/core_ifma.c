@@ -487,7 +487,7 @@ static uint64_t scalar_in_range(const uint64_t s[4]) {
 
 SPN_IFMA_TARGET void spn_ifma_shared_secrets(const spn_ifma_glv *glv, const uint64_t b[4],
                                              const unsigned char (*pt64)[64], const unsigned char (*scalar32)[32],
-                                             size_t n, unsigned char (*ecdh33)[33]) {
+                                             size_t n, unsigned char (*ecdh33)[33], unsigned char (*out64)[64]) {
     ge8 res[SPN_IFMA_GROUP];
     int8_t d[2][SPN_IFMA_VWIN][8];
     uint64_t wx[SPN_IFMA_GROUP][4][8], wy[SPN_IFMA_GROUP][4][8], s[4];
@@ -520,8 +520,10 @@ SPN_IFMA_TARGET void spn_ifma_shared_secrets(const spn_ifma_glv *glv, const uint
             ecmult8(&res[v], &t, neg1, neg2, (const int8_t(*)[SPN_IFMA_VWIN][8])d);
         }
         ge8_to_affine_words(res, nv, wx, wy, inf);
-        for (size_t k = 0; k < cnt; k++)
+        for (size_t k = 0; k < cnt; k++) {
             put_ser33(ecdh33[base + k], wx[k / 8], wy[k / 8], (int)(k % 8), bad[k] | ((inf[k / 8] >> (k % 8)) & 1));
+            if (out64) put_pt64(out64[base + k], wx[k / 8], wy[k / 8], (int)(k % 8));
+        }
     }
     spn_cleanse(res, sizeof res);
     spn_cleanse(d, sizeof d);
@@ -635,9 +637,9 @@ SPN_IFMA_TARGET void spn_ifma_time(int op, const unsigned char *in, size_t n, co
         if (op == SPN_IFMA_TIME_ECDH) { /* the scan key's recoding, then b·T on 8 lanes */
             spn_ifma_scalar_from_b32(b, x);
             spn_ifma_glv_recode(&glv, b);
-            spn_ifma_shared_secrets(&glv, b, pt64, NULL, 8, out33);
+            spn_ifma_shared_secrets(&glv, b, pt64, NULL, 8, out33, NULL);
         } else if (op == SPN_IFMA_TIME_LANES) { /* k_i·T_i with a secret k_i per lane (block scans) */
-            spn_ifma_shared_secrets(NULL, one, pt64, (const unsigned char(*)[32])x, 8, out33);
+            spn_ifma_shared_secrets(NULL, one, pt64, (const unsigned char(*)[32])x, 8, out33, NULL);
         } else if (op == SPN_IFMA_TIME_SPEND) { /* B + t_i·G on 8 lanes */
             spn_ifma_spend_points(pt64[0], (const unsigned char(*)[32])x, 8, pk, out33);
         } else { /* the variable-time control: a Jacobi symbol */
@@ -695,8 +697,9 @@ void spn_ifma_parse_points(const unsigned char *in, size_t width, size_t n, unsi
     memset(valid, 0, n);
 }
 void spn_ifma_shared_secrets(const spn_ifma_glv *glv, const uint64_t b[4], const unsigned char (*pt64)[64],
-                             const unsigned char (*scalar32)[32], size_t n, unsigned char (*ecdh33)[33]) {
-    (void)glv, (void)b, (void)pt64, (void)scalar32;
+                             const unsigned char (*scalar32)[32], size_t n, unsigned char (*ecdh33)[33],
+                             unsigned char (*out64)[64]) {
+    (void)glv, (void)b, (void)pt64, (void)scalar32, (void)out64;
     for (size_t i = 0; i < n; i++) ecdh33[i][0] = 0;
 }
 void spn_ifma_spend_points(const unsigned char spend64[64], const unsigned char (*t32)[32], size_t n,

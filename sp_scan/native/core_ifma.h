@@ -46,10 +46,12 @@ enum { SPN_IFMA_GROUP = 8 };
 void spn_ifma_parse_points(const unsigned char *in, size_t width, size_t n, unsigned char (*pt64)[64],
                            unsigned char *valid);
 /* ecdh33[i] = ser_P(k_i·T_i) with k_i = b (recoded in glv) when scalar32 is NULL, else b·scalar32[i]
- * mod n (recoded per lane; glv is then unused and may be NULL). Constant time in b and the products;
- * first byte 0 when scalar32[i] is 0 or ≥ n. T_i must be on the curve. */
+ * mod n (recoded per lane; glv is then unused and may be NULL), and out64[i] the point when out64 is
+ * not NULL. Constant time in b and the products; first byte 0 when scalar32[i] is 0 or ≥ n. T_i must
+ * be on the curve. */
 void spn_ifma_shared_secrets(const spn_ifma_glv *glv, const uint64_t b[4], const unsigned char (*pt64)[64],
-                             const unsigned char (*scalar32)[32], size_t n, unsigned char (*ecdh33)[33]);
+                             const unsigned char (*scalar32)[32], size_t n, unsigned char (*ecdh33)[33],
+                             unsigned char (*out64)[64]);
 /* P_i = spend + t_i·G: p33[i] = ser_P(P_i) (first byte 0 when t_i is 0 or ≥ n, or P_i is infinity),
  * pk64[i] its coordinates. Constant time in t_i. */
 void spn_ifma_spend_points(const unsigned char spend64[64], const unsigned char (*t32)[32], size_t n,

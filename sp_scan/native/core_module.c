@@ -1037,7 +1037,7 @@ static PyObject *py_ifma_shared_secrets(PyObject *self, PyObject *args) {
     spn_ifma_glv glv;
     spn_ifma_scalar_from_b32(b, key.buf);
     spn_ifma_glv_recode(&glv, b);
-    spn_ifma_shared_secrets(&glv, b, (const unsigned char(*)[64])pts.buf, (const unsigned char(*)[32])sc, n, out);
+    spn_ifma_shared_secrets(&glv, b, (const unsigned char(*)[64])pts.buf, (const unsigned char(*)[32])sc, n, out, NULL);
     res = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(n * 33));
     spn_cleanse(b, sizeof b);
     spn_cleanse(&glv, sizeof glv);
