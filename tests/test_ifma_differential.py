@@ -1,10 +1,11 @@
-"""The IFMA engine scans exactly like the libsecp256k1 engine: every BIP352 receiving vector, 24,000
-random tweaks (20,000 of 33 bytes, 4,000 of 64), and the corners — scan keys near n and at the GLV split's edges, tweaks with x
+"""The IFMA engine scans exactly like the libsecp256k1 engine: 24,000 random tweaks (20,000 of 33
+bytes, 4,000 of 64), and the corners — scan keys near n and at the GLV split's edges, tweaks with x
 near p, P_0 at infinity, P_0 + L_m at infinity or a doubling, identical lanes, batch sizes that are
 not multiples of 8, the BIP label strategy on the engine's P_k. The outputs are built with coincurve,
 so a scan only finds them when every point is bit-exact (see tests/ifma_cases.py).
 
-The million-tweak run is `python -m tests.long.ifma_differential`.
+The BIP352 receiving vectors run on the engine in use in test_batch_scan.py (batches of three), so
+on both engines across the two CI runs. The million-tweak run is `python -m tests.long.ifma_differential`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ import pytest
 from coincurve import PrivateKey, PublicKey
 
 import ifma_cases as cases
-from conftest import RECEIVING, RECEIVING_IDS, tx_inputs
-from sp_scan import native, scan, summary
+from sp_scan import native, scan
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("SP_SCAN_BACKEND") == "reference", reason="SP_SCAN_BACKEND=reference"),
@@ -39,32 +39,6 @@ def receiver(rng: random.Random, scan_key: int | None = None, labels: tuple[int,
 def strategy():
     yield native.set_label_strategy
     native.set_label_strategy("auto")
-
-
-@pytest.mark.parametrize(("n", "obj"), RECEIVING, ids=RECEIVING_IDS)
-@pytest.mark.parametrize("width", [33, 64])
-def test_receiving_vector_on_the_ifma_engine(n, obj, width):
-    """Each vector's tx three times in one batch (a batch of one tx would stay on libsecp)."""
-    given = obj["given"]
-    keys = given["key_material"]
-    spend = PrivateKey(bytes.fromhex(keys["spend_priv_key"])).public_key.format()
-    r = scan.Receiver(bytes.fromhex(keys["scan_priv_key"]), spend, tuple(given["labels"]))
-    inputs, outputs = tx_inputs(given["vin"]), [bytes.fromhex(o) for o in given["outputs"]]
-    s = summary.summarize_reference(inputs)
-    if s is None:  # not an SP tx: there is no tweak to scan
-        assert obj["expected"]["tweak"] is None and scan.scan_tx_reference(inputs, outputs, r) == []
-        return
-    tweak = s.tweak33 if width == 33 else PublicKey(s.tweak33).format(compressed=False)[1:]
-    previous = native._set_ec_engine("ifma")
-    try:
-        found = native.scan_tweaks([tweak] * 3, [outputs] * 3, r)
-    finally:
-        native._set_ec_engine(previous)
-    assert found == [scan.scan_tx_reference(inputs, outputs, r)] * 3
-    if "n_outputs" in obj["expected"]:
-        assert len(found[0]) == obj["expected"]["n_outputs"]
-    else:
-        assert {f.output32.hex() for f in found[0]} == {o["pub_key"] for o in obj["expected"]["outputs"]}
 
 
 def test_20000_random_33_byte_tweaks_scan_alike():
