@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 import pytest
 from coincurve import PrivateKey
@@ -17,10 +18,18 @@ MSG = hashlib.sha256(b"message").digest()
 AUX = hashlib.sha256(b"random auxiliary data").digest()
 
 
-def test_vector_file_matches_its_recorded_sha256():
-    readme = (ROOT / "vectors" / "README.md").read_text()
-    digest = hashlib.sha256((ROOT / "vectors/bip352/send_and_receive_test_vectors.json").read_bytes()).hexdigest()
-    assert digest in readme
+VENDORED = re.findall(r"^\| `([^`]+)` \|.*\| `([0-9a-f]{64})` \|$", (ROOT / "vectors" / "README.md").read_text(), re.M)
+
+
+@pytest.mark.parametrize(("path", "sha256"), VENDORED, ids=[path for path, _ in VENDORED])
+def test_vendored_file_matches_its_recorded_sha256(path, sha256):
+    assert hashlib.sha256((ROOT / "vectors" / path).read_bytes()).hexdigest() == sha256
+
+
+def test_every_vendored_vector_file_has_a_recorded_sha256():
+    recorded = {path for path, _ in VENDORED}
+    on_disk = {str(p.relative_to(ROOT / "vectors")) for d in ("bip352", "bip158", "blindbit") for p in (ROOT / "vectors" / d).rglob("*.json")}
+    assert on_disk == recorded
 
 
 def test_there_are_28_sending_and_29_receiving_objects():
