@@ -93,6 +93,28 @@ def hash160(data: bytes) -> bytes:
     return _hash.hash160(data)
 
 
+def golomb_set(
+    key16: bytes, items: _Sequence[bytes], width: int = 0, name: str = "items", p: int = 19, m: int = 784931
+) -> bytes:
+    """Native `index.filters.golomb_set`: the BIP158 Golomb-coded set, built in C.
+
+    SipHash-2-4, the map into [0, N·m), the sort and the Golomb-Rice coding are C; the GIL is
+    released for the sort and the coding.
+
+    Raises:
+        MalformedDataError: key16 is not 16 bytes, or an item is not `width` bytes (width != 0).
+        ValueError: p or m out of range.
+    """
+    if len(key16) != 16:
+        raise MalformedDataError("key16 must be 16 bytes")
+    if not (1 <= p <= 32 and 1 <= m and len(items) * m < 1 << 64):
+        raise ValueError("golomb_set needs 1 <= p <= 32, m >= 1 and N·m < 2**64")
+    try:
+        return _hash.golomb_set(key16, items, width, p, m)
+    except ValueError as e:
+        raise MalformedDataError(f"{name}: {e}") from None
+
+
 def sha256_impl() -> str:
     """Return the SHA256 compression in use: "shani", "armv8" or "portable"."""
     return _hash.impl()

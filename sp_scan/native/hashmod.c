@@ -1,7 +1,11 @@
-/* sp_scan.native._hash: SHA256, BIP352 tagged hashes and HASH160 for Python. Private; use sp_scan.native. */
+/* sp_scan.native._hash: SHA256, BIP352 tagged hashes, HASH160 and BIP158 Golomb-coded sets for Python.
+ * Private; use sp_scan.native. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <string.h>
+
+#include "gcs.h"
 #include "ripemd160.h"
 #include "sha256.h"
 
@@ -190,6 +194,72 @@ static PyObject *hash_hash160_33_many(PyObject *self, PyObject *arg) {
     return res;
 }
 
+static PyObject *hash_golomb_set(PyObject *self, PyObject *args) {
+    Py_buffer key;
+    PyObject *items, *seq, *res = NULL;
+    Py_ssize_t width, n;
+    int p;
+    unsigned long long m;
+    uint64_t *vals = NULL, f;
+    unsigned char prefix[9];
+    size_t nprefix, nstream = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*OniK:golomb_set", &key, &items, &width, &p, &m)) return NULL;
+    if (key.len != 16 || width < 0 || p < 1 || p > 32 || m < 1) {
+        PyBuffer_Release(&key);
+        PyErr_SetString(PyExc_ValueError, "golomb_set needs a 16-byte key, width >= 0, 1 <= p <= 32, m >= 1");
+        return NULL;
+    }
+    seq = PySequence_Fast(items, "golomb_set expects a sequence of buffers");
+    if (seq == NULL) goto done;
+    n = PySequence_Fast_GET_SIZE(seq);
+    if ((uint64_t)n > UINT64_MAX / m) {
+        PyErr_SetString(PyExc_ValueError, "golomb_set: too many items");
+        goto done;
+    }
+    f = (uint64_t)n * m;
+    vals = PyMem_Malloc(2 * (size_t)(n ? n : 1) * sizeof *vals);
+    if (vals == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_buffer item;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &item, PyBUF_SIMPLE) < 0) goto done;
+        if (width != 0 && item.len != width) {
+            PyErr_Format(PyExc_ValueError, "item %zd is %zd bytes, expected %zd", i, item.len, width);
+            PyBuffer_Release(&item);
+            goto done;
+        }
+        vals[i] = spn_gcs_map(spn_siphash24(key.buf, item.buf, (size_t)item.len), f);
+        PyBuffer_Release(&item);
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    spn_gcs_sort(vals, vals + n, (size_t)n);
+    nstream = spn_gcs_encoded_size(vals, (size_t)n, p);
+    Py_END_ALLOW_THREADS;
+    if ((uint64_t)n < 0xfd) {
+        prefix[0] = (unsigned char)n;
+        nprefix = 1;
+    } else {
+        int width_n = (uint64_t)n <= 0xffff ? 2 : (uint64_t)n <= 0xffffffffULL ? 4 : 8;
+        prefix[0] = width_n == 2 ? 0xfd : width_n == 4 ? 0xfe : 0xff;
+        for (int b = 0; b < width_n; b++) prefix[1 + b] = (unsigned char)((uint64_t)n >> (8 * b));
+        nprefix = 1 + (size_t)width_n;
+    }
+    res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nprefix + nstream));
+    if (res == NULL) goto done;
+    memcpy(PyBytes_AS_STRING(res), prefix, nprefix);
+    Py_BEGIN_ALLOW_THREADS;
+    spn_gcs_encode(vals, (size_t)n, p, (unsigned char *)PyBytes_AS_STRING(res) + nprefix);
+    Py_END_ALLOW_THREADS;
+done:
+    PyMem_Free(vals);
+    Py_XDECREF(seq);
+    PyBuffer_Release(&key);
+    return res;
+}
+
 static PyObject *hash_hash160_impl(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
@@ -224,6 +294,10 @@ static PyMethodDef methods[] = {
     {"ripemd160", hash_ripemd160, METH_O, "ripemd160(data) -> 20-byte digest."},
     {"hash160_33_many", hash_hash160_33_many, METH_O,
      "hash160_33_many(keys) -> HASH160 of each 33-byte slice of keys, concatenated. Raises ValueError."},
+    {"golomb_set", hash_golomb_set, METH_VARARGS,
+     "golomb_set(key16, items, width, p, m) -> CompactSize(N) || Golomb-Rice stream of the sorted SipHash-2-4 "
+     "items mapped into [0, N*m) (BIP158); width 0 allows any length. Raises ValueError (bad key or parameters, "
+     "an item of another width)."},
     {"hash160_impl", hash_hash160_impl, METH_NOARGS, "hash160_impl() -> 'avx2' or 'portable' (RIPEMD160 lanes)."},
     {"impl", hash_impl, METH_NOARGS, "impl() -> 'shani', 'armv8' or 'portable'."},
     {"select", hash_select, METH_VARARGS,
@@ -232,7 +306,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_hash", "SHA256, BIP352 tagged hashes, HASH160 (private).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_hash", "SHA256, BIP352 tagged hashes, HASH160, BIP158 Golomb-coded sets (private).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
