@@ -123,6 +123,19 @@ def test_spent_filter_members_are_the_spent_hashes():
     assert gcs.n == 50 and all(h in gcs for h in hashes8)
 
 
+@pytest.mark.parametrize("hashes", [filters.spent_hashes, filters.spent_hashes_reference], ids=["backend", "reference"])
+def test_spent_hashes_backends_agree_with_hashlib(hashes):
+    rng = random.Random(3)
+    block_hash32 = rng.randbytes(32)
+    outpoints36 = [rng.randbytes(36) for _ in range(100)]
+    assert hashes(block_hash32, outpoints36) == [hashlib.sha256(o + block_hash32).digest()[:8] for o in outpoints36]
+    assert hashes(block_hash32, [bytearray(o) for o in outpoints36[:3]]) == hashes(block_hash32, outpoints36[:3])
+    with pytest.raises(MalformedDataError, match="outpoints36: item 1 is 35 bytes"):
+        hashes(block_hash32, [bytes(36), bytes(35)])
+    with pytest.raises(MalformedDataError, match="block_hash32"):
+        hashes(bytes(33), [])
+
+
 def test_empty_filters_are_a_single_zero_byte():
     assert filters.new_utxos_filter(bytes(32), []) == b"\x00"
     assert filters.spent_filter(bytes(32), []) == b"\x00"
@@ -159,7 +172,3 @@ def test_public_functions_check_widths():
         filters.new_utxos_filter(bytes(32), [bytes(33)])
     with pytest.raises(MalformedDataError, match="hashes8"):
         filters.spent_filter(bytes(32), [bytes(9)])
-    with pytest.raises(MalformedDataError, match="outpoints36"):
-        filters.spent_hashes(bytes(32), [bytes(35)])
-    with pytest.raises(MalformedDataError, match="block_hash32"):
-        filters.spent_hashes(b"", [])

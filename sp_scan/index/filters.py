@@ -9,8 +9,8 @@ CompactSize(N) ‖ the bit stream zero-padded to a byte, the bytes served as `da
 - spent filter: the block's spent-index hashes, SHA256(prevout txid ‖ vout LE32 ‖ block
   hash)[:8] for every input that spends a P2TR output.
 
-`golomb_set` is the C build (SipHash, map, sort, code) unless SP_SCAN_BACKEND=reference;
-the pure-Python reference stays reachable as `golomb_set_reference`.
+`golomb_set` (SipHash, map, sort, code) and `spent_hashes` are C unless
+SP_SCAN_BACKEND=reference; the pure-Python references stay reachable as `*_reference`.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def spent_hashes(block_hash32: bytes, outpoints36: Sequence[bytes]) -> list[byte
     return [hashlib.sha256(bytes(outpoint) + suffix).digest()[:8] for outpoint in outpoints36]
 
 
-# ---- backend: the pure-Python coder above stays reachable as golomb_set_reference ----
-golomb_set_reference = golomb_set
+# ---- backend: the pure-Python code above stays reachable as *_reference ----
+golomb_set_reference, spent_hashes_reference = golomb_set, spent_hashes
 if native.ENABLED:
-    golomb_set = native.golomb_set  # type: ignore[assignment]
+    golomb_set, spent_hashes = native.golomb_set, native.spent_hashes  # type: ignore[assignment]

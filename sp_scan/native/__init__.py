@@ -115,6 +115,20 @@ def golomb_set(
         raise MalformedDataError(f"{name}: {e}") from None
 
 
+def spent_hashes(block_hash32: bytes, outpoints36: _Sequence[bytes]) -> list[bytes]:
+    """Native `index.filters.spent_hashes`: SHA256(outpoint36 ‖ block_hash32)[:8] of each outpoint.
+
+    Raises:
+        MalformedDataError: block_hash32 is not 32 bytes or an outpoint is not 36 bytes.
+    """
+    if len(block_hash32) != 32:
+        raise MalformedDataError("block_hash32 must be 32 bytes")
+    try:
+        return _hash.spent_hashes(block_hash32, outpoints36)
+    except ValueError as e:
+        raise MalformedDataError(f"outpoints36: {e}") from None
+
+
 def sha256_impl() -> str:
     """Return the SHA256 compression in use: "shani", "armv8" or "portable"."""
     return _hash.impl()

@@ -260,6 +260,50 @@ done:
     return res;
 }
 
+static PyObject *hash_spent_hashes(PyObject *self, PyObject *args) {
+    Py_buffer block_hash;
+    PyObject *outpoints, *seq, *res = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*O:spent_hashes", &block_hash, &outpoints)) return NULL;
+    if (block_hash.len != 32) {
+        PyBuffer_Release(&block_hash);
+        PyErr_SetString(PyExc_ValueError, "spent_hashes needs a 32-byte block hash");
+        return NULL;
+    }
+    seq = PySequence_Fast(outpoints, "spent_hashes expects a sequence of buffers");
+    if (seq == NULL) goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    res = PyList_New(n);
+    if (res == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_buffer outpoint;
+        spn_sha256 h;
+        unsigned char digest[32];
+        PyObject *item;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &outpoint, PyBUF_SIMPLE) < 0) goto fail;
+        if (outpoint.len != 36) {
+            PyErr_Format(PyExc_ValueError, "item %zd is %zd bytes, expected 36", i, outpoint.len);
+            PyBuffer_Release(&outpoint);
+            goto fail;
+        }
+        spn_sha256_init(&h);
+        spn_sha256_write(&h, outpoint.buf, 36);
+        spn_sha256_write(&h, block_hash.buf, 32);
+        spn_sha256_finalize(&h, digest);
+        PyBuffer_Release(&outpoint);
+        item = PyBytes_FromStringAndSize((const char *)digest, 8);
+        if (item == NULL) goto fail;
+        PyList_SET_ITEM(res, i, item);
+    }
+    goto done;
+fail:
+    Py_CLEAR(res);
+done:
+    Py_XDECREF(seq);
+    PyBuffer_Release(&block_hash);
+    return res;
+}
+
 static PyObject *hash_hash160_impl(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
@@ -298,6 +342,9 @@ static PyMethodDef methods[] = {
      "golomb_set(key16, items, width, p, m) -> CompactSize(N) || Golomb-Rice stream of the sorted SipHash-2-4 "
      "items mapped into [0, N*m) (BIP158); width 0 allows any length. Raises ValueError (bad key or parameters, "
      "an item of another width)."},
+    {"spent_hashes", hash_spent_hashes, METH_VARARGS,
+     "spent_hashes(block_hash32, outpoints36) -> [SHA256(outpoint || block_hash)[:8], ...] (BlindBit spent index). "
+     "Raises ValueError (wrong widths)."},
     {"hash160_impl", hash_hash160_impl, METH_NOARGS, "hash160_impl() -> 'avx2' or 'portable' (RIPEMD160 lanes)."},
     {"impl", hash_impl, METH_NOARGS, "impl() -> 'shani', 'armv8' or 'portable'."},
     {"select", hash_select, METH_VARARGS,
