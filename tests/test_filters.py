@@ -136,6 +136,31 @@ def test_spent_hashes_backends_agree_with_hashlib(hashes):
         hashes(bytes(33), [])
 
 
+@pytest.mark.parametrize("backend", ["backend", "reference"])
+def test_packed_items_give_the_same_answers_as_sequences(backend):
+    build = filters.golomb_set if backend == "backend" else filters.golomb_set_reference
+    hashes = filters.spent_hashes if backend == "backend" else filters.spent_hashes_reference
+    rng = random.Random(4)
+    block_hash32, keys = rng.randbytes(32), [rng.randbytes(32) for _ in range(40)]
+    outpoints = [rng.randbytes(36) for _ in range(30)]
+    assert build(block_hash32[:16], b"".join(keys), 32) == build(block_hash32[:16], keys, 32)
+    assert build(block_hash32[:16], memoryview(b"".join(keys)), 32) == build(block_hash32[:16], keys, 32)
+    assert hashes(block_hash32, bytearray(b"".join(outpoints))) == hashes(block_hash32, outpoints)
+    assert build(block_hash32[:16], b"", 32) == b"\x00" and hashes(block_hash32, b"") == []
+    with pytest.raises(MalformedDataError, match="keys32: packed items are 65 bytes, not a multiple of 32"):
+        build(block_hash32[:16], bytes(65), 32, "keys32")
+    with pytest.raises(MalformedDataError, match="outpoints36: packed items are 37 bytes, not a multiple of 36"):
+        hashes(block_hash32, bytes(37))
+
+
+def test_public_functions_take_the_index_packed_columns():
+    rng = random.Random(5)
+    block_hash32, keys, outpoints = rng.randbytes(32), rng.randbytes(32 * 25), rng.randbytes(36 * 9)
+    hashes8 = filters.spent_hashes(block_hash32, outpoints)
+    assert filters.new_utxos_filter(block_hash32, keys) == filters.new_utxos_filter(block_hash32, [keys[i : i + 32] for i in range(0, len(keys), 32)])
+    assert filters.spent_filter(block_hash32, b"".join(hashes8)) == filters.spent_filter(block_hash32, hashes8)
+
+
 def test_empty_filters_are_a_single_zero_byte():
     assert filters.new_utxos_filter(bytes(32), []) == b"\x00"
     assert filters.spent_filter(bytes(32), []) == b"\x00"

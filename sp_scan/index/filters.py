@@ -74,21 +74,29 @@ def compact_size(n: int) -> bytes:
     return b"\xff" + n.to_bytes(8, "little")
 
 
-def _check_widths(items: Sequence[bytes], width: int, name: str) -> None:
+def _items(items: Sequence[bytes] | bytes, width: int, name: str) -> Sequence[bytes]:
+    """The items as a sequence, split from one packed buffer when width is given; widths checked."""
+    if width and isinstance(items, (bytes, bytearray, memoryview)):
+        data = bytes(items)
+        if len(data) % width:
+            raise MalformedDataError(f"{name}: packed items are {len(data)} bytes, not a multiple of {width}")
+        return [data[i : i + width] for i in range(0, len(data), width)]
     if width:
         for i, item in enumerate(items):
             if len(item) != width:
                 raise MalformedDataError(f"{name}: item {i} is {len(item)} bytes, expected {width}")
+    return items
 
 
 def golomb_set(
-    key16: bytes, items: Sequence[bytes], width: int = 0, name: str = "items", p: int = P, m: int = M
+    key16: bytes, items: Sequence[bytes] | bytes, width: int = 0, name: str = "items", p: int = P, m: int = M
 ) -> bytes:
     """Build the BIP158 Golomb-coded set of items under a SipHash key (BlindBit: p = P, m = M).
 
     Args:
         key16: the 16-byte SipHash-2-4 key.
-        items: the items (any lengths when width is 0); duplicates are kept and counted.
+        items: the items (any lengths when width is 0); duplicates are kept and counted. With a
+            width, also one bytes object holding the items packed (N × width bytes).
         width: when non-zero, the length every item must have.
         name: the argument name for error messages.
         p: the Golomb-Rice parameter, 1..32.
@@ -103,9 +111,9 @@ def golomb_set(
     """
     if len(key16) != 16:
         raise MalformedDataError("key16 must be 16 bytes")
+    items = _items(items, width, name)
     if not (1 <= p <= 32 and 1 <= m and len(items) * m < 1 << 64):
         raise ValueError("golomb_set needs 1 <= p <= 32, m >= 1 and N·m < 2**64")
-    _check_widths(items, width, name)
     f = len(items) * m
     values = sorted((siphash24(key16, bytes(item)) * f) >> 64 for item in items)
     bits, last = [], 0
@@ -123,12 +131,13 @@ def _block_key16(block_hash32: bytes) -> bytes:
     return bytes(block_hash32[:16])
 
 
-def new_utxos_filter(block_hash32: bytes, keys32: Sequence[bytes]) -> bytes:
+def new_utxos_filter(block_hash32: bytes, keys32: Sequence[bytes] | bytes) -> bytes:
     """Build a block's new-UTXO filter: the GCS of the x-only keys of all its P2TR outputs.
 
     Args:
         block_hash32: the block hash, internal byte order (its first 16 bytes key SipHash).
-        keys32: the 32-byte x-only output keys, every P2TR output of the block, duplicates included.
+        keys32: the 32-byte x-only output keys, every P2TR output of the block, duplicates included;
+            a sequence, or one bytes object of k × 32 (the index's packed column).
 
     Returns:
         The filter bytes served hex-encoded as `data` by /filter/new-utxos.
@@ -139,12 +148,12 @@ def new_utxos_filter(block_hash32: bytes, keys32: Sequence[bytes]) -> bytes:
     return golomb_set(_block_key16(block_hash32), keys32, 32, "keys32")
 
 
-def spent_filter(block_hash32: bytes, hashes8: Sequence[bytes]) -> bytes:
+def spent_filter(block_hash32: bytes, hashes8: Sequence[bytes] | bytes) -> bytes:
     """Build a block's spent filter: the GCS of its spent-index hashes.
 
     Args:
         block_hash32: the block hash, internal byte order.
-        hashes8: the block's 8-byte spent-index hashes (`spent_hashes`).
+        hashes8: the block's 8-byte spent-index hashes (`spent_hashes`), or them packed (k × 8).
 
     Returns:
         The filter bytes served hex-encoded as `data` by /filter/spent.
@@ -155,13 +164,13 @@ def spent_filter(block_hash32: bytes, hashes8: Sequence[bytes]) -> bytes:
     return golomb_set(_block_key16(block_hash32), hashes8, 8, "hashes8")
 
 
-def spent_hashes(block_hash32: bytes, outpoints36: Sequence[bytes]) -> list[bytes]:
+def spent_hashes(block_hash32: bytes, outpoints36: Sequence[bytes] | bytes) -> list[bytes]:
     """Return the spent-index hash of each outpoint: SHA256(outpoint36 ‖ block_hash32)[:8].
 
     Args:
         block_hash32: the spending block's hash, internal byte order.
         outpoints36: the spent P2TR prevouts, each txid (internal order) ‖ vout LE32, in tx then
-            vin order (coinbase has none).
+            vin order (coinbase has none); a sequence, or one bytes object of m × 36.
 
     Returns:
         The 8-byte hashes, in the order of outpoints36.
@@ -171,9 +180,8 @@ def spent_hashes(block_hash32: bytes, outpoints36: Sequence[bytes]) -> list[byte
     """
     if len(block_hash32) != 32:
         raise MalformedDataError("block_hash32 must be 32 bytes")
-    _check_widths(outpoints36, 36, "outpoints36")
     suffix = bytes(block_hash32)
-    return [hashlib.sha256(bytes(outpoint) + suffix).digest()[:8] for outpoint in outpoints36]
+    return [hashlib.sha256(bytes(outpoint) + suffix).digest()[:8] for outpoint in _items(outpoints36, 36, "outpoints36")]
 
 
 # ---- backend: the pure-Python code above stays reachable as *_reference ----

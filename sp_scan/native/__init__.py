@@ -94,7 +94,7 @@ def hash160(data: bytes) -> bytes:
 
 
 def golomb_set(
-    key16: bytes, items: _Sequence[bytes], width: int = 0, name: str = "items", p: int = 19, m: int = 784931
+    key16: bytes, items: _Sequence[bytes] | bytes, width: int = 0, name: str = "items", p: int = 19, m: int = 784931
 ) -> bytes:
     """Native `index.filters.golomb_set`: the BIP158 Golomb-coded set, built in C.
 
@@ -107,15 +107,15 @@ def golomb_set(
     """
     if len(key16) != 16:
         raise MalformedDataError("key16 must be 16 bytes")
-    if not (1 <= p <= 32 and 1 <= m and len(items) * m < 1 << 64):
-        raise ValueError("golomb_set needs 1 <= p <= 32, m >= 1 and N·m < 2**64")
+    if not (1 <= p <= 32 and 1 <= m):
+        raise ValueError("golomb_set needs 1 <= p <= 32 and m >= 1")
     try:
         return _hash.golomb_set(key16, items, width, p, m)
     except ValueError as e:
         raise MalformedDataError(f"{name}: {e}") from None
 
 
-def spent_hashes(block_hash32: bytes, outpoints36: _Sequence[bytes]) -> list[bytes]:
+def spent_hashes(block_hash32: bytes, outpoints36: _Sequence[bytes] | bytes) -> list[bytes]:
     """Native `index.filters.spent_hashes`: SHA256(outpoint36 ‖ block_hash32)[:8] of each outpoint.
 
     Raises:

@@ -194,9 +194,61 @@ static PyObject *hash_hash160_33_many(PyObject *self, PyObject *arg) {
     return res;
 }
 
+/* Items of a batch call: a sequence of buffers, or (width > 0) one buffer of n × width bytes. */
+typedef struct {
+    PyObject *seq;
+    Py_buffer packed;
+    int is_packed;
+    Py_ssize_t n, width;
+} item_list;
+
+static int items_open(item_list *it, PyObject *obj, Py_ssize_t width) {
+    it->seq = NULL;
+    it->is_packed = 0;
+    it->width = width;
+    if (width > 0 && PyObject_CheckBuffer(obj)) {
+        if (PyObject_GetBuffer(obj, &it->packed, PyBUF_SIMPLE) < 0) return 0;
+        if (it->packed.len % width != 0) {
+            PyErr_Format(PyExc_ValueError, "packed items are %zd bytes, not a multiple of %zd", it->packed.len, width);
+            PyBuffer_Release(&it->packed);
+            return 0;
+        }
+        it->is_packed = 1;
+        it->n = it->packed.len / width;
+        return 1;
+    }
+    it->seq = PySequence_Fast(obj, "expected a sequence of buffers or one packed buffer");
+    if (it->seq == NULL) return 0;
+    it->n = PySequence_Fast_GET_SIZE(it->seq);
+    return 1;
+}
+
+/* Item i as *view; PyBuffer_Release(view) afterwards (a no-op for a packed item). 0 with an exception set. */
+static int items_get(item_list *it, Py_ssize_t i, Py_buffer *view) {
+    if (it->is_packed) {
+        view->obj = NULL;
+        view->buf = (char *)it->packed.buf + i * it->width;
+        view->len = it->width;
+        return 1;
+    }
+    if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(it->seq, i), view, PyBUF_SIMPLE) < 0) return 0;
+    if (it->width != 0 && view->len != it->width) {
+        PyErr_Format(PyExc_ValueError, "item %zd is %zd bytes, expected %zd", i, view->len, it->width);
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
+static void items_close(item_list *it) {
+    if (it->is_packed) PyBuffer_Release(&it->packed);
+    Py_XDECREF(it->seq);
+}
+
 static PyObject *hash_golomb_set(PyObject *self, PyObject *args) {
     Py_buffer key;
-    PyObject *items, *seq, *res = NULL;
+    PyObject *obj, *res = NULL;
+    item_list items;
     Py_ssize_t width, n;
     int p;
     unsigned long long m;
@@ -204,15 +256,17 @@ static PyObject *hash_golomb_set(PyObject *self, PyObject *args) {
     unsigned char prefix[9];
     size_t nprefix, nstream = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*OniK:golomb_set", &key, &items, &width, &p, &m)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*OniK:golomb_set", &key, &obj, &width, &p, &m)) return NULL;
     if (key.len != 16 || width < 0 || p < 1 || p > 32 || m < 1) {
         PyBuffer_Release(&key);
         PyErr_SetString(PyExc_ValueError, "golomb_set needs a 16-byte key, width >= 0, 1 <= p <= 32, m >= 1");
         return NULL;
     }
-    seq = PySequence_Fast(items, "golomb_set expects a sequence of buffers");
-    if (seq == NULL) goto done;
-    n = PySequence_Fast_GET_SIZE(seq);
+    if (!items_open(&items, obj, width)) {
+        PyBuffer_Release(&key);
+        return NULL;
+    }
+    n = items.n;
     if ((uint64_t)n > UINT64_MAX / m) {
         PyErr_SetString(PyExc_ValueError, "golomb_set: too many items");
         goto done;
@@ -225,12 +279,7 @@ static PyObject *hash_golomb_set(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_buffer item;
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &item, PyBUF_SIMPLE) < 0) goto done;
-        if (width != 0 && item.len != width) {
-            PyErr_Format(PyExc_ValueError, "item %zd is %zd bytes, expected %zd", i, item.len, width);
-            PyBuffer_Release(&item);
-            goto done;
-        }
+        if (!items_get(&items, i, &item)) goto done;
         vals[i] = spn_gcs_map(spn_siphash24(key.buf, item.buf, (size_t)item.len), f);
         PyBuffer_Release(&item);
     }
@@ -255,37 +304,34 @@ static PyObject *hash_golomb_set(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS;
 done:
     PyMem_Free(vals);
-    Py_XDECREF(seq);
+    items_close(&items);
     PyBuffer_Release(&key);
     return res;
 }
 
 static PyObject *hash_spent_hashes(PyObject *self, PyObject *args) {
     Py_buffer block_hash;
-    PyObject *outpoints, *seq, *res = NULL;
+    PyObject *obj, *res = NULL;
+    item_list items;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*O:spent_hashes", &block_hash, &outpoints)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*O:spent_hashes", &block_hash, &obj)) return NULL;
     if (block_hash.len != 32) {
         PyBuffer_Release(&block_hash);
         PyErr_SetString(PyExc_ValueError, "spent_hashes needs a 32-byte block hash");
         return NULL;
     }
-    seq = PySequence_Fast(outpoints, "spent_hashes expects a sequence of buffers");
-    if (seq == NULL) goto done;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    res = PyList_New(n);
+    if (!items_open(&items, obj, 36)) {
+        PyBuffer_Release(&block_hash);
+        return NULL;
+    }
+    res = PyList_New(items.n);
     if (res == NULL) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; i < items.n; i++) {
         Py_buffer outpoint;
         spn_sha256 h;
         unsigned char digest[32];
         PyObject *item;
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &outpoint, PyBUF_SIMPLE) < 0) goto fail;
-        if (outpoint.len != 36) {
-            PyErr_Format(PyExc_ValueError, "item %zd is %zd bytes, expected 36", i, outpoint.len);
-            PyBuffer_Release(&outpoint);
-            goto fail;
-        }
+        if (!items_get(&items, i, &outpoint)) goto fail;
         spn_sha256_init(&h);
         spn_sha256_write(&h, outpoint.buf, 36);
         spn_sha256_write(&h, block_hash.buf, 32);
@@ -299,7 +345,7 @@ static PyObject *hash_spent_hashes(PyObject *self, PyObject *args) {
 fail:
     Py_CLEAR(res);
 done:
-    Py_XDECREF(seq);
+    items_close(&items);
     PyBuffer_Release(&block_hash);
     return res;
 }
@@ -340,11 +386,11 @@ static PyMethodDef methods[] = {
      "hash160_33_many(keys) -> HASH160 of each 33-byte slice of keys, concatenated. Raises ValueError."},
     {"golomb_set", hash_golomb_set, METH_VARARGS,
      "golomb_set(key16, items, width, p, m) -> CompactSize(N) || Golomb-Rice stream of the sorted SipHash-2-4 "
-     "items mapped into [0, N*m) (BIP158); width 0 allows any length. Raises ValueError (bad key or parameters, "
-     "an item of another width)."},
+     "items mapped into [0, N*m) (BIP158); width 0 allows any length; with width > 0 items may be one packed "
+     "buffer of N*width bytes. Raises ValueError (bad key or parameters, an item of another width)."},
     {"spent_hashes", hash_spent_hashes, METH_VARARGS,
-     "spent_hashes(block_hash32, outpoints36) -> [SHA256(outpoint || block_hash)[:8], ...] (BlindBit spent index). "
-     "Raises ValueError (wrong widths)."},
+     "spent_hashes(block_hash32, outpoints36) -> [SHA256(outpoint || block_hash)[:8], ...] (BlindBit spent index); "
+     "outpoints a sequence or one packed buffer of n*36 bytes. Raises ValueError (wrong widths)."},
     {"hash160_impl", hash_hash160_impl, METH_NOARGS, "hash160_impl() -> 'avx2' or 'portable' (RIPEMD160 lanes)."},
     {"impl", hash_impl, METH_NOARGS, "impl() -> 'shani', 'armv8' or 'portable'."},
     {"select", hash_select, METH_VARARGS,
