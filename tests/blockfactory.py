@@ -89,15 +89,20 @@ def wallet_cases() -> list[dict]:
 
 def getblock3(tb: TestBlock, height: int = 1) -> dict:
     """The `getblock <hash> 3` JSON Core would return for this block (fields sp-scan reads, plus a few)."""
-    blk = tb.header
+    return block_json(tb.raw, tb.spent, height)
+
+
+def block_json(raw: bytes, spent: list[list[TxOut]], height: int) -> dict:
+    """`getblock <hash> 3` JSON for a raw block and its spent outputs (coinbase first, with none)."""
+    blk = CBlock.deserialize(raw)
     txs = []
-    for n, tx in enumerate(tb.txs):
+    for n, tx in enumerate(blk.vtx):
         vins = []
         for j, txin in enumerate(tx.vin):
             if n == 0:
                 vins.append({"coinbase": bytes(txin.scriptSig).hex(), "sequence": txin.nSequence})
                 continue
-            p = tb.spent[n][j]
+            p = spent[n][j]
             vins.append(
                 {
                     "txid": txin.prevout.hash[::-1].hex(),
@@ -108,8 +113,8 @@ def getblock3(tb: TestBlock, height: int = 1) -> dict:
                 }
             )
         txs.append({"txid": tx.GetTxid()[::-1].hex(), "hex": tx.serialize().hex(), "vin": vins, "vout": []})
-    return {
-        "hash": tb.hash_hex,
+    out = {
+        "hash": blk.GetHash()[::-1].hex(),
         "height": height,
         "version": blk.nVersion,
         "versionHex": f"{blk.nVersion:08x}",
@@ -121,6 +126,9 @@ def getblock3(tb: TestBlock, height: int = 1) -> dict:
         "nTx": len(txs),
         "tx": txs,
     }
+    if height == 0:
+        del out["previousblockhash"]  # Core has none for genesis
+    return out
 
 
 def btc(sats: int) -> Decimal:
@@ -138,6 +146,6 @@ def dumps(obj: object) -> str:
     return json.dumps(obj)
 
 
-def spenttxouts_json(tb: TestBlock) -> str:
-    """Core's `/rest/spenttxouts/<hash>.json` body for this block."""
-    return dumps([[{"value": btc(o.amount), "scriptPubKey": {"asm": "", "hex": o.script.hex(), "type": "x"}} for o in tx] for tx in tb.spent]) + "\n"
+def spenttxouts_json(spent: list[list[TxOut]]) -> str:
+    """Core's `/rest/spenttxouts/<hash>.json` body for a block's spent outputs (coinbase first, with none)."""
+    return dumps([[{"value": btc(o.amount), "scriptPubKey": {"asm": "", "hex": o.script.hex(), "type": "x"}} for o in tx] for tx in spent]) + "\n"

@@ -12,8 +12,10 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Protocol
 
 import blockfactory as bf
+from sp_scan.block import parse_spent
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,6 +39,19 @@ def load_cli():
 # --- Core-like servers (127.0.0.1 only, one thread per request, stopped by the fixture) ---
 
 
+class ChainView(Protocol):
+    """What the servers read: the active chain by height and any stored block by hash (32 bytes, internal order)."""
+
+    def best(self) -> tuple[int, bytes]:
+        """(height, hash32) of the tip."""
+
+    def hash_at(self, height: int) -> bytes | None:
+        """The active chain's hash at `height`, None when there is none."""
+
+    def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes | None] | None:
+        """(height, raw block, spent outputs in REST .bin form or None if unavailable), None if unknown."""
+
+
 class Chain:
     """A short chain of test blocks by height, each built from a slice of the vectors' receiving cases."""
 
@@ -49,11 +64,23 @@ class Chain:
             tb = bf.build(chosen, height=h, prev=prev)
             self.blocks.append(tb)
             prev = tb.header.GetHash()
-        self.by_hash = {tb.hash_hex: tb for tb in self.blocks}
+        self.by_hash = {tb.header.GetHash(): (h, tb) for h, tb in enumerate(self.blocks)}
 
     @property
     def tip(self) -> int:
         return len(self.blocks) - 1
+
+    def best(self) -> tuple[int, bytes]:
+        return self.tip, self.blocks[-1].header.GetHash()
+
+    def hash_at(self, height: int) -> bytes | None:
+        return self.blocks[height].header.GetHash() if 0 <= height <= self.tip else None
+
+    def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes | None] | None:
+        if hash32 not in self.by_hash:
+            return None
+        height, tb = self.by_hash[hash32]
+        return height, tb.raw, tb.spent_bytes
 
     def expected_tweaks(self, start: int, stop: int) -> list[dict]:
         """What the vectors say `tweaks` prints for heights start..stop."""
@@ -87,6 +114,27 @@ class _Base(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def answering(self) -> bool:
+        """False once the server was told to stop answering: the connection is then closed unanswered."""
+        with self.server.lock:
+            budget = self.server.budget
+            if budget is not None:
+                self.server.budget = budget - 1
+        if budget is not None and budget <= 0:
+            self.close_connection = True
+            return False
+        return True
+
+
+def _hash32(param: str) -> bytes | None:
+    """The internal-order hash of a 64-digit display hex string, or None."""
+    if len(param) != 64:
+        return None
+    try:
+        return bytes.fromhex(param)[::-1]
+    except ValueError:
+        return None
+
 
 class RestHandler(_Base):
     """Serves /rest/ paths as Core's rest.cpp does (bodies, content types, error texts)."""
@@ -95,12 +143,15 @@ class RestHandler(_Base):
         self.reply(status, (message + "\r\n").encode(), "text/plain")
 
     def do_GET(self) -> None:  # noqa: N802
-        chain: Chain = self.server.chain
+        if not self.answering():
+            return
+        chain: ChainView = self.server.chain
         self.server.requests.append(self.path)
         time.sleep(self.server.delay)
         path = self.path.split("?", 1)[0]
         if path == "/rest/chaininfo.json":
-            info = {"chain": "regtest", "blocks": chain.tip, "headers": chain.tip, "bestblockhash": chain.blocks[-1].hash_hex}
+            height, hash32 = chain.best()
+            info = {"chain": "regtest", "blocks": height, "headers": height, "bestblockhash": hash32[::-1].hex()}
             return self.reply(200, (json.dumps(info) + "\n").encode(), "application/json")
         for prefix in ("/rest/blockhashbyheight/", "/rest/block/", "/rest/spenttxouts/"):
             if path.startswith(prefix):
@@ -110,39 +161,44 @@ class RestHandler(_Base):
                 return getattr(self, prefix.split("/")[2])(chain, param, fmt)
         self.error(404, "not found")
 
-    def blockhashbyheight(self, chain: Chain, param: str, fmt: str) -> None:
+    def blockhashbyheight(self, chain: ChainView, param: str, fmt: str) -> None:
         if not param.isdigit():
             return self.error(400, f"Invalid height: {param}")
-        if int(param) > chain.tip:
+        hash32 = chain.hash_at(int(param))
+        if hash32 is None:
             return self.error(404, "Block height out of range")
-        tb = chain.blocks[int(param)]
         if fmt == "bin":
-            return self.reply(200, tb.header.GetHash(), "application/octet-stream")
+            return self.reply(200, hash32, "application/octet-stream")
         if fmt == "hex":
-            return self.reply(200, (tb.hash_hex + "\n").encode(), "text/plain")
-        self.reply(200, (json.dumps({"blockhash": tb.hash_hex}) + "\n").encode(), "application/json")
+            return self.reply(200, (hash32[::-1].hex() + "\n").encode(), "text/plain")
+        self.reply(200, (json.dumps({"blockhash": hash32[::-1].hex()}) + "\n").encode(), "application/json")
 
-    def _lookup(self, chain: Chain, param: str):
-        tb = chain.by_hash.get(param)
-        if tb is None:
+    def _lookup(self, chain: ChainView, param: str):
+        hash32 = _hash32(param)
+        if hash32 is None:
+            return self.error(400, f"Invalid hash: {param}")
+        found = chain.lookup(hash32)
+        if found is None:
             self.error(404, f"{param} not found")
-        return tb
+        return found
 
-    def block(self, chain: Chain, param: str, fmt: str) -> None:
-        tb = self._lookup(chain, param)
-        if tb is None:
+    def block(self, chain: ChainView, param: str, fmt: str) -> None:
+        found = self._lookup(chain, param)
+        if found is None:
             return
         if fmt == "json":
             return self.error(404, "json not served by this test server")
-        self._data(tb.raw, fmt)
+        self._data(found[1], fmt)
 
-    def spenttxouts(self, chain: Chain, param: str, fmt: str) -> None:
-        tb = self._lookup(chain, param)
-        if tb is None:
+    def spenttxouts(self, chain: ChainView, param: str, fmt: str) -> None:
+        found = self._lookup(chain, param)
+        if found is None:
             return
+        if found[2] is None:
+            return self.error(404, f"{param} undo not available")
         if fmt == "json":
-            return self.reply(200, bf.spenttxouts_json(tb).encode(), "application/json")
-        self._data(tb.spent_bytes, fmt)
+            return self.reply(200, bf.spenttxouts_json(parse_spent(found[2])).encode(), "application/json")
+        self._data(found[2], fmt)
 
     def _data(self, data: bytes, fmt: str) -> None:
         if fmt == "bin":
@@ -155,8 +211,10 @@ class RpcHandler(_Base):
     """A JSON-RPC 1.0 endpoint with Basic auth, answering as Core does for the calls sp-scan makes."""
 
     def do_POST(self) -> None:  # noqa: N802
-        chain: Chain = self.server.chain
+        chain: ChainView = self.server.chain
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if not self.answering():
+            return
         expected = "Basic " + base64.b64encode(self.server.credentials.encode()).decode()
         if self.headers.get("Authorization") != expected:
             self.server.requests.append("401")
@@ -173,31 +231,48 @@ class RpcHandler(_Base):
         reply = bf.dumps({"result": result, "error": None, "id": request["id"]}) + "\n"
         self.reply(200, reply.encode(), "application/json")
 
-    def dispatch(self, chain: Chain, method: str, params: list) -> object:
+    def dispatch(self, chain: ChainView, method: str, params: list) -> object:
         if method == "getblockcount":
-            return chain.tip
+            return chain.best()[0]
+        if method == "getblockchaininfo":
+            height, hash32 = chain.best()
+            return {"chain": "regtest", "blocks": height, "headers": height, "bestblockhash": hash32[::-1].hex()}
         if method == "getblockhash":
-            if not 0 <= params[0] <= chain.tip:
+            hash32 = chain.hash_at(params[0])
+            if hash32 is None:
                 raise LookupError(-8, "Block height out of range")
-            return chain.blocks[params[0]].hash_hex
+            return hash32[::-1].hex()
         if method == "getblock":
-            tb = chain.by_hash.get(params[0])
-            if tb is None:
+            hash32 = _hash32(params[0])
+            if hash32 is None:
+                raise LookupError(-8, f"blockhash must be of length 64 (not {len(params[0])}, for '{params[0]}')")
+            found = chain.lookup(hash32)
+            if found is None:
                 raise LookupError(-5, "Block not found")
-            height = chain.blocks.index(tb)
-            return tb.raw.hex() if params[1] == 0 else bf.getblock3(tb, height)
+            height, raw, spent = found
+            if params[1] == 0:
+                return raw.hex()
+            if spent is None:
+                raise LookupError(-1, "Can't read undo data from disk")
+            return bf.block_json(raw, parse_spent(spent), height)
         raise LookupError(-32601, "Method not found")
 
 
 class NodeServer:
-    """Run a handler on 127.0.0.1 in a background thread; `url` to reach it, `stop()` to end it."""
+    """Run a handler over a ChainView on 127.0.0.1 in a background thread; `url` to reach it, `stop()` to end it.
 
-    def __init__(self, handler: type[_Base], chain: Chain, credentials: str = "", delay: float = 0.0) -> None:
+    The chain is read on every request, so blocks mined or reorganised while a
+    client syncs are served as a node would serve them.
+    """
+
+    def __init__(self, handler: type[_Base], chain: ChainView, credentials: str = "", delay: float = 0.0) -> None:
         self.httpd = _Server(("127.0.0.1", 0), handler)
         self.httpd.chain = chain
         self.httpd.credentials = credentials
         self.httpd.delay = delay
         self.httpd.requests = []
+        self.httpd.lock = threading.Lock()
+        self.httpd.budget = None
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
@@ -209,6 +284,16 @@ class NodeServer:
     @property
     def requests(self) -> list:
         return self.httpd.requests
+
+    def stop_answering(self, after: int = 0) -> None:
+        """Answer `after` more requests, then close every connection unanswered (a node that stopped answering)."""
+        with self.httpd.lock:
+            self.httpd.budget = after
+
+    def resume_answering(self) -> None:
+        """Answer every request again."""
+        with self.httpd.lock:
+            self.httpd.budget = None
 
     def stop(self) -> None:
         self.httpd.shutdown()

@@ -1,9 +1,12 @@
-"""Shared fixtures: the official BIP352 vectors, parsed into library types."""
+"""Shared fixtures: the official BIP352 vectors parsed into library types, and Core-validated regtest chains."""
 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from sp_scan.block import parse_witness
 from sp_scan.types import OutPoint, TxInput
@@ -39,3 +42,38 @@ def _ids(kind: str) -> tuple[list[tuple[int, dict]], list[str]]:
 
 SENDING, SENDING_IDS = _ids("sending")
 RECEIVING, RECEIVING_IDS = _ids("receiving")
+
+
+# --- chains validated by Bitcoin Core's libbitcoinkernel (tests/kernelchain.py) ---
+
+
+@pytest.fixture(scope="session")
+def kernel_chain():
+    """The sample chain of vectors/chain (genesis to height 110), built once per session; read-only."""
+    import kernelchain
+
+    with tempfile.TemporaryDirectory(prefix="sp-scan-kernel-") as datadir:  # 18 MB of preallocated block files
+        chain = kernelchain.build_sample_chain(Path(datadir))
+        chain.read_only = True
+        yield chain
+        chain.close()
+
+
+@pytest.fixture(scope="session")
+def kernel_rest(kernel_chain):
+    """A Core REST stand-in serving the session's sample chain (`.url`); do not stop it or count its requests."""
+    import kernelchain
+
+    with kernelchain.rest_server(kernel_chain) as server:
+        yield server
+
+
+@pytest.fixture
+def kernel_copy(kernel_chain):
+    """A private kernel holding the sample chain, for a test that mines, reorganises or serves it."""
+    import kernelchain
+
+    with tempfile.TemporaryDirectory(prefix="sp-scan-kernel-") as datadir:
+        chain = kernelchain.replay(kernel_chain, Path(datadir))
+        yield chain
+        chain.close()

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import sys
+from functools import cache
+from pathlib import Path
 
 from bitcoin.segwit_addr import CHARSET, bech32_hrp_expand, bech32_polymod, convertbits
 from coincurve import PrivateKey
@@ -12,6 +16,22 @@ from sp_scan.extract import NUMS_H
 from sp_scan.types import OutPoint, TxInput
 
 BECH32_CONST, BECH32M_CONST = 1, 0x2BC830A3
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@cache
+def load_script(relative_path: str, name: str):
+    """Import a script of the repository (e.g. a vectors generator) as module `name`, once."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative_path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def sample_blocks_generator():
+    """vectors/blocks/generate.py as a module: its keys, scripts, signing and SP payments."""
+    return load_script("vectors/blocks/generate.py", "sample_blocks_generate")
 
 
 def secret(n: int) -> bytes:

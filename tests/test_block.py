@@ -239,7 +239,7 @@ def test_classify_inputs_gives_the_vectors_input_keys(n, sending):
 
 
 def test_spenttxouts_json_converts_to_the_binary_form():
-    assert block.spent_from_json(block.load_json(bf.spenttxouts_json(ALL).encode(), "x")) == ALL.spent_bytes
+    assert block.spent_from_json(block.load_json(bf.spenttxouts_json(ALL.spent).encode(), "x")) == ALL.spent_bytes
 
 
 def test_getblock3_json_gives_the_raw_block_and_its_spent_outputs():
@@ -288,7 +288,7 @@ def test_bad_btc_amounts_are_malformed(value):
 def test_formats_are_detected():
     assert block.detect_format(ALL.spent_bytes) == "bin"
     assert block.detect_format(ALL.spent_bytes.hex().encode() + b"\n") == "hex"
-    assert block.detect_format(bf.spenttxouts_json(ALL).encode()) == "json"
+    assert block.detect_format(bf.spenttxouts_json(ALL.spent).encode()) == "json"
     assert block.detect_format(b"hello world\n") is None
     assert block.load_spent(ALL.spent_bytes.hex().encode() + b"\n") == ALL.spent_bytes
     assert block.load_spent(ALL.spent_bytes) == ALL.spent_bytes

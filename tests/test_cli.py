@@ -99,7 +99,7 @@ def test_spent_option_detects_each_format(tmp_path, form):
     data = {
         "bin": TB.spent_bytes,
         "hex": TB.spent_bytes.hex().encode(),
-        "spenttxouts-json": bf.spenttxouts_json(TB).encode(),
+        "spenttxouts-json": bf.spenttxouts_json(TB.spent).encode(),
         "getblock3-json": bf.dumps(bf.getblock3(TB)).encode(),
     }[form]
     spent = tmp_path / "prevouts.data"

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -19,6 +17,7 @@ from btclib.script.engine.flags import ScriptFlag
 from btclib.tx import Tx, TxOut
 from coincurve import PublicKey, PublicKeyXOnly
 
+from helpers import sample_blocks_generator
 from sp_scan import block as sp_block
 from sp_scan import crypto, extract
 from sp_scan.block import Reader
@@ -36,15 +35,6 @@ CONSENSUS = (
     | ScriptFlag.WITNESS
     | ScriptFlag.TAPROOT
 )
-
-
-@cache
-def _generator():
-    spec = importlib.util.spec_from_file_location("sample_blocks_generate", BLOCKS / "generate.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 @dataclass(frozen=True)
@@ -113,14 +103,14 @@ def _scan_stages(s: Sample, txs) -> tuple[list[dict], list[dict]]:
 
 
 def test_regenerating_the_small_block_reproduces_the_committed_files():
-    block, spent, expected = _generator().build_small()
+    block, spent, expected = sample_blocks_generator().build_small()
     assert block.hex() + "\n" == (BLOCKS / "small.hex").read_text()
     assert spent.hex() + "\n" == (BLOCKS / "small.spent.hex").read_text()
     assert expected == json.loads((BLOCKS / "small.expected.json").read_text())
 
 
 def test_regenerating_the_mainnet_block_reproduces_the_committed_files():
-    block, spent, expected = _generator().build_mainnet()
+    block, spent, expected = sample_blocks_generator().build_mainnet()
     s = sample("mainnet")
     assert (block, spent) == (s.raw, s.raw_spent)
     assert expected == s.expected
@@ -155,7 +145,7 @@ def test_every_input_passes_consensus_script_verification(name):
 
 def test_small_block_covers_every_input_kind():
     kinds = {k for t in sample("small").expected["transactions"] for k in t["inputs"]}
-    gen = _generator()
+    gen = sample_blocks_generator()
     assert kinds == gen.ELIGIBLE_KINDS | gen.INELIGIBLE_KINDS
 
 

@@ -492,15 +492,10 @@ def split(rng: Drbg, total: int, parts: int) -> list[int]:
     return [DUST + b - a for a, b in zip(edges, edges[1:])]
 
 
-def spend_and_pay(
-    rng: Drbg, name: str, kinds: list[str], outs: list[tuple], decoy: bool = False, txids: dict | None = None, inscription_size: int = 1_000
-) -> BuiltTx:
-    """Spend one funding output per kind; pay `outs` ("wallet", m|None), ("other",) or (plain kind,)."""
-    spends = [
-        make_spend(rng, kind, rng.between(100_000, 5_000_000), (txids or {}).get(i), inscription_size) for i, kind in enumerate(kinds)
-    ]
+def make_pays(rng: Drbg, total: int, outs: list[tuple]) -> list[Pay]:
+    """Pay `total` less a random fee to `outs`: ("wallet", m|None), ("other",), ("op_return",) or (plain kind,)."""
     fee = rng.between(500, 20_000)
-    values = split(rng, sum(s.prevout.nValue for s in spends) - fee, len(outs))
+    values = split(rng, total - fee, len(outs))
     pays = []
     for value, out in zip(values, outs):
         if out[0] == "op_return":
@@ -512,7 +507,17 @@ def spend_and_pay(
             pays.append(Pay(value, sp="other"))
         else:
             pays.append(Pay(value, plain_script(rng, out[0])))
-    return build_tx(rng, name, spends, pays, decoy)
+    return pays
+
+
+def spend_and_pay(
+    rng: Drbg, name: str, kinds: list[str], outs: list[tuple], decoy: bool = False, txids: dict | None = None, inscription_size: int = 1_000
+) -> BuiltTx:
+    """Spend one invented funding output per kind and pay `outs` (as `make_pays`)."""
+    spends = [
+        make_spend(rng, kind, rng.between(100_000, 5_000_000), (txids or {}).get(i), inscription_size) for i, kind in enumerate(kinds)
+    ]
+    return build_tx(rng, name, spends, make_pays(rng, sum(s.prevout.nValue for s in spends), outs), decoy)
 
 
 # --- blocks -----------------------------------------------------------------------
