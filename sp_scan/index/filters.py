@@ -19,6 +19,7 @@ import hashlib
 from collections.abc import Sequence
 
 from sp_scan import native
+from sp_scan.block import compact_size
 from sp_scan.errors import MalformedDataError
 
 P = 19
@@ -61,17 +62,6 @@ def siphash24(key16: bytes, data: bytes) -> int:
     v[2] ^= 0xFF
     rounds(4)
     return v[0] ^ v[1] ^ v[2] ^ v[3]
-
-
-def compact_size(n: int) -> bytes:
-    """Serialize n as a Bitcoin CompactSize (1, 3, 5 or 9 bytes)."""
-    if n < 0xFD:
-        return bytes([n])
-    if n <= 0xFFFF:
-        return b"\xfd" + n.to_bytes(2, "little")
-    if n <= 0xFFFFFFFF:
-        return b"\xfe" + n.to_bytes(4, "little")
-    return b"\xff" + n.to_bytes(8, "little")
 
 
 def _items(items: Sequence[bytes] | bytes, width: int, name: str) -> Sequence[bytes]:
