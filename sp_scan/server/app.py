@@ -25,7 +25,8 @@ GZIP_MIN_BYTES = 256
 GZIP_LEVEL = 1
 """Hex of random bytes: level 1 compresses it as well as level 9 (to ~57%) at a third of level 4's time."""
 READER_THREADS = 4
-_JSON = {"Content-Type": "application/json; charset=utf-8"}
+_JSON = {"Content-Type": "application/json; charset=utf-8", "Access-Control-Allow-Origin": "*"}
+"""Every answer is public chain data: browser wallets on any origin may read it (as from BlindBit)."""
 
 
 class Readers:
