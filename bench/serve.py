@@ -1,6 +1,6 @@
 """`sp-scan serve` under load: requests/s and p50/p99 latency of /tweak-index and /filter/new-utxos.
 
-    python -m bench.serve                     # 200 concurrent clients, 4,000 requests per route
+    python -m bench.serve                     # 200 concurrent clients, then 1; 4,000 requests per route
     python -m bench.serve --clients 50 --requests 10000 --no-gzip
 
 Indexes vectors/blocks/mainnet.bin (a mainnet-sized block: 3,001 txs, 1,412 eligible, 2,062 P2TR
@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import aiohttp
@@ -70,7 +71,7 @@ async def drive(url: str, clients: int, requests: int, gzip: bool) -> tuple[floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--clients", type=int, nargs="+", default=[200, 1], help="concurrency levels, in turn")
     parser.add_argument("--requests", type=int, default=4000, help="per route")
     parser.add_argument("--no-gzip", dest="gzip", action="store_false")
     args = parser.parse_args()
@@ -79,22 +80,29 @@ def main() -> None:
         subprocess.run(cli("index", "sync", "--db", str(db), "--network", "main", str(BLOCK)), check=True, capture_output=True)
         proc, base = start_server(db)
         try:
-            print(f"sp-scan serve on {base}: {args.clients} clients, {args.requests} requests per route, gzip {'on' if args.gzip else 'off'}")
-            print(f"{'route':<28}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'bytes':>9}  errors")
+            print(f"sp-scan serve on {base}: {args.requests} requests per route and concurrency, gzip {'on' if args.gzip else 'off'}")
+            print(f"{'route':<26}{'clients':>8}{'req/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'JSON B':>8}{'sent B':>8}  errors")
             for route in (f"/tweak-index/{HEIGHT}?dustLimit=0", f"/filter/new-utxos/{HEIGHT}", "/block-height"):
-                asyncio.run(drive(base + route, args.clients, min(args.requests, 400), args.gzip))  # warm up
-                seconds, lat, errors = asyncio.run(drive(base + route, args.clients, args.requests, args.gzip))
-                size = len(asyncio.run(_body(base + route)))
-                q = statistics.quantiles(lat, n=100)
-                print(f"{route.split('?')[0]:<28}{len(lat) / seconds:>9.0f}{q[49] * 1e3:>9.1f}{q[98] * 1e3:>9.1f}{size:>9}  {errors}")
+                json_size, sent_size = asyncio.run(_sizes(base + route, args.gzip))
+                for clients in args.clients:
+                    asyncio.run(drive(base + route, clients, min(args.requests, 400), args.gzip))  # warm up
+                    seconds, lat, errors = asyncio.run(drive(base + route, clients, args.requests, args.gzip))
+                    q = statistics.quantiles(lat, n=100)
+                    print(
+                        f"{route.split('?')[0]:<26}{clients:>8}{len(lat) / seconds:>8.0f}{q[49] * 1e3:>9.2f}{q[98] * 1e3:>9.2f}"
+                        f"{json_size:>8}{sent_size:>8}  {errors}"
+                    )
         finally:
             proc.terminate()
             proc.wait(30)
 
 
-async def _body(url: str) -> bytes:
-    async with aiohttp.ClientSession() as session, session.get(url) as response:
-        return await response.read()
+async def _sizes(url: str, gzip: bool) -> tuple[int, int]:
+    """(JSON body bytes, bytes on the wire) of one answer."""
+    headers = {"Accept-Encoding": "gzip" if gzip else "identity"}
+    async with aiohttp.ClientSession(auto_decompress=False) as session, session.get(url, headers=headers) as response:
+        sent = await response.read()
+    return len(zlib.decompress(sent, wbits=31) if response.headers.get("Content-Encoding") == "gzip" else sent), len(sent)
 
 
 if __name__ == "__main__":
