@@ -7,6 +7,7 @@ valid JSON Lines.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -21,7 +22,7 @@ from sp_scan.errors import InvalidKeyError, SPError
 from sp_scan.node import RestNode, RpcNode
 from sp_scan.scan import Receiver
 
-from . import keys, output, sources
+from . import interop, keys, output, sources
 from .run import Interrupted, run
 
 RPC_PASSWORD_ENV = "SP_SCAN_RPC_PASSWORD"
@@ -137,8 +138,8 @@ def _block_sources(blocks, spent, rest_url, rpc_url, rpc_cookie, rpc_user, start
     for arg in blocks:
         if sources.looks_like_key(arg):
             raise click.UsageError(
-                "a BLOCK argument is 64 hex digits and no such file: keys and hashes are never taken from "
-                f"arguments (the scan key comes from {keys.SOURCES}; ranges use --from/--to)"
+                "a BLOCK argument looks like a key, hash or descriptor and names no file (not shown): keys and "
+                f"descriptors are never taken from arguments (the scan key comes from {keys.SOURCES}; ranges use --from/--to)"
             )
     if rest_url and rpc_url:
         raise click.UsageError("give --rest or --rpc, not both")
@@ -183,10 +184,10 @@ def _receiver(scan_key_file: str | None, spend_pubkey: str | None, labels: tuple
     return Receiver(keys.read_scan_key(scan_key_file), spend33, tuple(labels))
 
 
-def _run_blocks(mode: str, key_args: tuple | None, as_json: bool, jobs: int, **where) -> None:
+def _run_blocks(mode: str, receiver_of, as_json: bool, jobs: int, **where) -> None:
     # Sources are checked before the scan key is read, so a bad argument never waits on stdin.
     srcs = _block_sources(**where)
-    receiver = _receiver(*key_args) if key_args is not None else None
+    receiver = receiver_of() if receiver_of is not None else None
     run(srcs, mode, receiver, jobs, output.Emitter(mode, as_json))
 
 
@@ -206,8 +207,18 @@ spend a found output with b_spend + tweak.
 {KEYS_HELP}""")
 @block_options
 @key_options
-def scan(as_json, jobs, scan_key_file, spend_pubkey, labels, **where):
-    _run_blocks("scan", (scan_key_file, spend_pubkey, labels), as_json, jobs, **where)
+@click.option("--descriptor-file", metavar="F", help="The wallet as an sp() descriptor file (- reads stdin) instead of the key options: its keys, labels 1..ml, and --from bh for a node range.")
+def scan(as_json, jobs, scan_key_file, spend_pubkey, labels, descriptor_file, **where):
+    if descriptor_file is None:
+        _run_blocks("scan", functools.partial(_receiver, scan_key_file, spend_pubkey, labels), as_json, jobs, **where)
+        return
+    typed_spend = click.get_current_context().get_parameter_source("spend_pubkey") is click.core.ParameterSource.COMMANDLINE
+    if scan_key_file or labels or typed_spend:
+        raise click.UsageError("give --descriptor-file or --scan-key-file/--spend-pubkey/--label, not both")
+    wallet = interop.read_descriptor(descriptor_file)
+    if where["start"] is None and (where["rest_url"] or where["rpc_url"]) and wallet.birthday_height is not None:
+        where["start"] = wallet.birthday_height
+    _run_blocks("scan", wallet.receiver, as_json, jobs, **where)
 
 
 @app.command(help="""Classify every input: txid, vin, the spent output's type, and the key it contributes or "not eligible".
@@ -224,7 +235,7 @@ def extract(as_json, jobs, **where):
 def auto(as_json, jobs, scan_key_file, spend_pubkey, labels, **where):
     """Scan when keys are configured, else list tweaks."""
     if keys.scan_key_configured(scan_key_file):
-        _run_blocks("scan", (scan_key_file, spend_pubkey, labels), as_json, jobs, **where)
+        _run_blocks("scan", functools.partial(_receiver, scan_key_file, spend_pubkey, labels), as_json, jobs, **where)
     elif labels:
         raise click.UsageError(f"--label needs a scan key: {keys.SOURCES}")
     else:
@@ -289,6 +300,10 @@ def decode(addr, network, hrp, as_json):
     else:
         for k, v in record.items():
             click.echo(f"{k:<13}{v}")
+
+
+app.add_command(interop.psbt)
+app.add_command(interop.descriptor)
 
 
 def main() -> None:

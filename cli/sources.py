@@ -18,7 +18,7 @@ MISSING_PREVOUTS = (
     "no prevouts for {name}: pass --spent FILE (Core's spenttxouts .bin/.hex/.json or getblock-3 JSON), "
     "put {stem}.spent.hex or {stem}.spent.bin beside it, give getblock-3 JSON as BLOCK, or use --rest/--rpc"
 )
-_KEY_LIKE = re.compile(r"[0-9a-fA-F]{64}")
+_KEY_LIKE = re.compile(r"[0-9a-fA-F]{64}|[a-z]+\(.*|t?sp(scan|spend)1.*|[xt]prv.*")
 _SUFFIXES = (".hex", ".bin", ".json")
 
 
@@ -75,7 +75,8 @@ def beside(path: str) -> str | None:
 
 
 def looks_like_key(arg: str) -> bool:
-    """True for a 64-hex-digit argument that names no file: a pasted key or hash, never read as one."""
+    """True for an argument that names no file and looks like a key, hash or descriptor (64 hex
+    digits, `name(…)`, spscan/spspend, xprv/tprv): pasted secrets are never read or echoed."""
     return bool(_KEY_LIKE.fullmatch(arg)) and not Path(arg).exists()
 
 

@@ -265,6 +265,31 @@ def _tx(r: Reader) -> RawTx:
     return RawTx(txid32, inputs, outputs)
 
 
+def parse_tx(tx_bytes: bytes) -> RawTx:
+    """Parse one serialized transaction (with or without witness data).
+
+    Raises:
+        MalformedDataError: truncated, trailing bytes, non-canonical compact size, bad amount.
+    """
+    return _whole(tx_bytes, "transaction", _tx)
+
+
+def parse_txout(txout_bytes: bytes) -> TxOut:
+    """Parse Core's CTxOut serialization (amount, compact-size script length, script).
+
+    Raises:
+        MalformedDataError: truncated, trailing bytes, or an amount out of range.
+    """
+    return _whole(txout_bytes, "output", _txout)
+
+
+def _whole(data: bytes, what: str, read):
+    r = Reader(bytes(data), what=what)
+    value = read(r)
+    r.end()
+    return value
+
+
 def parse_block(block_bytes: bytes) -> Block:
     """Parse a raw block in segwit serialization.
 

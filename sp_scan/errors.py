@@ -44,3 +44,20 @@ class KmaxExceededError(SendError):
 
 class NodeError(SPError):
     """A Bitcoin Core node is unreachable, refuses the request, or answers with an error."""
+
+
+class PSBTError(MalformedDataError):
+    """A PSBT breaks a rule of BIP174, BIP370 or BIP375.
+
+    `rule` names the BIP375 check that failed ("psbt structure", "ecdh
+    coverage", "input eligibility" or "output scripts"); the message starts
+    with it.
+    """
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(f"{rule}: {message}")
+        self.rule = rule
+
+
+class DescriptorError(SPError, ValueError):
+    """An output script descriptor does not parse under BIP380, BIP392 or BIP393."""

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from coincurve import PrivateKey
 
-from . import crypto
+from . import crypto, dleq
 from .address import SPAddress
-from .errors import KeySumZeroError, KmaxExceededError, SendError
+from .errors import InvalidKeyError, KeySumZeroError, KmaxExceededError, SendError
 from .scan import K_MAX
 from .types import OutPoint
 
@@ -54,10 +54,77 @@ def create_outputs(outpoints: Sequence[OutPoint], input_keys: Sequence[InputKey]
     for scan33, indices in groups.items():
         ecdh33 = _ecdh(secret, scan33)
         for k, index in enumerate(indices):
-            t_k = crypto.tagged_hash(crypto.TAG_SHARED_SECRET, ecdh33 + crypto.ser32(k))
-            spend = crypto.pubkey(recipients[index].spend_pubkey33, "spend_pubkey33")
-            outputs[index] = spend.add(t_k).format()[1:]
+            outputs[index] = output_key(ecdh33, recipients[index].spend_pubkey33, k)
     return outputs
+
+
+def output_key(ecdh33: bytes, spend_pubkey33: bytes, k: int) -> bytes:
+    """Return the x-only key of P_k = B_spend + t_k·G, t_k = hash_BIP0352/SharedSecret(ecdh33 ‖ ser32(k)).
+
+    Raises:
+        InvalidKeyError: spend_pubkey33 is not a valid compressed point.
+        SendError: t_k is not a valid scalar or P_k is infinite (negligible odds).
+    """
+    t_k = crypto.tagged_hash(crypto.TAG_SHARED_SECRET, bytes(ecdh33) + crypto.ser32(k))
+    spend = crypto.pubkey(spend_pubkey33, "spend_pubkey33")
+    try:
+        return spend.add(t_k).format()[1:]
+    except ValueError:
+        raise SendError(f"t_k for k = {k} gives no output key") from None
+
+
+def ecdh_from_share(ecdh_share33: bytes, input_hash32: bytes) -> bytes:
+    """Return the sender's shared secret ser_P(input_hash·C) from an ECDH share C = a·B_scan (BIP375).
+
+    Raises:
+        InvalidKeyError: the share is not a valid compressed point, or input_hash32 is not a valid scalar.
+    """
+    crypto.scalar(input_hash32, "input_hash32")
+    return crypto.pubkey(ecdh_share33, "ecdh_share33").multiply(bytes(input_hash32)).format()
+
+
+def ecdh_share(input_keys: Sequence[InputKey], scan_pubkey33: bytes, aux_rand32: bytes) -> tuple[bytes, bytes]:
+    """Return a BIP375 ECDH share C = a·B_scan and its BIP374 proof, a the sum of the given input keys.
+
+    One key gives an input's share; the keys of every eligible input give the
+    global share. Taproot keys count negated when their point has odd Y.
+
+    Args:
+        input_keys: the private keys of the inputs the share covers.
+        scan_pubkey33: the recipient's B_scan.
+        aux_rand32: fresh randomness for the proof.
+
+    Returns:
+        (share33, proof64).
+
+    Raises:
+        SendError: no input key, or proof generation failed (negligible odds).
+        InvalidKeyError: a key is not in [1, n-1], a width is wrong, or B_scan is not a valid point.
+        KeySumZeroError: the keys sum to zero.
+    """
+    if not input_keys:
+        raise SendError("an ECDH share needs at least one input key")
+    a32 = _secret_sum(input_keys).to_bytes(32, "big")
+    scan = crypto.pubkey(scan_pubkey33, "scan_pubkey33")
+    proof = dleq.generate_proof_reference(a32, bytes(scan_pubkey33), _aux(aux_rand32))
+    if proof is None:
+        raise SendError("DLEQ proof generation failed")
+    return scan.multiply(a32).format(), proof
+
+
+def _aux(aux_rand32: bytes) -> bytes:
+    if not isinstance(aux_rand32, (bytes, bytearray)) or len(aux_rand32) != 32:
+        raise InvalidKeyError("aux_rand32 must be 32 bytes")
+    return bytes(aux_rand32)
+
+
+def _ecdh_share_native(input_keys: Sequence[InputKey], scan_pubkey33: bytes, aux_rand32: bytes) -> tuple[bytes, bytes]:
+    if not input_keys:
+        raise SendError("an ECDH share needs at least one input key")
+    result = native.ecdh_share(input_keys, scan_pubkey33, _aux(aux_rand32))
+    if result is None or not dleq.verify_proof(result[1], scan_pubkey33, result[0], result[2]):
+        raise SendError("DLEQ proof generation failed")
+    return result[0], result[2]
 
 
 def shared_secret(outpoints: Sequence[OutPoint], input_keys: Sequence[InputKey], scan_pubkey33: bytes) -> bytes:
@@ -73,10 +140,8 @@ def _ecdh(secret: int, scan_pubkey33: bytes) -> bytes:
     return crypto.pubkey(scan_pubkey33, "scan_pubkey33").multiply(secret.to_bytes(32, "big")).format()
 
 
-def _tweaked_secret(outpoints: Sequence[OutPoint], input_keys: Sequence[InputKey]) -> int:
-    """Return input_hash·a mod n, with taproot keys negated to even Y."""
-    if not outpoints or not input_keys:
-        raise SendError("need the outpoints and at least one eligible input key")
+def _secret_sum(input_keys: Sequence[InputKey]) -> int:
+    """Return a = Σ a_i mod n, taproot keys negated to even Y."""
     a = 0
     for key in input_keys:
         secret = crypto.scalar(key.private_key32, "private_key32")
@@ -85,6 +150,14 @@ def _tweaked_secret(outpoints: Sequence[OutPoint], input_keys: Sequence[InputKey
         a = (a + secret) % crypto.N
     if a == 0:
         raise KeySumZeroError("input private keys sum to zero")
+    return a
+
+
+def _tweaked_secret(outpoints: Sequence[OutPoint], input_keys: Sequence[InputKey]) -> int:
+    """Return input_hash·a mod n, with taproot keys negated to even Y."""
+    if not outpoints or not input_keys:
+        raise SendError("need the outpoints and at least one eligible input key")
+    a = _secret_sum(input_keys)
     outpoint_smallest36 = min(o.to_bytes() for o in outpoints)
     pubkey_sum33 = PrivateKey.from_int(a).public_key.format()
     input_hash = int.from_bytes(crypto.tagged_hash(crypto.TAG_INPUTS, outpoint_smallest36 + pubkey_sum33), "big")
@@ -96,6 +169,7 @@ def _tweaked_secret(outpoints: Sequence[OutPoint], input_keys: Sequence[InputKey
 # ---- backend: the pure-Python code above stays reachable as *_reference ----
 from . import native  # noqa: E402
 
-create_outputs_reference, shared_secret_reference = create_outputs, shared_secret
+create_outputs_reference, shared_secret_reference, ecdh_share_reference = create_outputs, shared_secret, ecdh_share
 if native.ENABLED:
     create_outputs, shared_secret = native.create_outputs, native.send_shared_secret  # type: ignore[assignment]
+    ecdh_share = _ecdh_share_native

@@ -6,6 +6,7 @@ with at least N examples (e.g. SP_SCAN_FUZZ_EXAMPLES=20000 for a long run).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -19,9 +20,9 @@ from hypothesis import strategies as st
 
 from cli_support import load_cli
 from helpers import BECH32_CONST, bech32_string, secret
-from sp_scan import address, block, crypto, extract, scan, send, summary
+from sp_scan import address, block, crypto, descriptor, extract, psbt, scan, send, summary
 from sp_scan.block import Reader, parse_witness
-from sp_scan.errors import InvalidAddressError, MalformedDataError, PrevoutsError, SPError
+from sp_scan.errors import DescriptorError, InvalidAddressError, MalformedDataError, PrevoutsError, PSBTError, SPError
 from sp_scan.types import OutPoint, TxInput
 
 CLI = load_cli()
@@ -574,3 +575,53 @@ def test_cli_on_random_files_exits_0_or_2_with_one_line(cli_dir, block_file, spe
     result = CliRunner().invoke(CLI.app, args, env=env)
     check_cli_result(result)
     assert WALLET.scan_key32.hex() not in result.output
+
+
+# --- wallet interop: PSBTs and descriptors ---
+
+BIP375 = json.loads((Path(__file__).resolve().parent.parent / "vectors" / "bip375" / "bip375_test_vectors.json").read_text())
+PSBTS = [base64.b64decode(c["psbt"]) for c in BIP375["valid"] + BIP375["invalid"]]
+DESCRIPTORS = [
+    str(descriptor.from_keys(secret(1), secret(2), annotations=(("bh", 10), ("ml", 2)))),
+    str(descriptor.from_keys(secret(1), PrivateKey(secret(2)).public_key.format(), network="test")),
+    "sp(L4rK1yDtCWekvXuE6oXD9jCYfFNV2cWRpVuPLBcCU2z8TrisoyY1,0260b2003c386519fc9eadf2b5cf124dd8eea4c4e68d5e154050a9346ea98ce600)#sjd9eg3d",
+]
+
+
+@budget(150)
+@given(st.data())
+def test_psbt_on_mutated_vectors_parses_and_verifies_or_raises_psbt_error(data):
+    raw = bytes(data.draw(mutated(data.draw(st.sampled_from(PSBTS)), 5)))
+    try:
+        p = psbt.Psbt.from_bytes(raw)
+    except PSBTError as exc:
+        assert exc.rule == psbt.STRUCTURE
+        return
+    assert psbt.Psbt.from_bytes(p.to_bytes()) == p
+    try:
+        psbt.verify(p)
+    except PSBTError as exc:
+        assert exc.rule in (psbt.COVERAGE, psbt.ELIGIBILITY, psbt.OUTPUT_SCRIPTS)
+
+
+@budget(200)
+@given(st.data())
+def test_descriptor_on_near_valid_mutations_decodes_or_raises_descriptor_error(data):
+    text = list(data.draw(st.sampled_from(DESCRIPTORS)))
+    for _ in range(data.draw(st.integers(1, 3))):
+        i = data.draw(st.integers(0, len(text) - 1))
+        kind = data.draw(st.sampled_from(["sub", "del", "ins", "cut"]))
+        c = data.draw(st.sampled_from("0123456789abcdefhpqsz()[]/,?&=#'*Hx"))
+        if kind == "sub":
+            text[i] = c
+        elif kind == "del" and len(text) > 1:
+            del text[i]
+        elif kind == "ins":
+            text.insert(i, c)
+        elif kind == "cut":
+            text = text[: max(i, 1)]
+    try:
+        d = descriptor.decode("".join(text))
+    except DescriptorError:
+        return
+    assert descriptor.decode(str(d)) == d

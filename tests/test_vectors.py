@@ -28,7 +28,8 @@ def test_vendored_file_matches_its_recorded_sha256(path, sha256):
 
 def test_every_vendored_vector_file_has_a_recorded_sha256():
     recorded = {path for path, _ in VENDORED}
-    on_disk = {str(p.relative_to(ROOT / "vectors")) for d in ("bip352", "bip158", "blindbit") for p in (ROOT / "vectors" / d).rglob("*.json")}
+    dirs = ("bip352", "bip158", "bip374", "bip375", "blindbit")
+    on_disk = {str(p.relative_to(ROOT / "vectors")) for d in dirs for p in (ROOT / "vectors" / d).rglob("*") if p.is_file() and p.name != "LICENSE"}
     assert on_disk == recorded
 
 

@@ -263,3 +263,30 @@ def block_scan(block_bytes: bytes, spent_bytes: bytes, receiver) -> list[BlockMa
         BlockMatch(txid32, vout, amount, FoundOutput(output32, tweak32, label))
         for txid32, vout, amount, output32, tweak32, label in _core.block_scan(block_bytes, spent_bytes, _scanner(receiver))
     ]
+
+
+# ---- BIP374 proofs and BIP375 ECDH shares (secrets stay in C) -----------------
+
+
+def dleq_prove(a32: bytes, b33: bytes, r32: bytes, g33: bytes, m32: bytes | None) -> tuple[bytes, bytes, bytes] | None:
+    """Native half of `dleq.generate_proof`: (A33, C33, proof64) before the final verification.
+
+    Returns None where BIP374 says generation fails (a = 0 or a >= n, k = 0).
+
+    Raises:
+        InvalidKeyError: a width is wrong, or B33 / G33 is not a valid compressed point.
+    """
+    return _core.dleq_prove(a32, b33, r32, g33, m32)
+
+
+def ecdh_share(input_keys, scan_pubkey33: bytes, aux_rand32: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """Native half of `send.ecdh_share`: (share33, A33, proof64), a = Σ keys summed and wiped in C.
+
+    Returns None when proof generation fails (k = 0).
+
+    Raises:
+        SendError: no input key.
+        InvalidKeyError: a key is not in [1, n-1], a width is wrong, or scan_pubkey33 is not a point.
+        KeySumZeroError: the keys sum to zero.
+    """
+    return _core.ecdh_share([(k.private_key32, k.is_taproot) for k in input_keys], scan_pubkey33, aux_rand32)

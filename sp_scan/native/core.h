@@ -198,6 +198,31 @@ int spn_send_shared_secret(unsigned char ecdh33[33], const unsigned char (*outpo
                            const unsigned char (*keys32)[32], const unsigned char *is_taproot, size_t n_keys,
                            const unsigned char scan33[33]);
 
+/* Constant-time scalar helpers (core_send.c): r = (a + b) mod n for a, b < n; r = x mod n for any
+ * 256-bit x. */
+void spn_scalar_add(unsigned char r32[32], const unsigned char a32[32], const unsigned char b32[32]);
+void spn_scalar_reduce(unsigned char r32[32], const unsigned char x32[32]);
+/* out32 = the sum of n_keys private keys mod n, each taproot key (is_taproot[i]) negated when its
+ * point has odd Y. Returns 1, SPN_EKEY (a key is 0 or >= n) or SPN_EKEYSUM (the sum is 0). */
+int spn_seckey_sum(unsigned char out32[32], const unsigned char (*keys32)[32], const unsigned char *is_taproot,
+                   size_t n_keys);
+
+/* ---- BIP374 DLEQ proofs (core_dleq.c) ---- */
+
+/* proof64 = GenerateProof(a, B, r, G, m) without the final verification (the caller verifies with
+ * the returned A = a·G and C = a·B, which are public). m32 may be NULL (no message). Returns 1,
+ * 0 when the BIP says generation fails (a = 0 or a >= n, k = 0), or SPN_EKEY when b33 or g33 is
+ * not a valid compressed point. a and the nonce only meet constant-time code; all are wiped. */
+int spn_dleq_prove(unsigned char proof64[64], unsigned char a_pub33[33], unsigned char c33[33],
+                   const unsigned char a32[32], const unsigned char b33[33], const unsigned char g33[33],
+                   const unsigned char r32[32], const unsigned char *m32);
+/* A BIP375 ECDH share for a set of input keys: a = spn_seckey_sum(keys), share33 = a·B_scan,
+ * a_pub33 = a·G and proof64 its DLEQ proof (generator G, no message). Returns 1, SPN_EKEY,
+ * SPN_EKEYSUM, or 0 when proof generation fails (k = 0). */
+int spn_ecdh_share_prove(unsigned char share33[33], unsigned char a_pub33[33], unsigned char proof64[64],
+                         const unsigned char (*keys32)[32], const unsigned char *is_taproot, size_t n_keys,
+                         const unsigned char scan33[33], const unsigned char r32[32]);
+
 /* ---- blocks (core_block.c) ---- */
 
 typedef struct {

@@ -23,8 +23,7 @@ static void store_scalar(unsigned char b32[32], const uint64_t d[4]) {
         for (int j = 0; j < 8; j++) b32[(3 - i) * 8 + j] = (unsigned char)(d[i] >> (56 - 8 * j));
 }
 
-/* r = (a + b) mod n for a, b < n, without secret-dependent branches. */
-static void scalar_add(unsigned char r32[32], const unsigned char a32[32], const unsigned char b32[32]) {
+void spn_scalar_add(unsigned char r32[32], const unsigned char a32[32], const unsigned char b32[32]) {
     uint64_t a[4], b[4], s[4], t[4];
     unsigned __int128 acc = 0;
     uint64_t borrow = 0, mask;
@@ -49,16 +48,27 @@ static void scalar_add(unsigned char r32[32], const unsigned char a32[32], const
     spn_cleanse(t, sizeof t);
 }
 
-/* out32 = input_hash·a mod n, taproot keys negated to even Y. */
-static int tweaked_secret(unsigned char out32[32], const unsigned char (*outpoints36)[36], size_t n_outpoints,
-                          const unsigned char (*keys32)[32], const unsigned char *is_taproot, size_t n_keys) {
+void spn_scalar_reduce(unsigned char r32[32], const unsigned char x32[32]) {
+    uint64_t x[4], t[4], borrow = 0, mask;
+    load_scalar(x, x32);
+    for (int i = 0; i < 4; i++) {
+        unsigned __int128 d = (unsigned __int128)x[i] - N_LIMBS[i] - borrow;
+        t[i] = (uint64_t)d;
+        borrow = (uint64_t)(d >> 64) & 1;
+    }
+    mask = borrow - 1; /* all ones when x >= n */
+    for (int i = 0; i < 4; i++) x[i] = (t[i] & mask) | (x[i] & ~mask);
+    store_scalar(r32, x);
+    spn_cleanse(x, sizeof x);
+    spn_cleanse(t, sizeof t);
+}
+
+int spn_seckey_sum(unsigned char out32[32], const unsigned char (*keys32)[32], const unsigned char *is_taproot,
+                   size_t n_keys) {
     const secp256k1_context *ctx = spn_ctx.secret;
-    unsigned char a[32] = {0}, k[32], neg[32], a33[33], input_hash[32];
-    const unsigned char *smallest;
+    unsigned char a[32] = {0}, k[32], neg[32], a33[33];
     secp256k1_pubkey point;
-    spn_sha256 h;
     int ret = 1;
-    if (n_outpoints == 0 || n_keys == 0) return SPN_ESEND;
     for (size_t i = 0; i < n_keys; i++) {
         memcpy(k, keys32[i], 32);
         if (!spn_secp.ec_seckey_verify(ctx, k)) {
@@ -74,12 +84,33 @@ static int tweaked_secret(unsigned char out32[32], const unsigned char (*outpoin
             spn_secp.ec_seckey_negate(ctx, neg);
             for (int j = 0; j < 32; j++) k[j] = (unsigned char)((neg[j] & odd) | (k[j] & ~odd));
         }
-        scalar_add(a, a, k);
+        spn_scalar_add(a, a, k);
     }
     if (!spn_secp.ec_seckey_verify(ctx, a)) {
         ret = SPN_EKEYSUM;
         goto done;
     }
+    memcpy(out32, a, 32);
+done:
+    spn_cleanse(a, sizeof a);
+    spn_cleanse(k, sizeof k);
+    spn_cleanse(neg, sizeof neg);
+    spn_cleanse(&point, sizeof point);
+    return ret;
+}
+
+/* out32 = input_hash·a mod n, taproot keys negated to even Y. */
+static int tweaked_secret(unsigned char out32[32], const unsigned char (*outpoints36)[36], size_t n_outpoints,
+                          const unsigned char (*keys32)[32], const unsigned char *is_taproot, size_t n_keys) {
+    const secp256k1_context *ctx = spn_ctx.secret;
+    unsigned char a[32], a33[33], input_hash[32];
+    const unsigned char *smallest;
+    secp256k1_pubkey point;
+    spn_sha256 h;
+    int ret;
+    if (n_outpoints == 0 || n_keys == 0) return SPN_ESEND;
+    ret = spn_seckey_sum(a, keys32, is_taproot, n_keys);
+    if (ret != 1) return ret;
     smallest = outpoints36[0];
     for (size_t i = 1; i < n_outpoints; i++)
         if (memcmp(outpoints36[i], smallest, 36) < 0) smallest = outpoints36[i];
@@ -96,8 +127,6 @@ static int tweaked_secret(unsigned char out32[32], const unsigned char (*outpoin
     memcpy(out32, a, 32);
 done:
     spn_cleanse(a, sizeof a);
-    spn_cleanse(k, sizeof k);
-    spn_cleanse(neg, sizeof neg);
     spn_cleanse(&point, sizeof point);
     return ret;
 }
