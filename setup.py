@@ -14,7 +14,8 @@ setup(
         Extension(
             "sp_scan.native._core",
             sorted(glob(f"{NATIVE}/core*.c")) + HASH_SOURCES,
-            extra_compile_args=CFLAGS,
+            extra_compile_args=[*CFLAGS, "-pthread"],
+            extra_link_args=["-pthread"],  # the batch scan's worker threads
         ),
     ],
 )

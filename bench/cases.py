@@ -179,3 +179,45 @@ def scan_case(n_outputs: int, n_matches: int = 0, to_change: bool = False) -> Sc
         matches = create_outputs([i.outpoint for i in inputs], keys, [address] * n_matches)
     outputs = list(_random_outputs(n_outputs - n_matches)) + matches[::-1]
     return ScanCase(inputs, outputs, r, matches)
+
+
+@dataclass(frozen=True)
+class TweakCase:
+    """A batch of light-client tweaks, one tx each, scanned for `receiver()` (change label only).
+
+    Attributes:
+        tweaks33: input_hash·A per tx (ser_P); tweaks64 the same points as x ‖ y.
+        outputs: per tx, its x-only taproot outputs: unrelated keys, and in every PAID-th tx one
+            paying the receiver (k = 0, unlabelled) at the end.
+        expected: per tx, the x-only outputs that pay the receiver.
+    """
+
+    tweaks33: list[bytes]
+    tweaks64: list[bytes]
+    outputs: list[list[bytes]]
+    expected: list[list[bytes]]
+
+
+PAID = 100
+
+
+@functools.cache
+def tweak_case(n: int, n_outputs: int) -> TweakCase:
+    """`n` tweaks with `n_outputs` outputs each; one tx in PAID pays the receiver."""
+    r = receiver()
+    spend = PublicKey(r.spend_pubkey33)
+    tweaks33, tweaks64, outputs, expected = [], [], [], []
+    for i in range(n):
+        point = PublicKey.from_secret(secret("tweak", i))
+        tweaks33.append(point.format())
+        tweaks64.append(point.format(compressed=False)[1:])
+        outs = [xonly32(secret("tweak-output", i * n_outputs + j)) for j in range(n_outputs)]
+        paid = []
+        if i % PAID == 0:
+            ecdh33 = point.multiply(r.scan_key32).format()
+            t_0 = crypto.tagged_hash(crypto.TAG_SHARED_SECRET, ecdh33 + crypto.ser32(0))
+            paid = [spend.add(t_0).format()[1:]]
+            outs[-1:] = paid
+        outputs.append(outs)
+        expected.append(paid)
+    return TweakCase(tweaks33, tweaks64, outputs, expected)

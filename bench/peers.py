@@ -6,6 +6,8 @@
   `scan_transaction_outputs` (which delegates the curve work to libsecp256k1).
 - `libsecp_scan_tx`: libsecp256k1 0.8's silentpayments module through btclib-secp256k1
   (`prevouts_summary` + `scan_outputs`), fed by the same extraction as ours.
+- `libsecp_scan_tweak`: a light client's scan of one tweak on libsecp256k1's public API
+  through coincurve (the 0.8 module has no entry point that takes a tweak).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from btclib.script.witness import Witness
 from btclib.tx.out_point import OutPoint as WalletOutPoint
 from btclib_secp256k1 import silentpayments as libsecp
+from coincurve import PublicKey
 from btclib_wallet import silent_payments as wallet
 from ecc.curves import bytes_from_point, secp256k1
 
@@ -104,3 +107,32 @@ def libsecp_scan_tx(
     except ValueError:  # keys sum to infinity: not an SP transaction
         return []
     return [out for out, _tweak, _label in libsecp.scan_outputs(outputs32, scan_key32, summary, spend33, labels)]
+
+
+_SHARED_SECRET_TAG = hashlib.sha256(crypto.TAG_SHARED_SECRET.encode()).digest()
+_SHARED_SECRET_MIDSTATE = hashlib.sha256(_SHARED_SECRET_TAG + _SHARED_SECRET_TAG)
+
+
+def libsecp_scan_tweak(
+    tweak33: bytes, outputs32: Sequence[bytes], scan_key32: bytes, spend: PublicKey, change: PublicKey
+) -> list[bytes]:
+    """One tweak scanned with one libsecp256k1 call per step: b_scan·T (constant time), per k
+    t_k (hashlib, tag midstate copied), B_spend + t_k·G (constant-time t_k·G, then a sum), and
+    P_k + L_0 for the change label. Returns the found x-only outputs (k order)."""
+    ecdh33 = PublicKey(tweak33).multiply(scan_key32).format()
+    todo = set(outputs32)
+    found = []
+    for k in range(2323):
+        if not todo:
+            break
+        h = _SHARED_SECRET_MIDSTATE.copy()
+        h.update(ecdh33 + k.to_bytes(4, "big"))
+        p_k = PublicKey.combine_keys([spend, PublicKey.from_secret(h.digest())])
+        x = p_k.format()[1:]
+        if x not in todo:
+            x = PublicKey.combine_keys([p_k, change]).format()[1:]
+            if x not in todo:
+                break
+        todo.discard(x)
+        found.append(x)
+    return found

@@ -27,6 +27,7 @@ from .test_block import BLOCK_ROWS, JOBS
 from .test_extract import ALL, STANDARD, TX_INPUTS
 from .test_hash import PER_CALL
 from .test_scan import NO_MATCH_N, WORST_K, WORST_N
+from .test_tweaks import LOOP_ROW, ROW as TWEAKS_ROW, VARIANTS as TWEAKS_VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 Results = dict[tuple[str, str], float]  # (row, impl) -> seconds per item
@@ -93,6 +94,8 @@ def rows() -> list[Row]:
             out.append(Row(row, "libsecp", WORST_2323 if k == 2323 else None))
             if k <= 100:
                 out.append(Row(row, "btclib-wallet"))
+    for row in (*TWEAKS_VARIANTS.values(), LOOP_ROW):
+        out.append(Row(row, "libsecp pipeline", peer_row=TWEAKS_ROW))
     for name in PER_CALL:
         out.append(Row(f"{name}, per call", "hashlib"))
         out.append(Row(f"{name}, in loop of 1000", "hashlib"))

@@ -42,6 +42,16 @@ def point(data33: bytes) -> PublicKey | None:
         return None
 
 
+def point64(data64: bytes) -> PublicKey | None:
+    """Parse an uncompressed point given as x ‖ y (64 bytes); None when it is not one (x or y >= p, off the curve)."""
+    if len(data64) != 64:
+        return None
+    try:
+        return PublicKey(b"\x04" + data64)
+    except ValueError:
+        return None
+
+
 def lift_x(x32: bytes) -> PublicKey | None:
     """The point with x-coordinate x32 and even Y; None when x32 is not on the curve."""
     return point(b"\x02" + x32) if len(x32) == 32 else None

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from coincurve import PublicKey
 
 from . import crypto
-from .errors import InvalidKeyError
+from .errors import InvalidKeyError, MalformedDataError
 from . import summary as _summary
 from .types import FoundOutput, TxInput
 
@@ -147,6 +148,119 @@ def scan_tweak(tweak33: bytes, outputs32: Sequence[bytes], receiver: Receiver) -
     return scan_shared_secret(shared_secret_reference(tweak33, receiver.scan_key32), outputs32, receiver)
 
 
+TWEAK_WIDTHS = (33, 64)
+"""A tweak (input_hash·A) is ser_P (33 bytes) or x ‖ y (64 bytes, parsed without a square root)."""
+
+
+def check_batch(tweaks: Sequence[bytes], outputs: Sequence[Sequence[bytes]], threads: int) -> int:
+    """Check the shape of a `scan_tweaks` batch; return its tweak width (33 for an empty batch).
+
+    Raises:
+        MalformedDataError: not one list of outputs per tweak.
+        InvalidKeyError: a tweak not 33 or 64 bytes, tweaks of both widths, or an output not 32 bytes;
+            the message names the tx index.
+        ValueError: threads < 1.
+    """
+    if not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1, not {threads!r}")
+    if len(tweaks) != len(outputs):
+        raise MalformedDataError(f"{len(tweaks)} tweaks but {len(outputs)} lists of outputs")
+    width = len(tweaks[0]) if len(tweaks) else TWEAK_WIDTHS[0]
+    for i, tweak in enumerate(tweaks):
+        if not isinstance(tweak, (bytes, bytearray)) or len(tweak) not in TWEAK_WIDTHS:
+            raise InvalidKeyError(f"tweak of tx {i} must be 33 or 64 bytes")
+        if len(tweak) != width:
+            raise InvalidKeyError(f"tweak of tx {i} is {len(tweak)} bytes, tx 0's {width}: one width per call")
+    for i, outs in enumerate(outputs):
+        if any(not isinstance(o, (bytes, bytearray)) or len(o) != 32 for o in outs):
+            raise InvalidKeyError(f"tx {i}: each output must be a 32-byte x-only key")
+    return width
+
+
+def _tweak_point(tweak: bytes, i: int) -> PublicKey:
+    p = crypto.point(bytes(tweak)) if len(tweak) == 33 else crypto.point64(bytes(tweak))
+    if p is None:
+        raise InvalidKeyError(f"tweak of tx {i} is not a valid point")
+    return p
+
+
+def scan_tweaks(
+    tweaks: Sequence[bytes], outputs: Sequence[Sequence[bytes]], receiver: Receiver, *, threads: int = 1
+) -> list[list[FoundOutput]]:
+    """Scan a batch of light-client tweaks (input_hash·A per tx) in one call.
+
+    The native backend scans the whole batch without the GIL, split over
+    `threads` native threads; results do not depend on `threads` (the
+    reference runs in the calling thread).
+
+    Args:
+        tweaks: one tweak per tx, all 33 bytes (ser_P) or all 64 bytes (x ‖ y).
+        outputs: per tx, the x-only keys (32 bytes) of its taproot outputs.
+        receiver: the keys to scan for.
+        threads: threads to split the batch over, >= 1 (capped at len(tweaks) and at 256).
+
+    Returns:
+        One list of found outputs per tweak, same order, each in k order; [] where none.
+
+    Raises:
+        MalformedDataError: len(outputs) != len(tweaks).
+        InvalidKeyError: a tweak of the wrong width, mixed widths, an output not 32 bytes, or a tweak
+            that is not a valid point; the message names the (lowest) tx index. Nothing is returned.
+        ValueError: threads < 1.
+    """
+    check_batch(tweaks, outputs, threads)
+    points = [_tweak_point(t, i) for i, t in enumerate(tweaks)]
+    return [
+        scan_shared_secret(p.multiply(bytes(receiver.scan_key32)).format(), outs, receiver) if outs else []
+        for p, outs in zip(points, outputs)
+    ]
+
+
+def scan_tweaks_packed(
+    tweaks: bytes, tweak_width: int, outputs32: bytes, counts: bytes, receiver: Receiver, threads: int = 1
+) -> list[tuple[int, int, bytes, int | None]]:
+    """Scan a batch in packed buffers (an index partition's form); `scan_tweaks` without lists.
+
+    Args:
+        tweaks: n tweaks of tweak_width bytes each, concatenated.
+        tweak_width: 33 (ser_P) or 64 (x ‖ y).
+        outputs32: the 32-byte x-only output keys of every tx, tx after tx.
+        counts: n little-endian uint32: tx i owns the next counts[i] keys of outputs32.
+        receiver: the keys to scan for.
+        threads: as `scan_tweaks`.
+
+    Returns:
+        (tx_index, output_index_within_tx, tweak32, label or None) per found output, by tx, then k.
+
+    Raises:
+        InvalidKeyError: tweak_width not 33 or 64, tweaks not a whole number of them, or a tweak that
+            is not a valid point (the message names the lowest tx index).
+        MalformedDataError: counts not 4 bytes per tweak, or not adding up to len(outputs32) / 32.
+        ValueError: threads < 1.
+    """
+    if tweak_width not in TWEAK_WIDTHS:
+        raise InvalidKeyError(f"tweak_width must be 33 or 64, not {tweak_width}")
+    if len(tweaks) % tweak_width:
+        raise InvalidKeyError(f"tweaks: {len(tweaks)} bytes is not a whole number of {tweak_width}-byte tweaks")
+    n = len(tweaks) // tweak_width
+    if len(counts) != 4 * n:
+        raise MalformedDataError(f"counts: {len(counts)} bytes for {n} tweaks (one uint32 LE per tweak)")
+    sizes = [int.from_bytes(counts[4 * i : 4 * i + 4], "little") for i in range(n)]
+    if len(outputs32) != 32 * sum(sizes):
+        raise MalformedDataError(f"outputs32: {len(outputs32)} bytes, but the counts add up to {sum(sizes)} keys")
+    firsts = [0, *accumulate(sizes)]
+    outputs = [[bytes(outputs32[32 * j : 32 * j + 32]) for j in range(a, b)] for a, b in zip(firsts, firsts[1:])]
+    found = scan_tweaks([tweaks[i * tweak_width : (i + 1) * tweak_width] for i in range(n)], outputs, receiver, threads=threads)
+    out = []
+    for tx, (outs, hits) in enumerate(zip(outputs, found)):
+        taken: set[int] = set()
+        for f in hits:  # equal keys are matched lowest index first
+            j = next(j for j, o in enumerate(outs) if o == f.output32 and j not in taken)
+            taken.add(j)
+            out.append((tx, j, f.tweak32, f.label))
+    return out
+
+
 def scan_tx(inputs: Sequence[TxInput], outputs32: Sequence[bytes], receiver: Receiver) -> list[FoundOutput]:
     """Scan a full transaction: its inputs (with prevouts) and its taproot output keys.
 
@@ -167,5 +281,7 @@ def scan_tx(inputs: Sequence[TxInput], outputs32: Sequence[bytes], receiver: Rec
 from . import native  # noqa: E402
 
 scan_tx_reference, scan_tweak_reference, shared_secret_reference = scan_tx, scan_tweak, shared_secret
+scan_tweaks_reference, scan_tweaks_packed_reference = scan_tweaks, scan_tweaks_packed
 if native.ENABLED:
     scan_tx, scan_tweak, shared_secret = native.scan_tx, native.scan_tweak, native.shared_secret  # type: ignore[assignment]
+    scan_tweaks, scan_tweaks_packed = native.scan_tweaks, native.scan_tweaks_packed  # type: ignore[assignment]

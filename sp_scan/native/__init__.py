@@ -6,6 +6,7 @@ SP_SCAN_BACKEND=reference to use the pure-Python reference instead.
 """
 
 import os as _os
+import struct as _struct
 import weakref as _weakref
 from collections.abc import Sequence as _Sequence
 
@@ -199,12 +200,60 @@ def scan_tx(inputs: _Sequence[TxInput], outputs32: _Sequence[bytes], receiver) -
 
 
 def scan_tweak(tweak33: bytes, outputs32: _Sequence[bytes], receiver) -> list[FoundOutput]:
-    """Native `scan.scan_tweak`: scan with a light-client tweak (input_hash·A).
+    """Native `scan.scan_tweak`: scan with a light-client tweak (input_hash·A), a batch of one.
 
     Raises:
         InvalidKeyError: tweak33 is not a valid compressed point, or an output is not 32 bytes.
     """
     return _found(outputs32, _core.scan_tweak(_scanner(receiver), tweak33, outputs32))
+
+
+def scan_tweaks_packed(
+    tweaks: bytes, tweak_width: int, outputs32: bytes, counts: bytes, receiver, threads: int = 1
+) -> list[tuple[int, int, bytes, int | None]]:
+    """Native `scan.scan_tweaks_packed`: a batch of packed tweaks scanned without the GIL.
+
+    The `threads` native threads each take a contiguous slice of the txs and
+    share the buffers and the receiver's scanner; the results do not depend on
+    `threads` (capped at n and at 256).
+
+    Args:
+        tweaks: n tweaks (input_hash·A) of tweak_width bytes, concatenated.
+        tweak_width: 33 (ser_P) or 64 (x ‖ y, parsed without a square root).
+        outputs32: the 32-byte x-only output keys of every tx, tx after tx.
+        counts: n little-endian uint32: tx i owns the next counts[i] keys.
+        receiver: a `scan.Receiver`.
+        threads: native threads, >= 1.
+
+    Returns:
+        (tx_index, output_index_within_tx, tweak32, label or None) per found output, by tx, then k.
+
+    Raises:
+        InvalidKeyError: tweak_width not 33 or 64, tweaks not a whole number of them, or a tweak that
+            is not a valid point (the message names the lowest such tx index; nothing is returned).
+        MalformedDataError: counts not 4 bytes per tweak, or not adding up to len(outputs32) / 32.
+        ValueError: threads < 1.
+    """
+    return _core.scan_tweaks_packed(_scanner(receiver), tweaks, tweak_width, outputs32, counts, threads)
+
+
+def scan_tweaks(
+    tweaks: _Sequence[bytes], outputs: _Sequence[_Sequence[bytes]], receiver, *, threads: int = 1
+) -> list[list[FoundOutput]]:
+    """Native `scan.scan_tweaks`: the lists packed once, then one `scan_tweaks_packed` call.
+
+    Raises:
+        as `scan.scan_tweaks`.
+    """
+    from sp_scan.scan import check_batch  # at call time: sp_scan.scan imports this module
+
+    width = check_batch(tweaks, outputs, threads)
+    counts = _struct.pack(f"<{len(outputs)}I", *map(len, outputs))
+    packed = b"".join(o for outs in outputs for o in outs)
+    found: list[list[FoundOutput]] = [[] for _ in tweaks]
+    for tx, i, tweak32, label in scan_tweaks_packed(b"".join(tweaks), width, packed, counts, receiver, threads):
+        found[tx].append(FoundOutput(bytes(outputs[tx][i]), tweak32, label))
+    return found
 
 
 def shared_secret(tweak33: bytes, scan_key32: bytes) -> bytes:

@@ -150,12 +150,6 @@ typedef struct {
     uint32_t *sorted_index;          /* sorted position -> given index */
 } spn_scanner;
 
-typedef struct {
-    uint32_t index;          /* position in the given outputs */
-    unsigned char tweak32[32];
-    int64_t label;           /* m, or -1 for the unlabelled address */
-} spn_found;
-
 enum { SPN_STRATEGY_AUTO = 0, SPN_STRATEGY_BIP = 1, SPN_STRATEGY_LABELSET = 2 };
 /* Label strategy used by every scan of the process (tests force one; AUTO picks per tx). */
 extern int spn_label_strategy;
@@ -170,13 +164,68 @@ void spn_scanner_free(spn_scanner *sc);
  * has absorbed ser_P(ecdh); the copy it hashes is wiped. */
 void spn_t_k(const spn_sha256 *base, uint32_t k, unsigned char t_k32[32]);
 
-/* Scan with the ECDH shared secret; found needs room for min(n, K_MAX). Returns the number found
- * or SPN_ENOMEM. */
-int spn_scan_ecdh(const spn_scanner *sc, const unsigned char ecdh33[33], const unsigned char *const *outputs32,
-                  size_t n, spn_found *found);
-/* Scan a summarized tx: ecdh = (b_scan·input_hash)·A, one constant-time multiplication. */
-int spn_scan_summary(const spn_scanner *sc, const spn_summary *s, const unsigned char *const *outputs32, size_t n,
-                     spn_found *found);
+/* ---- the EC engine: a scan's curve work over a group of transactions ----
+ *
+ * The batch scan (spn_scan_batch) hands every elliptic-curve step to the active engine, a group
+ * of up to SPN_GROUP transactions at a time (a multiple of 8 lanes). Points cross the interface as
+ * libsecp256k1's secp256k1_pubkey (an affine point in libsecp's 64-byte form; an engine with its own
+ * representation converts at the boundary). A serialized point whose first byte is 0 means "no
+ * point" (infinity, or an invalid scalar). Functions are called without the GIL, from several
+ * threads at once, with the public context only; they must not keep state between calls.
+ * core_engine_secp.c is the engine built on libsecp256k1's public API. */
+enum { SPN_GROUP = 64 };
+
+typedef struct {
+    const char *name;
+    /* Parse n points of `width` bytes each: 33 (ser_P: 02/03 ‖ x) or 64 (x ‖ y, no square root).
+     * 1 ok; 0 when one is not a point on the curve (x or y >= p, bad prefix), *bad = its index. */
+    int (*parse_points)(const unsigned char *in, size_t width, size_t n, secp256k1_pubkey *points, size_t *bad);
+    /* ecdh33[i] = ser_P(b_scan·s_i·T_i) with s_i = scalar32[i], or 1 when scalar32 is NULL.
+     * Constant time in b_scan and s_i. ecdh33[i][0] = 0 when b_scan·s_i is 0 mod n. */
+    void (*shared_secrets)(const spn_scanner *sc, const secp256k1_pubkey *points, const unsigned char (*scalar32)[32],
+                           size_t n, unsigned char (*ecdh33)[33]);
+    /* P_k: p_k[i] = B_spend + t_k[i]·G and p33[i] = ser_P(p_k[i]); constant time in t_k.
+     * p33[i][0] = 0 when t_k[i] is not in [1, n) or the sum is infinity. p_k must be a valid
+     * secp256k1_pubkey: the BIP-order label check (many labels, few outputs) adds it with libsecp. */
+    void (*spend_points)(const spn_scanner *sc, const unsigned char (*t_k32)[32], size_t n, secp256k1_pubkey *p_k,
+                         unsigned char (*p33)[33]);
+    /* Label set: sums33[i·L + m] = ser_P(p_k[i] + L_m) for the scanner's L labels (given order),
+     * first byte 0 at infinity; n <= SPN_GROUP. Public data: variable time allowed. */
+    void (*label_sums)(const spn_scanner *sc, const secp256k1_pubkey *p_k, size_t n, unsigned char (*sums33)[33]);
+} spn_engine;
+
+extern const spn_engine spn_engine_secp;
+/* The engine every scan uses: spn_engine_secp; a faster one, chosen once at module init, replaces it. */
+extern const spn_engine *spn_engine_active;
+
+/* ---- the batch scan (core_scan.c): every scan goes through it ---- */
+
+typedef struct {
+    size_t n;                                /* transactions */
+    const unsigned char *tweaks;             /* n × tweak_width bytes (input_hash·A), or NULL: */
+    size_t tweak_width;                      /*   33 or 64 */
+    const secp256k1_pubkey *sums;            /* when tweaks is NULL: A of each tx */
+    const unsigned char (*input_hash32)[32]; /*   and its input_hash */
+    const unsigned char *const *outputs32;   /* every tx's x-only outputs, tx after tx */
+    const size_t *first;                     /* n + 1 offsets: tx i owns outputs32[first[i] .. first[i+1]) */
+} spn_batch;
+
+typedef struct {
+    size_t tx;         /* index in the batch */
+    uint32_t index;    /* position among the tx's outputs */
+    unsigned char tweak32[32];
+    int64_t label;     /* m, or -1 for the unlabelled address */
+} spn_batch_found;
+
+enum { SPN_MAX_THREADS = 256 };
+
+/* Scan a batch for one scanner with `threads` threads, at most SPN_MAX_THREADS and n (each a
+ * contiguous slice of the txs; the calling thread takes the first; a thread that cannot be
+ * started has its slice scanned by the caller). *out (malloc'd; the caller wipes and frees it)
+ * lists the found outputs by tx, then k. Returns the count; SPN_EKEY when a tweak is not a point (*bad_tx = the
+ * lowest such tx, nothing returned); SPN_ENOMEM. Safe without the GIL. */
+long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, spn_batch_found **out, size_t *bad_tx);
+
 /* ecdh33 = ser_P(scalar32·point): 1 ok, 0 invalid scalar. */
 int spn_ecdh33(const secp256k1_context *ctx, unsigned char ecdh33[33], const secp256k1_pubkey *point,
                const unsigned char scalar32[32]);

@@ -96,22 +96,6 @@ static int grow(void **arr, size_t *cap, size_t need, size_t size) {
     return 1;
 }
 
-/* grow() for buffers holding spend tweaks: the old buffer is wiped before it is freed. */
-static int grow_wiped(void **arr, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return 1;
-    size_t cap2 = next_cap(*cap, need);
-    void *p = malloc(cap2 * size);
-    if (p == NULL) return 0;
-    if (*arr) {
-        memcpy(p, *arr, *cap * size);
-        spn_cleanse(*arr, *cap * size);
-        free(*arr);
-    }
-    *arr = p;
-    *cap = cap2;
-    return 1;
-}
-
 static int txout(reader *r, txout_t *o) {
     const unsigned char *b;
     if (!take(r, 8, &b)) return 0;
@@ -287,76 +271,93 @@ long spn_block_tweaks(const unsigned char *block, size_t block_len, const unsign
     return (long)n;
 }
 
+/* Scanning a block: every SP tx with taproot outputs is summarized (A, input_hash), then the
+ * whole block goes through spn_scan_batch at once (ecdh = (b_scan·input_hash)·A per tx). */
 long spn_block_scan(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
                     const spn_scanner *sc, spn_block_match **out) {
     block_t b;
-    size_t n = 0, cap = 0, cap_x = 0, cap_found = 0;
+    size_t n_sp = 0, cap_sums = 0, cap_hashes = 0, cap_txs = 0, cap_first = 0, n_x = 0, cap_x = 0, cap_v = 0, bad;
+    secp256k1_pubkey *sums = NULL;
+    unsigned char(*hashes)[32] = NULL;
+    size_t *txs = NULL, *first = NULL, *vouts = NULL; /* per SP tx: its block index; per output: its vout */
     const unsigned char **xs = NULL;
-    size_t *vouts = NULL, cap_v = 0;
-    spn_found *found = NULL;
-    long ret = load(&b, block, block_len, spent, spent_len);
+    spn_batch_found *found = NULL;
+    long n = 0, ret = load(&b, block, block_len, spent, spent_len);
     *out = NULL;
     for (size_t i = 1; ret == 1 && i < b.n_tx; i++) {
         const tx_t *tx = &b.txs[i];
         spn_summary s;
-        size_t n_tr = 0;
-        int r;
-        if (!grow((void **)&xs, &cap_x, tx->n_out, sizeof *xs) || !grow((void **)&vouts, &cap_v, tx->n_out, sizeof *vouts) ||
-            !grow_wiped((void **)&found, &cap_found, tx->n_out, sizeof *found)) {
-            ret = SPN_ENOMEM;
-            break;
-        }
-        for (size_t j = 0; j < tx->n_out; j++) {
-            const txout_t *o = &b.outs[tx->first_out + j];
-            if (is_taproot(o)) {
-                xs[n_tr] = o->script.p + 2;
-                vouts[n_tr++] = j;
-            }
-        }
-        if (n_tr == 0) continue;
+        int taproot = 0, r;
+        for (size_t j = 0; j < tx->n_out && !taproot; j++) taproot = is_taproot(&b.outs[tx->first_out + j]);
+        if (!taproot) continue;
         if ((r = spn_summarize(&b.ins[tx->first_in], tx->n_in, &s)) != 1) {
             if (r < 0) ret = r;
             continue;
         }
-        if ((r = spn_scan_summary(sc, &s, xs, n_tr, found)) <= 0) {
-            if (r < 0) ret = r;
-            continue;
-        }
-        if (!grow_wiped((void **)out, &cap, n + (size_t)r, sizeof **out)) {
+        if (!grow((void **)&sums, &cap_sums, n_sp + 1, sizeof *sums) ||
+            !grow((void **)&hashes, &cap_hashes, n_sp + 1, sizeof *hashes) ||
+            !grow((void **)&txs, &cap_txs, n_sp + 1, sizeof *txs) ||
+            !grow((void **)&first, &cap_first, n_sp + 2, sizeof *first) ||
+            !grow((void **)&xs, &cap_x, n_x + tx->n_out, sizeof *xs) ||
+            !grow((void **)&vouts, &cap_v, n_x + tx->n_out, sizeof *vouts)) {
             ret = SPN_ENOMEM;
             break;
         }
-        /* Within a tx the matches are listed in vout order. */
-        unsigned char id[32];
-        txid(tx, id);
-        size_t first = n;
-        for (int f = 0; f < r; f++) {
-            spn_block_match *m = &(*out)[n++];
-            size_t j = found[f].index;
-            memcpy(m->txid32, id, 32);
-            m->vout = (uint32_t)vouts[j];
-            m->amount = b.outs[tx->first_out + vouts[j]].value;
-            memcpy(m->output32, xs[j], 32);
-            memcpy(m->tweak32, found[f].tweak32, 32);
-            m->label = found[f].label;
+        first[n_sp] = n_x;
+        for (size_t j = 0; j < tx->n_out; j++) {
+            const txout_t *o = &b.outs[tx->first_out + j];
+            if (!is_taproot(o)) continue;
+            xs[n_x] = o->script.p + 2;
+            vouts[n_x++] = j;
         }
-        for (size_t a = first + 1; a < n; a++) /* insertion sort by vout: r is small */
-            for (size_t c = a; c > first && (*out)[c - 1].vout > (*out)[c].vout; c--) {
-                spn_block_match t = (*out)[c];
-                (*out)[c] = (*out)[c - 1];
-                (*out)[c - 1] = t;
-            }
+        sums[n_sp] = s.sum;
+        memcpy(hashes[n_sp], s.input_hash32, 32);
+        txs[n_sp++] = i;
     }
-    if (found) spn_cleanse(found, cap_found * sizeof *found);
+    if (ret == 1 && n_sp) {
+        first[n_sp] = n_x;
+        spn_batch batch = {n_sp, NULL, 0, sums, (const unsigned char(*)[32])hashes, xs, first};
+        if ((n = spn_scan_batch(sc, &batch, 1, &found, &bad)) < 0) ret = n;
+    }
+    if (ret == 1 && n > 0 && (*out = malloc((size_t)n * sizeof **out)) == NULL) ret = SPN_ENOMEM;
+    for (long f = 0, from = 0; ret == 1 && f < n; f++) {
+        const spn_batch_found *fo = &found[f];
+        const tx_t *tx = &b.txs[txs[fo->tx]];
+        spn_block_match *m = &(*out)[f];
+        size_t j = first[fo->tx] + fo->index;
+        if (f == 0 || fo->tx != found[f - 1].tx) {
+            from = f;
+            txid(tx, m->txid32);
+        } else {
+            memcpy(m->txid32, (*out)[from].txid32, 32);
+        }
+        m->vout = (uint32_t)vouts[j];
+        m->amount = b.outs[tx->first_out + vouts[j]].value;
+        memcpy(m->output32, xs[j], 32);
+        memcpy(m->tweak32, fo->tweak32, 32);
+        m->label = fo->label;
+        /* Within a tx the matches are listed in vout order: insertion sort, K is small. */
+        for (long c = f; c > from && (*out)[c - 1].vout > (*out)[c].vout; c--) {
+            spn_block_match t = (*out)[c];
+            (*out)[c] = (*out)[c - 1];
+            (*out)[c - 1] = t;
+            spn_cleanse(&t, sizeof t);
+        }
+    }
+    if (found) spn_cleanse(found, (size_t)(n > 0 ? n : 0) * sizeof *found);
     free(found);
+    free(sums);
+    free(hashes);
+    free(txs);
+    free(first);
     free(xs);
     free(vouts);
     block_free(&b);
     if (ret != 1) {
-        if (*out) spn_cleanse(*out, cap * sizeof **out);
+        if (*out) spn_cleanse(*out, (size_t)n * sizeof **out);
         free(*out);
         *out = NULL;
         return ret;
     }
-    return (long)n;
+    return n;
 }

@@ -372,17 +372,60 @@ static void outputs_free(outputs_t *o) {
     free(o->x);
 }
 
-static PyObject *found_list(const spn_found *found, int n) {
+/* Scan a batch, without the GIL when `release`. Returns the found count, or -1 with an exception
+ * set (SPN_EKEY: bad_format with the lowest bad tx index). *found: wiped and freed by the caller. */
+static long run_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, int release,
+                      spn_batch_found **found, const char *bad_format) {
+    size_t bad = 0;
+    long n;
+    if (release) {
+        spn_ecc_enter();
+        Py_BEGIN_ALLOW_THREADS
+        n = spn_scan_batch(sc, b, threads, found, &bad);
+        Py_END_ALLOW_THREADS
+        spn_ecc_leave();
+    } else {
+        n = spn_scan_batch(sc, b, threads, found, &bad);
+    }
+    if (n == SPN_EKEY) PyErr_Format(E_KEY, bad_format, bad);
+    else if (n < 0) raise_code(n, "");
+    return n < 0 ? -1 : n;
+}
+
+static void found_free(spn_batch_found *found, long n) {
+    if (found) spn_cleanse(found, (size_t)(n > 0 ? n : 0) * sizeof *found);
+    free(found);
+}
+
+static PyObject *label_of(int64_t label) {
+    return label < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(label);
+}
+
+/* [(tx, index, tweak32, label | None)], or without the tx index when `with_tx` is 0. */
+static PyObject *found_list(const spn_batch_found *found, long n, int with_tx) {
     PyObject *out = PyList_New(n);
-    for (int i = 0; out && i < n; i++) {
-        PyObject *label = found[i].label < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(found[i].label);
-        PyObject *t = label ? Py_BuildValue("(ky#N)", (unsigned long)found[i].index, found[i].tweak32, (Py_ssize_t)32, label) : NULL;
+    for (long i = 0; out && i < n; i++) {
+        const spn_batch_found *f = &found[i];
+        PyObject *label = label_of(f->label), *t = NULL;
+        if (label && with_tx) t = Py_BuildValue("(nky#N)", (Py_ssize_t)f->tx, (unsigned long)f->index, f->tweak32, (Py_ssize_t)32, label);
+        else if (label) t = Py_BuildValue("(ky#N)", (unsigned long)f->index, f->tweak32, (Py_ssize_t)32, label);
         if (!t) {
             Py_CLEAR(out);
             break;
         }
         PyList_SET_ITEM(out, i, t);
     }
+    return out;
+}
+
+/* One tx's batch: its outputs, and either tweak33 or its summary. */
+static PyObject *scan_one(const spn_scanner *sc, const unsigned char *tweak33, const spn_summary *s, const outputs_t *o) {
+    size_t first[2] = {0, o->n};
+    spn_batch b = {1, tweak33, 33, s ? &s->sum : NULL, s ? (const unsigned char(*)[32])s->input_hash32 : NULL, o->x, first};
+    spn_batch_found *found = NULL;
+    long n = run_batch(sc, &b, 1, 0, &found, "tweak33 is not a valid compressed point (tx %zu)");
+    PyObject *out = n < 0 ? NULL : found_list(found, n, 0);
+    found_free(found, n);
     return out;
 }
 
@@ -393,26 +436,14 @@ static PyObject *py_scan_tx(PyObject *self, PyObject *const *args, Py_ssize_t na
     inputs_t x = {0};
     outputs_t o = {0};
     spn_summary s;
-    spn_found *found = NULL;
     PyObject *out = NULL;
     int r;
     if (nargs != 3) return PyErr_Format(PyExc_TypeError, "scan_tx takes 3 arguments");
     if (!ready() || !scanner_of(args[0], &sc) || !outputs_of(args[2], &o) || !inputs_of(args[1], &x)) goto done;
     r = spn_summarize(x.ins, x.n, &s);
-    if (r == 1) {
-        size_t cap = o.n < SPN_K_MAX ? o.n : SPN_K_MAX;
-        if (!(found = malloc((cap ? cap : 1) * sizeof *found))) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        r = spn_scan_summary(sc, &s, o.x, o.n, found);
-        out = r < 0 ? raise_code(r, "") : found_list(found, r);
-        spn_cleanse(found, (cap ? cap : 1) * sizeof *found);
-    } else {
-        out = r < 0 ? raise_code(r, "") : PyList_New(0);
-    }
+    if (r == 1) out = scan_one(sc, NULL, &s, &o);
+    else out = r < 0 ? raise_code(r, "") : PyList_New(0);
 done:
-    free(found);
     inputs_free(&x);
     outputs_free(&o);
     return out;
@@ -423,34 +454,75 @@ static PyObject *py_scan_tweak(PyObject *self, PyObject *const *args, Py_ssize_t
     (void)self;
     const spn_scanner *sc;
     const unsigned char *t33;
-    secp256k1_pubkey tweak;
-    unsigned char ecdh33[33];
     outputs_t o = {0};
-    spn_found *found = NULL;
     PyObject *out = NULL;
     if (nargs != 3) return PyErr_Format(PyExc_TypeError, "scan_tweak takes 3 arguments");
     if (!ready() || !scanner_of(args[0], &sc) || !fixed(args[1], 33, &t33, "tweak33")) return NULL;
-    if (!spn_parse33(spn_ctx.public, &tweak, t33)) {
-        PyErr_SetString(E_KEY, "tweak33 is not a valid compressed point");
-        return NULL;
+    if (outputs_of(args[2], &o)) out = scan_one(sc, t33, NULL, &o);
+    outputs_free(&o);
+    return out;
+}
+
+/* scan_tweaks_packed(scanner, tweaks, tweak_width, outputs32, counts, threads)
+ *   -> [(tx_index, output_index, tweak32, label | None)] */
+static PyObject *py_scan_tweaks_packed(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *scanner, *out = NULL;
+    Py_buffer tw, ob, cb;
+    Py_ssize_t width, threads;
+    const spn_scanner *sc;
+    size_t n = 0, *first = NULL;
+    const unsigned char **xs = NULL;
+    spn_batch_found *found = NULL;
+    long n_found = 0;
+    if (!PyArg_ParseTuple(args, "Oy*ny*y*n:scan_tweaks_packed", &scanner, &tw, &width, &ob, &cb, &threads)) return NULL;
+    if (!ready() || !scanner_of(scanner, &sc)) goto done;
+    if (width != 33 && width != 64) {
+        PyErr_Format(E_KEY, "tweak_width must be 33 or 64, not %zd", width);
+        goto done;
     }
-    if (!outputs_of(args[2], &o)) goto done;
-    size_t cap = o.n < SPN_K_MAX ? o.n : SPN_K_MAX;
-    if (!(found = malloc((cap ? cap : 1) * sizeof *found))) {
+    if (tw.len % width) {
+        PyErr_Format(E_KEY, "tweaks: %zd bytes is not a whole number of %zd-byte tweaks", tw.len, width);
+        goto done;
+    }
+    n = (size_t)(tw.len / width);
+    if ((size_t)cb.len != 4 * n) {
+        PyErr_Format(E_DATA, "counts: %zd bytes for %zu tweaks (one uint32 LE per tweak)", cb.len, n);
+        goto done;
+    }
+    if (threads < 1) {
+        PyErr_Format(PyExc_ValueError, "threads must be at least 1, not %zd", threads);
+        goto done;
+    }
+    const unsigned char *c = cb.buf;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += (uint64_t)c[4 * i] | (uint64_t)c[4 * i + 1] << 8 | (uint64_t)c[4 * i + 2] << 16 | (uint64_t)c[4 * i + 3] << 24;
+    if (ob.len % 32 || total != (uint64_t)ob.len / 32) {
+        PyErr_Format(E_DATA, "outputs32: %zd bytes, but the counts add up to %llu keys of 32 bytes", ob.len,
+                     (unsigned long long)total);
+        goto done;
+    }
+    first = malloc((n + 1) * sizeof *first);
+    xs = malloc((total ? total : 1) * sizeof *xs);
+    if (!first || !xs) {
         PyErr_NoMemory();
         goto done;
     }
-    if (spn_ecdh33(spn_ctx.public, ecdh33, &tweak, sc->scan_key32)) {
-        int r = spn_scan_ecdh(sc, ecdh33, o.x, o.n, found);
-        out = r < 0 ? raise_code(r, "") : found_list(found, r);
-    } else {
-        raise_code(SPN_EKEY, "scan failed");
-    }
-    spn_cleanse(ecdh33, sizeof ecdh33);
-    spn_cleanse(found, (cap ? cap : 1) * sizeof *found);
+    first[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        first[i + 1] = first[i] + ((size_t)c[4 * i] | (size_t)c[4 * i + 1] << 8 | (size_t)c[4 * i + 2] << 16 | (size_t)c[4 * i + 3] << 24);
+    for (size_t j = 0; j < (size_t)total; j++) xs[j] = (const unsigned char *)ob.buf + 32 * j;
+    spn_batch b = {n, tw.buf, (size_t)width, NULL, NULL, xs, first};
+    if ((n_found = run_batch(sc, &b, (size_t)threads, 1, &found, "tweak of tx %zu is not a valid point")) < 0) goto done;
+    out = found_list(found, n_found, 1);
 done:
-    free(found);
-    outputs_free(&o);
+    found_free(found, n_found);
+    free(first);
+    free(xs);
+    PyBuffer_Release(&tw);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&cb);
     return out;
 }
 
@@ -810,6 +882,7 @@ static PyMethodDef methods[] = {
     {"summarize", py_summarize, METH_O, "summarize(inputs) -> (outpoint36, sum33, input_hash32, tweak33) | None"},
     {"scan_tx", (PyCFunction)(void (*)(void))py_scan_tx, METH_FASTCALL, "scan_tx(scanner, inputs, outputs32) -> [(index, tweak32, label)]"},
     {"scan_tweak", (PyCFunction)(void (*)(void))py_scan_tweak, METH_FASTCALL, "scan_tweak(scanner, tweak33, outputs32) -> [(index, tweak32, label)]"},
+    {"scan_tweaks_packed", py_scan_tweaks_packed, METH_VARARGS, "scan_tweaks_packed(scanner, tweaks, tweak_width, outputs32, counts, threads) -> [(tx, index, tweak32, label)]"},
     {"shared_secret", (PyCFunction)(void (*)(void))py_shared_secret, METH_FASTCALL, "shared_secret(tweak33, scan_key32) -> ecdh33"},
     {"create_outputs", (PyCFunction)(void (*)(void))py_create_outputs, METH_FASTCALL, "create_outputs(outpoints36, keys, recipients) -> [output32]"},
     {"send_shared_secret", (PyCFunction)(void (*)(void))py_send_shared_secret, METH_FASTCALL, "send_shared_secret(outpoints36, keys, scan33) -> ecdh33"},

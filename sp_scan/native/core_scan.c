@@ -7,9 +7,15 @@
  * BIP strategy: per k, two point additions per remaining output (2N).
  * Label-set strategy: per k, x(P_k + L_m) for every label, looked up among the outputs' x (L).
  * O − P_k = L ⟺ P_k + L = O (even Y) and −O − P_k = L ⟺ P_k + L = −O (odd Y), so for each output
- * the label-set hit with an even-Y P_k + L is the one the BIP order finds first. */
+ * the label-set hit with an even-Y P_k + L is the one the BIP order finds first.
+ *
+ * Batches: a slice of txs per thread, SPN_GROUP txs at a time. The group's shared secrets come from
+ * one engine call; then rounds: every tx still scanning computes its next t_k, one engine call
+ * gives all P_k, the label-set txs' P_k + L_m come from another. A tx leaves the rounds at its
+ * first k without a match, so round 0 holds the whole group and later rounds only txs that paid. */
 #include "core.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "sha256.h"
@@ -138,18 +144,15 @@ static long find_x(const outputs_t *o, const unsigned char x32[32]) {
     return -1;
 }
 
-/* Label-set: (index, label) of the first remaining output with x == x(P_k + L_m) for some m. */
-static long match_labelset(const spn_scanner *sc, const outputs_t *o, const secp256k1_pubkey *p_k, long *label) {
+/* Label-set: (index, label) of the first remaining output with x == x(P_k + L_m) for some m, given
+ * sums33[m] = ser_P(P_k + L_m) (first byte 0 at infinity). */
+static long match_labelset(const spn_scanner *sc, const outputs_t *o, const unsigned char (*sums33)[33], long *label) {
     long best = -1;
     int best_even = 0;
     for (size_t m = 0; m < sc->n_labels; m++) {
-        secp256k1_pubkey q;
-        const secp256k1_pubkey *pair[2] = {p_k, &sc->label_point[m]};
-        unsigned char q33[33];
-        if (!spn_secp.ec_pubkey_combine(spn_ctx.public, &q, pair, 2)) continue;
-        spn_ser33(spn_ctx.public, q33, &q);
-        long i = find_x(o, q33 + 1);
-        int even = q33[0] == 0x02;
+        if (sums33[m][0] == 0) continue;
+        long i = find_x(o, sums33[m] + 1);
+        int even = sums33[m][0] == 0x02;
         if (i < 0) continue;
         if (best < 0 || i < best || (i == best && even && !best_even)) {
             best = i;
@@ -192,77 +195,325 @@ static int use_labelset(const spn_scanner *sc, size_t n_outputs) {
     return sc->n_labels <= 2 * n_outputs;
 }
 
-int spn_scan_ecdh(const spn_scanner *sc, const unsigned char ecdh33[33], const unsigned char *const *outputs32,
-                  size_t n, spn_found *found) {
-    outputs_t o = {outputs32, n, NULL, NULL, NULL, NULL};
-    int labelset = use_labelset(sc, n), n_found = 0;
-    spn_sha256 base;
-    unsigned char t_k[32], p33[33];
-    if (n == 0) return 0;
-    o.sorted = malloc(n * sizeof *o.sorted);
-    o.removed = calloc(n, 1);
-    if (!labelset) {
-        o.lifted_state = calloc(n, 1);
-        o.lifted = malloc(n * sizeof *o.lifted);
-    }
-    if (!o.sorted || !o.removed || (!labelset && (!o.lifted_state || !o.lifted))) {
-        n_found = SPN_ENOMEM;
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-        o.sorted[i].x = outputs32[i];
-        o.sorted[i].index = (uint32_t)i;
-    }
-    qsort(o.sorted, n, sizeof *o.sorted, cmp_output);
+/* ---- the batch ---- */
 
-    spn_sha256_init_tagged(&base, SPN_TAG_SHARED_SECRET);
-    spn_sha256_write(&base, ecdh33, 33);
-    for (uint32_t k = 0; k < SPN_K_MAX && (size_t)n_found < n; k++) {
-        secp256k1_pubkey t_g, p_k;
-        const secp256k1_pubkey *pair[2] = {&sc->spend, &t_g};
-        long index, label = -1;
-        spn_t_k(&base, k, t_k);
-        /* P_k = B_spend + t_k·G, t_k·G in constant time (t_k spends the output). */
-        if (!spn_secp.ec_pubkey_create(spn_ctx.public, &t_g, t_k) ||
-            !spn_secp.ec_pubkey_combine(spn_ctx.public, &p_k, pair, 2))
-            break;
-        spn_ser33(spn_ctx.public, p33, &p_k);
-        index = find_x(&o, p33 + 1);
-        if (index < 0 && sc->n_labels)
-            index = labelset ? match_labelset(sc, &o, &p_k, &label) : match_bip(sc, &o, &p_k, &label);
-        if (index < 0) break;
-        spn_found *f = &found[n_found++];
-        f->index = (uint32_t)index;
-        memcpy(f->tweak32, t_k, 32);
-        f->label = -1;
-        if (label >= 0) {
-            f->label = sc->label_m[label];
-            /* (t_k + ℓ_m) mod n; 0 (probability 2^-256) is written as 32 zero bytes like the reference. */
-            if (!spn_secp.ec_seckey_tweak_add(spn_ctx.public, f->tweak32, sc->label_tweak[label]))
-                memset(f->tweak32, 0, 32);
-        }
-        o.removed[index] = 1;
-    }
-done:
-    spn_cleanse(&base, sizeof base);
-    spn_cleanse(t_k, sizeof t_k);
-    free(o.sorted);
-    free(o.removed);
-    free(o.lifted_state);
-    free(o.lifted);
-    return n_found;
+typedef struct {
+    size_t tx;
+    outputs_t o;
+    int labelset, active;
+    uint32_t k;             /* outputs found so far (= the next k) */
+    spn_sha256 base;        /* has absorbed ser_P(ecdh): secret, wiped */
+    spn_batch_found *found; /* room for min(n, K_MAX) */
+} lane_t;
+
+/* A worker's scratch for one group, reused from group to group. */
+typedef struct {
+    lane_t lanes[SPN_GROUP];
+    secp256k1_pubkey points[SPN_GROUP], p_k[SPN_GROUP], ls_p_k[SPN_GROUP];
+    unsigned char scalars[SPN_GROUP][32], ecdh33[SPN_GROUP][33], t_k[SPN_GROUP][32], p33[SPN_GROUP][33];
+    size_t idx[SPN_GROUP], ls[SPN_GROUP];
+    x_entry *sorted;
+    unsigned char *removed, *lifted_state;
+    secp256k1_pubkey *lifted;
+    spn_batch_found *found;
+    unsigned char (*sums33)[33];
+    size_t cap_sorted, cap_removed, cap_lifted_state, cap_lifted, cap_found, cap_sums;
+} group_t;
+
+typedef struct {
+    const spn_scanner *sc;
+    const spn_batch *b;
+    size_t lo, hi;
+    spn_batch_found *found; /* this slice's results, tx order */
+    size_t n_found, cap_found;
+    long ret;
+    size_t bad;
+} slice_t;
+
+static int reserve(void **p, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return 1;
+    void *q = malloc(need * size);
+    if (q == NULL) return 0;
+    free(*p);
+    *p = q;
+    *cap = need;
+    return 1;
 }
 
-int spn_scan_summary(const spn_scanner *sc, const spn_summary *s, const unsigned char *const *outputs32, size_t n,
-                     spn_found *found) {
-    unsigned char scalar32[32], ecdh33[33];
-    int ret = 0;
-    memcpy(scalar32, sc->scan_key32, 32);
-    /* (b_scan·input_hash)·A: one constant-time point multiplication instead of two. */
-    if (spn_secp.ec_seckey_tweak_mul(spn_ctx.public, scalar32, s->input_hash32) &&
-        spn_ecdh33(spn_ctx.public, ecdh33, &s->sum, scalar32))
-        ret = spn_scan_ecdh(sc, ecdh33, outputs32, n, found);
-    spn_cleanse(scalar32, sizeof scalar32);
-    spn_cleanse(ecdh33, sizeof ecdh33);
+/* reserve() keeping the contents, for buffers of found tweaks: the old one is wiped before free. */
+static int reserve_wiped(void **p, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return 1;
+    size_t cap2 = *cap ? *cap : 16;
+    while (cap2 < need) cap2 *= 2;
+    void *q = malloc(cap2 * size);
+    if (q == NULL) return 0;
+    if (*p) {
+        memcpy(q, *p, *cap * size);
+        spn_cleanse(*p, *cap * size);
+        free(*p);
+    }
+    *p = q;
+    *cap = cap2;
+    return 1;
+}
+
+static size_t room_of(size_t n) { return n < SPN_K_MAX ? n : SPN_K_MAX; }
+
+/* Record the outcome of lane l's round with t_k: a match at `index` (with `label` or -1), or none
+ * (index < 0). Returns 1 when the lane stops scanning. */
+static int settle(const spn_scanner *sc, lane_t *l, long index, long label, const unsigned char t_k32[32]) {
+    if (index < 0) {
+        l->active = 0;
+        return 1;
+    }
+    spn_batch_found *f = &l->found[l->k++];
+    f->tx = l->tx;
+    f->index = (uint32_t)index;
+    memcpy(f->tweak32, t_k32, 32);
+    f->label = -1;
+    if (label >= 0) {
+        f->label = sc->label_m[label];
+        /* (t_k + ℓ_m) mod n; 0 (probability 2^-256) is written as 32 zero bytes like the reference. */
+        if (!spn_secp.ec_seckey_tweak_add(spn_ctx.public, f->tweak32, sc->label_tweak[label])) memset(f->tweak32, 0, 32);
+    }
+    l->o.removed[index] = 1;
+    if (l->k == l->o.n || l->k == SPN_K_MAX) {
+        l->active = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* Give the group's txs with outputs a lane each: point, outputs sorted, room for found outputs.
+ * Returns the lane count, SPN_EKEY (s->bad set) or SPN_ENOMEM. */
+static long group_lanes(slice_t *s, group_t *g, size_t g0, size_t g1) {
+    const spn_batch *b = s->b;
+    size_t n_lanes = 0, n_out = 0, n_room = 0, n_lift = 0, bad;
+    if (b->tweaks && !spn_engine_active->parse_points(b->tweaks + g0 * b->tweak_width, b->tweak_width, g1 - g0,
+                                                      g->points, &bad)) {
+        s->bad = g0 + bad;
+        return SPN_EKEY;
+    }
+    for (size_t i = g0; i < g1; i++) {
+        size_t n = b->first[i + 1] - b->first[i];
+        if (n == 0) continue;
+        lane_t *l = &g->lanes[n_lanes];
+        memset(l, 0, sizeof *l);
+        l->tx = i;
+        l->o.n = n;
+        l->labelset = use_labelset(s->sc, n);
+        /* in place: n_lanes <= i - g0 */
+        g->points[n_lanes] = b->tweaks ? g->points[i - g0] : b->sums[i];
+        if (!b->tweaks) memcpy(g->scalars[n_lanes], b->input_hash32[i], 32);
+        n_out += n;
+        n_room += room_of(n);
+        n_lift += l->labelset ? 0 : n;
+        n_lanes++;
+    }
+    if (!reserve((void **)&g->sorted, &g->cap_sorted, n_out, sizeof *g->sorted) ||
+        !reserve((void **)&g->removed, &g->cap_removed, n_out, 1) ||
+        !reserve((void **)&g->lifted_state, &g->cap_lifted_state, n_lift, 1) ||
+        !reserve((void **)&g->lifted, &g->cap_lifted, n_lift, sizeof *g->lifted) ||
+        !reserve_wiped((void **)&g->found, &g->cap_found, n_room, sizeof *g->found))
+        return SPN_ENOMEM;
+    size_t off = 0, room = 0, lift = 0;
+    for (size_t a = 0; a < n_lanes; a++) {
+        lane_t *l = &g->lanes[a];
+        size_t n = l->o.n;
+        l->o.x = b->outputs32 + b->first[l->tx];
+        l->o.sorted = g->sorted + off;
+        l->o.removed = g->removed + off;
+        memset(l->o.removed, 0, n);
+        if (!l->labelset) {
+            l->o.lifted_state = g->lifted_state + lift;
+            l->o.lifted = g->lifted + lift;
+            memset(l->o.lifted_state, 0, n);
+            lift += n;
+        }
+        for (size_t j = 0; j < n; j++) {
+            l->o.sorted[j].x = l->o.x[j];
+            l->o.sorted[j].index = (uint32_t)j;
+        }
+        qsort(l->o.sorted, n, sizeof *l->o.sorted, cmp_output);
+        l->found = g->found + room;
+        off += n;
+        room += room_of(n);
+    }
+    return (long)n_lanes;
+}
+
+/* One round of the lanes still scanning: t_k, P_k, the direct match, then the labels. Returns the
+ * number of lanes that stopped. */
+static size_t group_round(const spn_scanner *sc, group_t *g, size_t n_lanes, size_t per_chunk) {
+    const spn_engine *e = spn_engine_active;
+    size_t n = 0, n_ls = 0, stopped = 0;
+    for (size_t a = 0; a < n_lanes; a++) {
+        lane_t *l = &g->lanes[a];
+        if (!l->active) continue;
+        spn_t_k(&l->base, l->k, g->t_k[n]);
+        g->idx[n++] = a;
+    }
+    e->spend_points(sc, (const unsigned char(*)[32])g->t_k, n, g->p_k, g->p33);
+    for (size_t q = 0; q < n; q++) {
+        lane_t *l = &g->lanes[g->idx[q]];
+        long index = -1, label = -1;
+        if (g->p33[q][0] != 0) {
+            index = find_x(&l->o, g->p33[q] + 1);
+            if (index < 0 && sc->n_labels) {
+                if (l->labelset) {
+                    g->ls[n_ls++] = q;
+                    continue;
+                }
+                index = match_bip(sc, &l->o, &g->p_k[q], &label);
+            }
+        }
+        stopped += (size_t)settle(sc, l, index, label, g->t_k[q]);
+    }
+    for (size_t c = 0; c < n_ls; c += per_chunk) {
+        size_t cn = n_ls - c < per_chunk ? n_ls - c : per_chunk;
+        for (size_t u = 0; u < cn; u++) g->ls_p_k[u] = g->p_k[g->ls[c + u]];
+        e->label_sums(sc, g->ls_p_k, cn, g->sums33);
+        for (size_t u = 0; u < cn; u++) {
+            size_t q = g->ls[c + u];
+            long label = -1;
+            lane_t *l = &g->lanes[g->idx[q]];
+            long index = match_labelset(sc, &l->o, (const unsigned char(*)[33])g->sums33 + u * sc->n_labels, &label);
+            stopped += (size_t)settle(sc, l, index, label, g->t_k[q]);
+        }
+    }
+    spn_cleanse(g->t_k, n * sizeof *g->t_k);
+    return stopped;
+}
+
+/* Scan txs [g0, g1) and append what they pay to the slice's results. 1, SPN_EKEY or SPN_ENOMEM. */
+static long scan_group(slice_t *s, group_t *g, size_t g0, size_t g1, size_t per_chunk) {
+    const spn_scanner *sc = s->sc;
+    long n_lanes = group_lanes(s, g, g0, g1);
+    size_t active = 0, total = 0;
+    if (n_lanes < 0) return n_lanes;
+    spn_engine_active->shared_secrets(sc, g->points, s->b->tweaks ? NULL : (const unsigned char(*)[32])g->scalars,
+                                      (size_t)n_lanes, g->ecdh33);
+    for (long a = 0; a < n_lanes; a++) {
+        lane_t *l = &g->lanes[a];
+        if (g->ecdh33[a][0] == 0) continue;
+        spn_sha256_init_tagged(&l->base, SPN_TAG_SHARED_SECRET);
+        spn_sha256_write(&l->base, g->ecdh33[a], 33);
+        l->active = 1;
+        active++;
+    }
+    spn_cleanse(g->ecdh33, (size_t)n_lanes * sizeof *g->ecdh33);
+    while (active) active -= group_round(sc, g, (size_t)n_lanes, per_chunk);
+    for (long a = 0; a < n_lanes; a++) {
+        spn_cleanse(&g->lanes[a].base, sizeof g->lanes[a].base);
+        total += g->lanes[a].k;
+    }
+    long ret = 1;
+    if (!reserve_wiped((void **)&s->found, &s->cap_found, s->n_found + total, sizeof *s->found)) {
+        ret = SPN_ENOMEM;
+    } else {
+        for (long a = 0; a < n_lanes; a++) {
+            if (g->lanes[a].k == 0) continue; /* memcpy takes no NULL, even for 0 bytes */
+            memcpy(s->found + s->n_found, g->lanes[a].found, g->lanes[a].k * sizeof *s->found);
+            s->n_found += g->lanes[a].k;
+        }
+    }
+    if (g->found) spn_cleanse(g->found, g->cap_found * sizeof *g->found);
     return ret;
+}
+
+static void group_free(group_t *g) {
+    free(g->sorted);
+    free(g->removed);
+    free(g->lifted_state);
+    free(g->lifted);
+    if (g->found) spn_cleanse(g->found, g->cap_found * sizeof *g->found);
+    free(g->found);
+    free(g->sums33);
+    free(g);
+}
+
+static void *run_slice(void *arg) {
+    slice_t *s = arg;
+    const spn_scanner *sc = s->sc;
+    /* Label-set lanes get their P_k + L_m in chunks of about 4096 sums (at least one lane). */
+    size_t per_chunk = sc->n_labels ? 4096 / sc->n_labels : SPN_GROUP;
+    if (per_chunk == 0) per_chunk = 1;
+    if (per_chunk > SPN_GROUP) per_chunk = SPN_GROUP;
+    group_t *g = calloc(1, sizeof *g);
+    s->ret = 1;
+    if (g == NULL || !reserve((void **)&g->sums33, &g->cap_sums, per_chunk * (sc->n_labels ? sc->n_labels : 1),
+                              sizeof *g->sums33)) {
+        s->ret = SPN_ENOMEM;
+    }
+    for (size_t g0 = s->lo; s->ret == 1 && g0 < s->hi; g0 += SPN_GROUP)
+        s->ret = scan_group(s, g, g0, s->hi - g0 < SPN_GROUP ? s->hi : g0 + SPN_GROUP, per_chunk);
+    if (g) group_free(g);
+    return NULL;
+}
+
+static void slice_free(slice_t *s) {
+    if (s->found) spn_cleanse(s->found, s->cap_found * sizeof *s->found);
+    free(s->found);
+    s->found = NULL;
+}
+
+long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, spn_batch_found **out, size_t *bad_tx) {
+    slice_t *sl;
+    pthread_t *tid;
+    unsigned char *started;
+    long ret = 0;
+    *out = NULL;
+    if (b->n == 0) return 0;
+    if (threads < 1) threads = 1;
+    if (threads > SPN_MAX_THREADS) threads = SPN_MAX_THREADS;
+    if (threads > b->n) threads = b->n;
+    sl = calloc(threads, sizeof *sl);
+    tid = calloc(threads, sizeof *tid);
+    started = calloc(threads, 1);
+    if (!sl || !tid || !started) {
+        free(sl);
+        free(tid);
+        free(started);
+        return SPN_ENOMEM;
+    }
+    size_t each = b->n / threads, extra = b->n % threads;
+    for (size_t t = 0, lo = 0; t < threads; t++) {
+        sl[t].sc = sc;
+        sl[t].b = b;
+        sl[t].lo = lo;
+        lo += each + (t < extra);
+        sl[t].hi = lo;
+    }
+    for (size_t t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, run_slice, &sl[t]) == 0;
+    run_slice(&sl[0]);
+    for (size_t t = 1; t < threads; t++) {
+        if (started[t]) pthread_join(tid[t], NULL);
+        else run_slice(&sl[t]); /* no thread: the caller scans that slice too */
+    }
+    /* The first slice that failed decides: its first bad tx is the batch's first. */
+    size_t total = 0;
+    for (size_t t = 0; t < threads && ret == 0; t++) {
+        if (sl[t].ret != 1) {
+            ret = sl[t].ret;
+            if (ret == SPN_EKEY) *bad_tx = sl[t].bad;
+        }
+        total += sl[t].n_found;
+    }
+    if (ret == 0 && threads == 1) {
+        *out = sl[0].found; /* handed over, not copied */
+        sl[0].found = NULL;
+    } else if (ret == 0 && (*out = malloc((total ? total : 1) * sizeof **out)) == NULL) {
+        ret = SPN_ENOMEM;
+    } else if (ret == 0) {
+        for (size_t t = 0, at = 0; t < threads; t++) {
+            if (sl[t].n_found == 0) continue;
+            memcpy(*out + at, sl[t].found, sl[t].n_found * sizeof **out);
+            at += sl[t].n_found;
+        }
+    }
+    for (size_t t = 0; t < threads; t++) slice_free(&sl[t]);
+    free(sl);
+    free(tid);
+    free(started);
+    return ret < 0 ? ret : (long)total;
 }

@@ -1,0 +1,78 @@
+"""Light-client scanning: a batch of tweaks (one tx each, 2 outputs, change label), time per tweak.
+
+"ours" is `scan.scan_tweaks` over the whole batch (one native call, GIL released) with
+1 and 2 threads, and with 64-byte x ‖ y tweaks; the "scan_tweak loop" row calls
+`scan.scan_tweak` once per tweak. The peer is the same pipeline on libsecp256k1's public
+API through coincurve, one call per step (`peers.libsecp_scan_tweak`). Every
+implementation must find the case's payments (one tx in 100) before it is timed.
+"""
+
+from __future__ import annotations
+
+import pytest
+from coincurve import PublicKey
+
+from sp_scan import native, scan
+from sp_scan.scan import label_tweak
+
+from . import cases, peers
+from .ours import impls
+
+N_TWEAKS = 1000
+N_OUTPUTS = 2
+ROW = f"scan_tweaks {N_TWEAKS} tweaks N={N_OUTPUTS}, per tweak"
+VARIANTS = {"threads=1": ROW, "threads=2": f"{ROW}, threads=2", "64-byte": f"{ROW}, 64-byte tweaks"}
+LOOP_ROW = f"{ROW}, scan_tweak loop"
+
+
+def _info(benchmark, row: str, impl: str) -> None:
+    benchmark.extra_info.update(row=row, impl=impl, per=N_TWEAKS, unit="us/tweak")
+
+
+def _outputs(found: list[list]) -> list[list[bytes]]:
+    return [[f.output32 for f in fs] for fs in found]
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("impl", ["native", "reference"])
+def test_ours(benchmark, impl, variant):
+    fn = impls(scan, "scan_tweaks").get(impl)
+    if fn is None:
+        pytest.skip("native backend not enabled")
+    if impl == "reference" and variant != "threads=1":
+        pytest.skip("the reference runs in the calling thread; its 64-byte parse is not the point")
+    c = cases.tweak_case(N_TWEAKS, N_OUTPUTS)
+    tweaks = c.tweaks64 if variant == "64-byte" else c.tweaks33
+    threads = 2 if variant == "threads=2" else 1
+    args, kwargs = (tweaks, c.outputs, cases.receiver()), {"threads": threads}
+    assert _outputs(fn(*args, **kwargs)) == c.expected
+    _info(benchmark, VARIANTS[variant], impl)
+    if impl == "reference":
+        benchmark.pedantic(fn, args, kwargs, rounds=3, iterations=1)
+    else:
+        benchmark(fn, *args, **kwargs)
+
+
+def test_scan_tweak_loop(benchmark):
+    if not native.ENABLED:
+        pytest.skip("native backend not enabled")
+    c, r = cases.tweak_case(N_TWEAKS, N_OUTPUTS), cases.receiver()
+
+    def loop():
+        return [scan.scan_tweak(t, o, r) for t, o in zip(c.tweaks33, c.outputs)]
+
+    assert _outputs(loop()) == c.expected
+    _info(benchmark, LOOP_ROW, "native")
+    benchmark(loop)
+
+
+def test_libsecp(benchmark):
+    c, r = cases.tweak_case(N_TWEAKS, N_OUTPUTS), cases.receiver()
+    spend, change = PublicKey(r.spend_pubkey33), PublicKey.from_secret(label_tweak(r.scan_key32, 0))
+
+    def loop():
+        return [peers.libsecp_scan_tweak(t, o, r.scan_key32, spend, change) for t, o in zip(c.tweaks33, c.outputs)]
+
+    assert loop() == c.expected
+    _info(benchmark, ROW, "libsecp pipeline")
+    benchmark(loop)
