@@ -94,6 +94,11 @@ def hash160(data: bytes) -> bytes:
     return _hash.hash160(data)
 
 
+def sha256_impl() -> str:
+    """Return the SHA256 compression in use: "shani", "armv8" or "portable"."""
+    return _hash.impl()
+
+
 def golomb_set(
     key16: bytes, items: _Sequence[bytes] | bytes, width: int = 0, name: str = "items", p: int = 19, m: int = 784931
 ) -> bytes:
@@ -128,11 +133,6 @@ def spent_hashes(block_hash32: bytes, outpoints36: _Sequence[bytes] | bytes) -> 
         return _hash.spent_hashes(block_hash32, outpoints36)
     except ValueError as e:
         raise MalformedDataError(f"outpoints36: {e}") from None
-
-
-def sha256_impl() -> str:
-    """Return the SHA256 compression in use: "shani", "armv8" or "portable"."""
-    return _hash.impl()
 
 
 # ---- the C stages (_core) ---------------------------------------------------
