@@ -8,16 +8,18 @@ valid JSON Lines.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import json
 import os
 import re
 import sys
+from collections.abc import Callable
 
 import click
 from coincurve import PrivateKey
 
 from sp_scan import address as sp_address
-from sp_scan import crypto
+from sp_scan import crypto, native
 from sp_scan.errors import InvalidKeyError, SPError
 from sp_scan.node import RestNode, RpcNode
 from sp_scan.scan import Receiver
@@ -56,7 +58,7 @@ class App(click.Group):
     """The `sp-scan` group: `sp-scan BLOCK...` runs the hidden `auto` command; errors are one line."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
             args = ["auto", *args]
         return super().parse_args(ctx, args)
 
@@ -93,14 +95,46 @@ class App(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+def version_text() -> str:
+    """`sp-scan --version`: the package version and the engines in use."""
+    try:
+        version = importlib.metadata.version("sp-scan")
+    except importlib.metadata.PackageNotFoundError:
+        version = "(not installed)"
+    sha = native.sha256_impl() if native.ENABLED else "hashlib"
+    return f"sp-scan {version} (EC engine: {native.ec_engine()}; sha256: {sha})"
+
+
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_text())
+        ctx.exit()
+
+
 @click.group(name="sp-scan", cls=App, help=f"""Silent Payments (BIP352) scanner for blocks from your Bitcoin Core node.
 
 \b
 sp-scan BLOCK... alone scans when keys are configured (a scan key file or
 {keys.SCAN_KEY_ENV}, and a spend public key) and lists tweaks otherwise.
 {KEYS_HELP}""")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version, help="Show the version and the EC engine in use, then exit.")
 def app() -> None:
     pass
+
+
+NODE_OPTIONS = [
+    click.option("--rest", "rest_url", metavar="URL", help="Fetch blocks from Core's REST interface, e.g. http://127.0.0.1:8332 (needs -rest; spenttxouts needs Core 30+)."),
+    click.option("--rpc", "rpc_url", metavar="URL", help="Fetch blocks over JSON-RPC (getblock 0 and 3), e.g. http://127.0.0.1:8332."),
+    click.option("--rpc-cookie", metavar="FILE", help="RPC auth from Core's .cookie file."),
+    click.option("--rpc-user", metavar="USER[:PASS]", help=f"RPC auth; without :PASS the password is read from {RPC_PASSWORD_ENV}."),
+]
+
+
+def node_options(f):
+    """--rest, or --rpc with its auth options."""
+    for decorator in reversed(NODE_OPTIONS):
+        f = decorator(f)
+    return f
 
 
 def block_options(f):
@@ -108,10 +142,7 @@ def block_options(f):
     decorators = [
         click.argument("blocks", metavar="BLOCK...", nargs=-1),
         click.option("--spent", metavar="FILE", help="Spent outputs of a single BLOCK: Core's /rest/spenttxouts .bin/.hex/.json, or getblock-3 JSON (format detected). Default: BLOCK's stem + .spent.hex/.spent.bin beside it."),
-        click.option("--rest", "rest_url", metavar="URL", help="Fetch blocks from Core's REST interface, e.g. http://127.0.0.1:8332 (needs -rest; spenttxouts needs Core 30+)."),
-        click.option("--rpc", "rpc_url", metavar="URL", help="Fetch blocks over JSON-RPC (getblock 0 and 3), e.g. http://127.0.0.1:8332."),
-        click.option("--rpc-cookie", metavar="FILE", help="RPC auth from Core's .cookie file."),
-        click.option("--rpc-user", metavar="USER[:PASS]", help=f"RPC auth; without :PASS the password is read from {RPC_PASSWORD_ENV}."),
+        *NODE_OPTIONS,
         click.option("--from", "start", type=click.IntRange(min=0), metavar="H", help="First height of a node range (restart from here)."),
         click.option("--to", "stop", type=click.IntRange(min=0), metavar="H", help="Last height of a node range (default: the node's tip)."),
         click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes; output stays in block order."),
@@ -134,30 +165,40 @@ def key_options(f):
     return f
 
 
-def _block_sources(blocks, spent, rest_url, rpc_url, rpc_cookie, rpc_user, start, stop) -> list:
+def node_client(rest_url: str | None, rpc_url: str | None, rpc_cookie: str | None, rpc_user: str | None) -> RestNode | RpcNode | None:
+    """The node the options name (--rest or --rpc with its auth), or None when neither is given."""
+    if rest_url and rpc_url:
+        raise click.UsageError("give --rest or --rpc, not both")
+    if rpc_url is None and (rpc_cookie or rpc_user):
+        raise click.UsageError("--rpc-cookie and --rpc-user go with --rpc")
+    if rest_url:
+        return RestNode(rest_url)
+    if not rpc_url:
+        return None
+    user = password = None
+    if rpc_cookie and rpc_user:
+        raise click.UsageError("give --rpc-cookie or --rpc-user, not both")
+    if rpc_user:
+        user, sep, password = rpc_user.partition(":")
+        password = password if sep else os.environ.get(RPC_PASSWORD_ENV)
+        if password is None:
+            raise click.UsageError(f"--rpc-user without :PASS needs {RPC_PASSWORD_ENV}")
+    return RpcNode(rpc_url, cookie_file=rpc_cookie, user=user, password=password)
+
+
+def refuse_key_like(blocks: tuple[str, ...]) -> None:
+    """A BLOCK argument that looks like a key, hash or descriptor and names no file: refuse it, unechoed."""
     for arg in blocks:
         if sources.looks_like_key(arg):
             raise click.UsageError(
                 "a BLOCK argument looks like a key, hash or descriptor and names no file (not shown): keys and "
                 f"descriptors are never taken from arguments (the scan key comes from {keys.SOURCES}; ranges use --from/--to)"
             )
-    if rest_url and rpc_url:
-        raise click.UsageError("give --rest or --rpc, not both")
-    node = None
-    if rest_url:
-        if rpc_cookie or rpc_user:
-            raise click.UsageError("--rpc-cookie and --rpc-user go with --rpc")
-        node = RestNode(rest_url)
-    elif rpc_url:
-        user = password = None
-        if rpc_cookie and rpc_user:
-            raise click.UsageError("give --rpc-cookie or --rpc-user, not both")
-        if rpc_user:
-            user, sep, password = rpc_user.partition(":")
-            password = password if sep else os.environ.get(RPC_PASSWORD_ENV)
-            if password is None:
-                raise click.UsageError(f"--rpc-user without :PASS needs {RPC_PASSWORD_ENV}")
-        node = RpcNode(rpc_url, cookie_file=rpc_cookie, user=user, password=password)
+
+
+def _block_sources(blocks, spent, rest_url, rpc_url, rpc_cookie, rpc_user, start, stop) -> list:
+    refuse_key_like(blocks)
+    node = node_client(rest_url, rpc_url, rpc_cookie, rpc_user)
     if node is not None:
         if blocks or spent:
             raise click.UsageError("with --rest/--rpc give heights with --from/--to, not BLOCK files or --spent")
@@ -172,8 +213,6 @@ def _block_sources(blocks, spent, rest_url, rpc_url, rpc_cookie, rpc_user, start
         raise click.UsageError("give BLOCK files, or --rest/--rpc URL with --from H")
     if spent and len(blocks) > 1:
         raise click.UsageError("--spent goes with a single BLOCK")
-    if rpc_cookie or rpc_user:
-        raise click.UsageError("--rpc-cookie and --rpc-user go with --rpc")
     return sources.file_blocks(blocks, spent)
 
 
@@ -182,6 +221,27 @@ def _receiver(scan_key_file: str | None, spend_pubkey: str | None, labels: tuple
         raise click.UsageError(f"scanning needs --spend-pubkey HEX (or {keys.SPEND_PUBKEY_ENV})")
     spend33 = keys.parse_pubkey(spend_pubkey, "--spend-pubkey")
     return Receiver(keys.read_scan_key(scan_key_file), spend33, tuple(labels))
+
+
+descriptor_option = click.option(
+    "--descriptor-file", metavar="F",
+    help="The wallet as an sp() descriptor file (- reads stdin) instead of the key options: its keys, labels 1..ml, and --from bh for a range.",
+)  # fmt: skip
+
+
+def wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file) -> tuple[Callable[[], Receiver], int | None]:
+    """(how to get the receiver, the wallet's birthday height or None) from the key options or a descriptor.
+
+    The receiver is made by calling the first item, after other arguments are checked, so a bad
+    argument never waits for a key on stdin. A descriptor file is read here.
+    """
+    if descriptor_file is None:
+        return functools.partial(_receiver, scan_key_file, spend_pubkey, labels), None
+    typed_spend = click.get_current_context().get_parameter_source("spend_pubkey") is click.core.ParameterSource.COMMANDLINE
+    if scan_key_file or labels or typed_spend:
+        raise click.UsageError("give --descriptor-file or --scan-key-file/--spend-pubkey/--label, not both")
+    wallet = interop.read_descriptor(descriptor_file)
+    return wallet.receiver, wallet.birthday_height
 
 
 def _run_blocks(mode: str, receiver_of, as_json: bool, jobs: int, **where) -> None:
@@ -207,18 +267,12 @@ spend a found output with b_spend + tweak.
 {KEYS_HELP}""")
 @block_options
 @key_options
-@click.option("--descriptor-file", metavar="F", help="The wallet as an sp() descriptor file (- reads stdin) instead of the key options: its keys, labels 1..ml, and --from bh for a node range.")
+@descriptor_option
 def scan(as_json, jobs, scan_key_file, spend_pubkey, labels, descriptor_file, **where):
-    if descriptor_file is None:
-        _run_blocks("scan", functools.partial(_receiver, scan_key_file, spend_pubkey, labels), as_json, jobs, **where)
-        return
-    typed_spend = click.get_current_context().get_parameter_source("spend_pubkey") is click.core.ParameterSource.COMMANDLINE
-    if scan_key_file or labels or typed_spend:
-        raise click.UsageError("give --descriptor-file or --scan-key-file/--spend-pubkey/--label, not both")
-    wallet = interop.read_descriptor(descriptor_file)
-    if where["start"] is None and (where["rest_url"] or where["rpc_url"]) and wallet.birthday_height is not None:
-        where["start"] = wallet.birthday_height
-    _run_blocks("scan", wallet.receiver, as_json, jobs, **where)
+    receiver_of, birthday = wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file)
+    if where["start"] is None and (where["rest_url"] or where["rpc_url"]) and birthday is not None:
+        where["start"] = birthday
+    _run_blocks("scan", receiver_of, as_json, jobs, **where)
 
 
 @app.command(help="""Classify every input: txid, vin, the spent output's type, and the key it contributes or "not eligible".
@@ -302,6 +356,9 @@ def decode(addr, network, hrp, as_json):
             click.echo(f"{k:<13}{v}")
 
 
+from .index import index as _index_group  # noqa: E402  (the group needs the helpers above)
+
+app.add_command(_index_group)
 app.add_command(interop.psbt)
 app.add_command(interop.descriptor)
 

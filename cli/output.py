@@ -7,7 +7,7 @@ import sys
 from typing import TextIO
 
 from sp_scan.block import InputReport
-from sp_scan.types import BlockMatch, TxTweak
+from sp_scan.types import BlockMatch, IndexMatch, TxTweak
 
 NOT_ELIGIBLE = "not eligible"
 
@@ -29,6 +29,11 @@ def match_record(m: BlockMatch) -> dict:
     }
 
 
+def index_match_record(m: IndexMatch) -> dict:
+    """{"height", "txid", "vout", "amount", "output", "tweak", "label", "spent"}: as `match_record`, located and with spent status."""
+    return {"height": m.height, **match_record(BlockMatch(m.txid32, m.vout, m.amount, m.found)), "spent": m.spent}
+
+
 def input_record(r: InputReport) -> dict:
     """{"txid", "vin", "type", "key", "reason"}: key hex, or None with the reason it is not eligible."""
     reason = None
@@ -48,7 +53,9 @@ _COLUMNS = {
     "tweaks": [("txid", "TXID", 64), ("tweak", "TWEAK", 66)],
     "scan": [("txid", "TXID", 64), ("vout", "VOUT", -5), ("amount", "AMOUNT", -16), ("label", "LABEL", -6), ("output", "OUTPUT", 64), ("tweak", "TWEAK", 64)],
     "extract": [("txid", "TXID", 64), ("vin", "VIN", -5), ("type", "TYPE", 11), ("key", "KEY", 0)],
+    "index-scan": [("height", "HEIGHT", -8), ("txid", "TXID", 64), ("vout", "VOUT", -5), ("amount", "AMOUNT", -16), ("label", "LABEL", -6), ("spent", "SPENT", -5), ("output", "OUTPUT", 64), ("tweak", "TWEAK", 64)],
 }
+_COLUMNS["index-scan-wallets"] = [("wallet", "WALLET", 12), *_COLUMNS["index-scan"]]
 
 
 def _cell(value: object, width: int) -> str:
@@ -57,7 +64,7 @@ def _cell(value: object, width: int) -> str:
 
 
 class Emitter:
-    """Print records of one kind ("tweaks", "scan" or "extract") as JSON Lines or a table.
+    """Print records of one kind (a key of _COLUMNS: "tweaks", "scan", "index-scan", ...) as JSON Lines or a table.
 
     Args:
         kind: the record kind, which picks the table's columns.

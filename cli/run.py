@@ -90,7 +90,7 @@ def _in_order(pool: multiprocessing.pool.Pool, sources: Sequence[Source], ahead:
         yield text
 
 
-class _DeferredInterrupt:
+class DeferredInterrupt:
     """A SIGINT handler that holds Ctrl-C back inside `section()` and raises it right after."""
 
     def __init__(self) -> None:
@@ -175,11 +175,10 @@ def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: i
         Interrupted: on Ctrl-C, once the workers have finished the blocks they hold.
         SPError, OSError: from `work`, likewise.
     """
-    emit.start()
     progress = Progress(len(sources), sys.stderr, len(sources) > 1 and sys.stderr.isatty())
     pool = None
     done = 0
-    interrupt = _DeferredInterrupt()
+    interrupt = DeferredInterrupt()
     try:
         if jobs > 1 and len(sources) > 1:
             initargs = (mode, receiver, emit.as_json)

@@ -21,17 +21,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Literal
+
+from coincurve import PublicKey
 
 from . import extract, native
 from .errors import MalformedBlockError, MalformedDataError, PrevoutsError
 from .scan import Receiver
 from .scan import scan_tx_reference as scan_tx
 from .summary import summarize_reference as summarize
-from .types import BlockMatch, OutPoint, TxInput, TxTweak
+from .types import BlockData, BlockMatch, OutPoint, TxInput, TxTweak
 
 MAX_MONEY = 21_000_000 * 100_000_000
 """The largest valid amount in satoshis."""
@@ -310,6 +313,30 @@ def parse_block(block_bytes: bytes) -> Block:
     return Block(header80, txs)
 
 
+def bip34_height(block_bytes: bytes) -> int:
+    """Return the height a block's coinbase states (BIP34: its scriptSig's first push).
+
+    Heights 1..16 are OP_1..OP_16, 0 is OP_0, others a minimal little-endian push.
+
+    Raises:
+        MalformedBlockError: the block's start does not parse, or the coinbase states no height.
+    """
+    r = Reader(bytes(block_bytes), error=MalformedBlockError, what="block")
+    r.read(_HEADER)
+    if r.count(_MIN_TX) == 0:
+        raise r.fail("no transactions")
+    coinbase = _tx(r)
+    script = coinbase.inputs[0].script_sig if len(coinbase.inputs) == 1 else b""
+    op = script[:1]
+    if op == b"\x00":
+        return 0
+    if op and 0x51 <= op[0] <= 0x60:
+        return op[0] - 0x50
+    if op and 1 <= op[0] <= 8 and len(script) > op[0] and not script[op[0]] & 0x80:
+        return int.from_bytes(script[1 : 1 + op[0]], "little")
+    raise r.fail("the coinbase does not state a height (BIP34)")
+
+
 def parse_spent(spent_bytes: bytes) -> list[list[TxOut]]:
     """Parse Core's REST spent-outputs binary form: per tx, the outputs its inputs spend.
 
@@ -408,6 +435,50 @@ def scan(block_bytes: bytes, spent_bytes: bytes, receiver: Receiver) -> list[Blo
             matches.append(BlockMatch(tx.txid32, vout, o.amount, f))
         out.extend(sorted(matches, key=lambda m: m.vout))
     return out
+
+
+def block_index(block_bytes: bytes, spent_bytes: bytes) -> BlockData:
+    """Return what the tweak index keeps of a block (see `BlockData`), in one pass.
+
+    Raises:
+        MalformedBlockError, MalformedDataError, PrevoutsError: as `transactions`.
+    """
+    parsed = parse_block(block_bytes)
+    spent_txs = join_prevouts(parsed, parse_spent(spent_bytes))
+    cols: dict[str, list[bytes]] = {k: [] for k in ("txids", "tweaks33", "tweaks64", "counts", "vouts", "keys", "values", "max")}
+    for tx in spent_txs:
+        taproot = [(vout, o) for vout, o in enumerate(tx.outputs) if _is_taproot(o.script)]
+        summary = summarize(tx.inputs) if taproot else None
+        if summary is None:
+            continue
+        cols["txids"].append(tx.txid32)
+        cols["tweaks33"].append(summary.tweak33)
+        cols["tweaks64"].append(PublicKey(summary.tweak33).format(compressed=False)[1:])
+        cols["counts"].append(struct.pack("<I", len(taproot)))
+        cols["max"].append(struct.pack("<Q", max(o.amount for _, o in taproot)))
+        for vout, o in taproot:
+            cols["vouts"].append(struct.pack("<I", vout))
+            cols["keys"].append(o.script[2:])
+            cols["values"].append(struct.pack("<Q", o.amount))
+    header = parsed.header80
+    return BlockData(
+        hash32=parsed.hash32,
+        prev32=header[4:36],
+        time=int.from_bytes(header[68:72], "little"),
+        block_txs=len(parsed.txs),
+        txids=b"".join(cols["txids"]),
+        tweaks33=b"".join(cols["tweaks33"]),
+        tweaks64=b"".join(cols["tweaks64"]),
+        out_counts=b"".join(cols["counts"]),
+        out_vouts=b"".join(cols["vouts"]),
+        out_keys=b"".join(cols["keys"]),
+        out_values=b"".join(cols["values"]),
+        max_values=b"".join(cols["max"]),
+        taproot_keys=b"".join(o.script[2:] for tx in parsed.txs for o in tx.outputs if _is_taproot(o.script)),
+        spent_outpoints=b"".join(
+            i.outpoint.to_bytes() for tx in spent_txs for i in tx.inputs if _is_taproot(i.prevout_script)
+        ),
+    )
 
 
 def classify_inputs(block_bytes: bytes, spent_bytes: bytes) -> Iterator[InputReport]:
@@ -644,6 +715,6 @@ def load_block(data: bytes) -> tuple[bytes, bytes | None]:
 
 
 # ---- backend: the pure-Python block loop stays reachable as *_reference ----
-tweaks_reference, scan_reference = tweaks, scan
+tweaks_reference, scan_reference, block_index_reference = tweaks, scan, block_index
 if native.ENABLED:
-    tweaks, scan = native.block_tweaks, native.block_scan  # type: ignore[assignment]
+    tweaks, scan, block_index = native.block_tweaks, native.block_scan, native.block_index  # type: ignore[assignment]

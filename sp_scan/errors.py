@@ -46,6 +46,22 @@ class NodeError(SPError):
     """A Bitcoin Core node is unreachable, refuses the request, or answers with an error."""
 
 
+class IndexStoreError(SPError):
+    """A tweak index file is missing, corrupt, of another format version or network, or busy."""
+
+
+class HeightError(SPError, LookupError):
+    """A height the index (or the node it syncs from) does not have."""
+
+
+class SchedulerAddressError(SPError, ValueError):
+    """A Dask scheduler address that is malformed, or plaintext to a host that is not this machine."""
+
+
+class ClusterError(SPError):
+    """A Dask cluster cannot run a scan: no worker, a worker without sp-scan, or tasks lost with their workers."""
+
+
 class PSBTError(MalformedDataError):
     """A PSBT breaks a rule of BIP174, BIP370 or BIP375.
 

@@ -1,8 +1,9 @@
 """Fetch blocks and their spent outputs from a Bitcoin Core node (REST or JSON-RPC).
 
-Both clients give the same three calls: `tip_height()`, `block_hash(height)`
-(display hex) and `block(hash_hex)` -> (block_bytes, spent_bytes), the
-spent outputs in Core's REST binary form as `sp_scan.block` expects.
+Both clients give the same four calls: `chain()` (Core's chain name),
+`tip_height()`, `block_hash(height)` (display hex) and `block(hash_hex)` ->
+(block_bytes, spent_bytes), the spent outputs in Core's REST binary form as
+`sp_scan.block` expects.
 Only the standard library is used. Every failure raises `NodeError`;
 credentials never appear in messages.
 """
@@ -83,15 +84,22 @@ class RestNode:
             reason = getattr(exc, "reason", exc)
             raise NodeError(f"cannot reach the node at {self.url}: {reason}") from None
 
-    def tip_height(self) -> int:
-        """The height of the node's best block (`/rest/chaininfo.json`)."""
+    def _chaininfo(self, field: str, kind: type) -> object:
         try:
-            height = json.loads(self.get("/rest/chaininfo.json"))["blocks"]
+            value = json.loads(self.get("/rest/chaininfo.json"))[field]
         except (ValueError, KeyError, TypeError):
             raise NodeError("REST /rest/chaininfo.json: unexpected reply") from None
-        if not isinstance(height, int):
-            raise NodeError("REST /rest/chaininfo.json: `blocks` is not an integer")
-        return height
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise NodeError(f"REST /rest/chaininfo.json: `{field}` is not {'an integer' if kind is int else 'a string'}")
+        return value
+
+    def chain(self) -> str:
+        """Core's name of the node's chain: main, test, testnet4, signet or regtest (`/rest/chaininfo.json`)."""
+        return self._chaininfo("chain", str)
+
+    def tip_height(self) -> int:
+        """The height of the node's best block (`/rest/chaininfo.json`)."""
+        return self._chaininfo("blocks", int)
 
     def block_hash(self, height: int) -> str:
         """The display-hex hash of the active chain's block at `height`."""
@@ -183,6 +191,14 @@ class RpcNode:
             message = error.get("message", error) if isinstance(error, dict) else error
             raise NodeError(f"RPC {method}: {message}")
         return reply_obj["result"]
+
+    def chain(self) -> str:
+        """Core's name of the node's chain (`getblockchaininfo`)."""
+        info = self.call("getblockchaininfo")
+        chain = info.get("chain") if isinstance(info, dict) else None
+        if not isinstance(chain, str):
+            raise NodeError("RPC getblockchaininfo: no `chain` string")
+        return chain
 
     def tip_height(self) -> int:
         """The height of the node's best block (`getblockcount`)."""

@@ -124,3 +124,90 @@ class BlockMatch:
     vout: int
     amount: int
     found: FoundOutput
+
+
+@dataclass(frozen=True, slots=True)
+class BlockData:
+    """What the tweak index keeps of one block: header fields and packed little-endian arrays.
+
+    A transaction is eligible when it has a P2TR output and a BIP352 summary
+    (the transactions `block.tweaks` lists); n is their number, Σ the number
+    of their taproot outputs.
+
+    Attributes:
+        hash32: the block hash, internal byte order.
+        prev32: the previous block's hash, internal byte order.
+        time: the header's timestamp.
+        block_txs: transactions in the block, coinbase included.
+        txids: n × 32, the eligible txids in block order.
+        tweaks33: n × 33, input_hash·A compressed.
+        tweaks64: n × 64, the same point uncompressed (x ‖ y, no prefix byte).
+        out_counts: n × u32, taproot outputs per eligible tx.
+        out_vouts: Σ × u32, each taproot output's vout.
+        out_keys: Σ × 32, its x-only key.
+        out_values: Σ × u64, its value in satoshis.
+        max_values: n × u64, the largest taproot output value per eligible tx (the dust rule).
+        taproot_keys: k × 32, the key of every P2TR output in the block (coinbase and ineligible
+            txs included), block then vout order.
+        spent_outpoints: m × 36, the outpoint of every input that spends a P2TR output, tx then vin order.
+    """
+
+    hash32: bytes
+    prev32: bytes
+    time: int
+    block_txs: int
+    txids: bytes
+    tweaks33: bytes
+    tweaks64: bytes
+    out_counts: bytes
+    out_vouts: bytes
+    out_keys: bytes
+    out_values: bytes
+    max_values: bytes
+    taproot_keys: bytes
+    spent_outpoints: bytes
+
+    @property
+    def n_tx(self) -> int:
+        """The number of eligible transactions."""
+        return len(self.txids) // 32
+
+
+@dataclass(frozen=True, slots=True)
+class Utxo:
+    """A taproot output of an eligible transaction, as an index serves it.
+
+    Attributes:
+        txid32: the transaction's txid, internal byte order.
+        vout: the output's index.
+        value: its value in satoshis.
+        output32: its x-only key.
+        spent: True once an indexed block spent it.
+    """
+
+    txid32: bytes
+    vout: int
+    value: int
+    output32: bytes
+    spent: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IndexMatch:
+    """An output paying the receiver, found by scanning an index.
+
+    Attributes:
+        height: the block's height.
+        txid32: the paying transaction's txid, internal byte order.
+        vout: the output's index in that transaction.
+        amount: its value in satoshis.
+        found: the output key, tweak and label.
+        spent: True when an indexed block spent it.
+    """
+
+    height: int
+    txid32: bytes
+    vout: int
+    amount: int
+    found: FoundOutput
+    spent: bool

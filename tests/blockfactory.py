@@ -18,6 +18,7 @@ from conftest import CASES, RECEIVING
 from sp_scan.block import TxOut, parse_witness, serialize_spent
 
 P2WPKH_FILLER = bytes.fromhex("0014") + hashlib.sha256(b"filler").digest()[:20]
+P2TR_G = bytes.fromhex("5120" "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798")  # pays the generator's x
 
 
 @dataclass
@@ -64,16 +65,48 @@ def vector_tx(n: int, receiving: dict) -> tuple[CMutableTransaction, list[TxOut]
     return tx, prevouts
 
 
-def build(receivings: list[dict], height: int = 1, prev: bytes = b"\x00" * 32) -> TestBlock:
+def build(receivings: list[dict], height: int = 1, prev: bytes = b"\x00" * 32, nonce: int | None = None) -> TestBlock:
     """A block with a coinbase, then one transaction per receiving object."""
-    txs, spent = [coinbase(height)], [[]]
+    txs, spent = [], []
     for n, r in enumerate(receivings):
         tx, prevouts = vector_tx(n, r)
         txs.append(tx)
         spent.append(prevouts)
-    blk = CBlock(nVersion=0x20000000, hashPrevBlock=prev, nTime=1_700_000_000 + height, nBits=0x207FFFFF, nNonce=height, vtx=txs)
+    tb = assemble(txs, spent, height, prev, nonce)
+    tb.cases = list(receivings)
+    return tb
+
+
+def assemble(txs: list[CMutableTransaction], spent: list[list[TxOut]], height: int, prev: bytes, nonce: int | None = None) -> TestBlock:
+    """A block of a coinbase then `txs` (whose inputs spend `spent`); nonce defaults to the height."""
+    txs, spent = [coinbase(height), *txs], [[], *spent]
+    nonce = height if nonce is None else nonce
+    blk = CBlock(nVersion=0x20000000, hashPrevBlock=prev, nTime=1_700_000_000 + height, nBits=0x207FFFFF, nNonce=nonce, vtx=txs)
     blk = CBlock(nVersion=blk.nVersion, hashPrevBlock=prev, hashMerkleRoot=blk.calc_merkle_root(), nTime=blk.nTime, nBits=blk.nBits, nNonce=blk.nNonce, vtx=txs)
-    return TestBlock(blk.serialize(), spent, txs, list(receivings), blk)
+    return TestBlock(blk.serialize(), spent, txs, [], blk)
+
+
+def taproot_outputs(tb: TestBlock) -> list[tuple[bytes, int, TxOut]]:
+    """(txid32, vout, output) of every P2TR output of the block's non-coinbase txs, in block order."""
+    return [
+        (tx.GetTxid(), vout, TxOut(o.nValue, bytes(o.scriptPubKey)))
+        for tx in tb.txs[1:]
+        for vout, o in enumerate(tx.vout)
+        if bytes(o.scriptPubKey)[:2] == b"\x51\x20" and len(o.scriptPubKey) == 34
+    ]
+
+
+def spend_tx(n: int, prevouts: list[tuple[bytes, int, TxOut]]) -> tuple[CMutableTransaction, list[TxOut]]:
+    """A tx spending taproot outputs by key path (dummy signatures), paying one P2WPKH and two P2TR outputs.
+
+    It is eligible (its inputs give keys) and has a taproot output, so an index keeps it.
+    """
+    vins = [CTxIn(COutPoint(txid32, vout), CScript(), 0xFFFFFFFD) for txid32, vout, _ in prevouts]
+    payee = prevouts[0][2].script  # any valid x-only key will do: pay back to the first spent output's key
+    outs = [CTxOut(amount(n, 0), CScript(P2WPKH_FILLER)), CTxOut(amount(n, 1), CScript(payee)), CTxOut(amount(n, 2), CScript(P2TR_G))]
+    tx = CMutableTransaction(vins, outs, nLockTime=n, nVersion=2)
+    tx.wit = CTxWitness([CTxInWitness(CScriptWitness([bytes([n % 256]) * 64])) for _ in prevouts])
+    return tx, [o for _, _, o in prevouts]
 
 
 def receiving_cases(exclude_kmax: bool = True) -> list[dict]:

@@ -53,17 +53,20 @@ class ChainView(Protocol):
 
 
 class Chain:
-    """A short chain of test blocks by height, each built from a slice of the vectors' receiving cases."""
+    """A short chain of test blocks by height, each built from a slice of the vectors' receiving cases.
 
-    def __init__(self, length: int = 6, per_block: int = 5) -> None:
-        cases = bf.receiving_cases()
-        self.blocks: list[bf.TestBlock] = []
-        prev = b"\x00" * 32
-        for h in range(length):
-            chosen = [cases[(h * per_block + i) % len(cases)] for i in range(per_block)]
-            tb = bf.build(chosen, height=h, prev=prev)
-            self.blocks.append(tb)
-            prev = tb.header.GetHash()
+    `blocks` gives the chain's blocks instead (heights from 0, each linking to the one before).
+    """
+
+    def __init__(self, length: int = 6, per_block: int = 5, blocks: list[bf.TestBlock] | None = None) -> None:
+        if blocks is None:
+            cases = bf.receiving_cases()
+            blocks, prev = [], b"\x00" * 32
+            for h in range(length):
+                chosen = [cases[(h * per_block + i) % len(cases)] for i in range(per_block)]
+                blocks.append(bf.build(chosen, height=h, prev=prev))
+                prev = blocks[-1].header.GetHash()
+        self.blocks = blocks
         self.by_hash = {tb.header.GetHash(): (h, tb) for h, tb in enumerate(self.blocks)}
 
     @property
@@ -90,6 +93,34 @@ class Chain:
                 if case["expected"]["tweak"]:
                     out.append({"txid": tx.GetTxid()[::-1].hex(), "tweak": case["expected"]["tweak"]})
         return out
+
+
+def spending_chain(length: int, fork: Chain | None = None, fork_height: int = 0, salt: int = 0) -> Chain:
+    """A chain of blocks paying the vectors' first wallet, where every third block spends earlier taproot outputs.
+
+    A spending block spends all taproot outputs of one earlier tx (cut through; which one depends on
+    `salt`) and the first output of another, one with more taproot outputs when there is one (not cut
+    through). With `fork`, the chain is fork's blocks below `fork_height`, then new blocks (different
+    for another `salt`) up to `length` - 1.
+    """
+    cases = bf.wallet_cases()
+    blocks = list(fork.blocks[:fork_height]) if fork else []
+    for h in range(len(blocks), length):
+        prev = blocks[-1].header.GetHash() if blocks else b"\x00" * 32
+        nonce = h + (salt << 16)
+        if h % 3 == 2:
+            outputs = [o for tb in blocks[max(h - 3, 0) : h] for o in bf.taproot_outputs(tb)]
+            txids = list(dict.fromkeys(o[0] for o in outputs))
+            cut = txids[salt % len(txids)]
+            whole = [o for o in outputs if o[0] == cut]
+            many = [t for t in txids if t != cut and sum(o[0] == t for o in outputs) > 1]
+            other = next(o for o in outputs if o[0] == (many or [t for t in txids if t != cut])[0])
+            txs = [bf.spend_tx(h, whole), bf.spend_tx(h + 1, [other])]
+            blocks.append(bf.assemble([t for t, _ in txs], [p for _, p in txs], h, prev, nonce))
+        else:
+            chosen = [cases[(3 * h + i + salt) % len(cases)] for i in range(3)]
+            blocks.append(bf.build(chosen, height=h, prev=prev, nonce=nonce))
+    return Chain(blocks=blocks)
 
 
 class _Server(ThreadingHTTPServer):

@@ -310,20 +310,38 @@ def _mutations(block_bytes: bytes, spent: bytes):
         yield f"spent cut at {cut}", block_bytes, spent[:cut]
 
 
-def test_broken_blocks_and_spent_data_raise_the_python_loops_errors(pure_block):
-    tweaks, _ = pure_block
+@pytest.mark.parametrize("stage", ["block_tweaks", "block_index"])
+def test_broken_blocks_and_spent_data_raise_the_python_loops_errors(pure_block, stage):
+    reference = pure_block[0] if stage == "block_tweaks" else block.block_index_reference
     block_bytes, spent = _sample("small")
     checked = set()
     for what, b, s in _mutations(block_bytes, spent):
         try:
-            expected = tweaks(b, s)
+            expected = reference(b, s)
         except (MalformedDataError, PrevoutsError) as exc:
             with pytest.raises(type(exc)):
-                native.block_tweaks(b, s)
+                getattr(native, stage)(b, s)
             checked.add(type(exc))
             continue
-        assert native.block_tweaks(b, s) == expected, what
+        assert getattr(native, stage)(b, s) == expected, what
     assert checked == {MalformedBlockError, MalformedDataError, PrevoutsError}
+
+
+def _generated_blocks():
+    import blockfactory as bf
+
+    cases = bf.receiving_cases()
+    return [bf.build(cases[i : i + 9], height=i) for i in range(0, len(cases), 9)]
+
+
+@pytest.mark.parametrize("name", ["small", "mainnet", "generated"])
+def test_native_block_index_equals_the_reference(name):
+    pairs = [(tb.raw, tb.spent_bytes) for tb in _generated_blocks()] if name == "generated" else [_sample(name)]
+    for block_bytes, spent in pairs:
+        data = native.block_index(block_bytes, spent)
+        assert data == block.block_index_reference(block_bytes, spent)
+        assert [data.txids[i : i + 32] for i in range(0, len(data.txids), 32)] == [t.txid32 for t in block.tweaks(block_bytes, spent)]
+    assert name != "mainnet" or (data.n_tx, len(data.taproot_keys) // 32) == (1412, 2062)
 
 
 def test_block_work_releases_the_gil():

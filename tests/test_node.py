@@ -36,6 +36,11 @@ def test_rest_gives_tip_hash_block_and_spent_outputs(rest):
     assert f"/rest/spenttxouts/{CHAIN.blocks[0].hash_hex}.bin" in rest.requests
 
 
+def test_both_clients_name_the_nodes_chain(rest, rpc):
+    assert RestNode(rest.url).chain() == "regtest"
+    assert RpcNode(rpc.url, user="alice", password=PASSWORD).chain() == "regtest"
+
+
 def test_rest_errors_carry_the_status_and_core_text(rest):
     with pytest.raises(NodeError, match="HTTP 404 Block height out of range"):
         RestNode(rest.url).block_hash(99)

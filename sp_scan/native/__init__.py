@@ -19,7 +19,7 @@ from sp_scan.errors import (
     PrevoutsError,
     SendError,
 )
-from sp_scan.types import BlockMatch, FoundOutput, Summary, TxInput, TxTweak
+from sp_scan.types import BlockData, BlockMatch, FoundOutput, Summary, TxInput, TxTweak
 
 _ERRORS = {
     "key": InvalidKeyError,
@@ -92,6 +92,11 @@ def tagged_hash(tag: str, msg: bytes) -> bytes:
 def hash160(data: bytes) -> bytes:
     """Return RIPEMD160(SHA256(data)), 20 bytes."""
     return _hash.hash160(data)
+
+
+def ec_engine() -> str:
+    """The elliptic-curve engine the C stages use ("libsecp256k1"), or "reference" without them."""
+    return "libsecp256k1" if ENABLED else "reference"
 
 
 def sha256_impl() -> str:
@@ -312,6 +317,17 @@ def block_scan(block_bytes: bytes, spent_bytes: bytes, receiver) -> list[BlockMa
         BlockMatch(txid32, vout, amount, FoundOutput(output32, tweak32, label))
         for txid32, vout, amount, output32, tweak32, label in _core.block_scan(block_bytes, spent_bytes, _scanner(receiver))
     ]
+
+
+def block_index(block_bytes: bytes, spent_bytes: bytes) -> BlockData:
+    """Native `block.block_index`: what the tweak index keeps of one block, computed in one pass.
+
+    The GIL is released while the block is parsed and summarized.
+
+    Raises:
+        as `block_tweaks`.
+    """
+    return BlockData(*_core.block_index(block_bytes, spent_bytes))
 
 
 # ---- BIP374 proofs and BIP375 ECDH shares (secrets stay in C) -----------------

@@ -19,6 +19,7 @@ typedef int (*secp256k1_ecdh_hash_function)(unsigned char *output, const unsigne
 
 #define SPN_SECP_CONTEXT_NONE 1u
 #define SPN_SECP_EC_COMPRESSED 258u
+#define SPN_SECP_EC_UNCOMPRESSED 2u
 
 typedef struct {
     secp256k1_context *(*context_create)(unsigned int flags);
@@ -295,5 +296,28 @@ long spn_block_tweaks(const unsigned char *block, size_t block_len, const unsign
 /* Found outputs of a block for one scanner; *out malloc'd (wiped and freed by the caller). */
 long spn_block_scan(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
                     const spn_scanner *sc, spn_block_match **out);
+
+/* What the tweak index keeps of one block, as packed little-endian arrays (one malloc'd buffer each;
+ * spn_block_index_free releases them). Per eligible tx (block order): txid, input_hash·A compressed
+ * (33) and uncompressed x‖y (64), its taproot output count, largest taproot value; per taproot output
+ * of an eligible tx: vout u32, x-only key, value u64. Per block: the x-only key of every P2TR output
+ * (all txs, coinbase included) and the outpoint of every input spending a P2TR output. */
+typedef struct {
+    unsigned char hash32[32], prev32[32];
+    uint32_t time;
+    size_t block_txs;     /* transactions in the block, coinbase included */
+    size_t n_tx, n_out;   /* eligible txs, their taproot outputs */
+    size_t n_keys, n_spent;
+    unsigned char *txids32, *tweaks33, *tweaks64, *out_counts4, *max_values8; /* n_tx each */
+    unsigned char *out_vouts4, *out_keys32, *out_values8;                    /* n_out each */
+    unsigned char *taproot_keys32;                                           /* n_keys */
+    unsigned char *spent_outpoints36;                                        /* n_spent */
+} spn_block_index;
+
+/* Fill *out for one block: 1 ok, or SPN_EBLOCK / SPN_ESPENT / SPN_ESHAPE / SPN_ENOMEM (then *out holds
+ * no memory). Safe without the GIL. */
+int spn_block_index_build(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
+                          spn_block_index *out);
+void spn_block_index_free(spn_block_index *x);
 
 #endif

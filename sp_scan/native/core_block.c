@@ -361,3 +361,125 @@ long spn_block_scan(const unsigned char *block, size_t block_len, const unsigned
     }
     return n;
 }
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static int is_taproot_script(const spn_span *s) {
+    return s->n == 34 && s->p[0] == 0x51 && s->p[1] == 0x20;
+}
+
+/* tweak33 and tweak64 (x‖y) of input_hash·A; 1 ok, 0 when the product fails. */
+static int summary_tweaks(const spn_summary *s, unsigned char tweak33[33], unsigned char tweak64[64]) {
+    secp256k1_pubkey t = s->sum;
+    unsigned char ser65[65];
+    size_t len = sizeof ser65;
+    if (!spn_secp.ec_pubkey_tweak_mul(spn_ctx.public, &t, s->input_hash32)) return 0;
+    spn_ser33(spn_ctx.public, tweak33, &t);
+    spn_secp.ec_pubkey_serialize(spn_ctx.public, ser65, &len, &t, SPN_SECP_EC_UNCOMPRESSED);
+    memcpy(tweak64, ser65 + 1, 64);
+    return 1;
+}
+
+void spn_block_index_free(spn_block_index *x) {
+    free(x->txids32);
+    free(x->tweaks33);
+    free(x->tweaks64);
+    free(x->out_counts4);
+    free(x->max_values8);
+    free(x->out_vouts4);
+    free(x->out_keys32);
+    free(x->out_values8);
+    free(x->taproot_keys32);
+    free(x->spent_outpoints36);
+    memset(x, 0, sizeof *x);
+}
+
+/* Buffers sized for the most the block can need: every tx eligible, every output taproot. */
+static int index_alloc(spn_block_index *x, const block_t *b) {
+    size_t txs = b->n_tx ? b->n_tx : 1, outs = b->n_outs ? b->n_outs : 1, ins = b->n_ins ? b->n_ins : 1;
+    x->txids32 = malloc(txs * 32);
+    x->tweaks33 = malloc(txs * 33);
+    x->tweaks64 = malloc(txs * 64);
+    x->out_counts4 = malloc(txs * 4);
+    x->max_values8 = malloc(txs * 8);
+    x->out_vouts4 = malloc(outs * 4);
+    x->out_keys32 = malloc(outs * 32);
+    x->out_values8 = malloc(outs * 8);
+    x->taproot_keys32 = malloc(outs * 32);
+    x->spent_outpoints36 = malloc(ins * 36);
+    return x->txids32 && x->tweaks33 && x->tweaks64 && x->out_counts4 && x->max_values8 && x->out_vouts4 &&
+           x->out_keys32 && x->out_values8 && x->taproot_keys32 && x->spent_outpoints36;
+}
+
+/* One eligible tx's row: its taproot outputs (already known to exist) and the largest value. */
+static void index_tx(spn_block_index *x, const block_t *b, const tx_t *tx) {
+    uint32_t count = 0;
+    int64_t max_value = 0;
+    txid(tx, x->txids32 + 32 * x->n_tx);
+    for (size_t j = 0; j < tx->n_out; j++) {
+        const txout_t *o = &b->outs[tx->first_out + j];
+        if (!is_taproot(o)) continue;
+        put_u32(x->out_vouts4 + 4 * x->n_out, (uint32_t)j);
+        memcpy(x->out_keys32 + 32 * x->n_out, o->script.p + 2, 32);
+        put_u64(x->out_values8 + 8 * x->n_out, (uint64_t)o->value);
+        if (o->value > max_value) max_value = o->value;
+        x->n_out++;
+        count++;
+    }
+    put_u32(x->out_counts4 + 4 * x->n_tx, count);
+    put_u64(x->max_values8 + 8 * x->n_tx, (uint64_t)max_value);
+    x->n_tx++;
+}
+
+int spn_block_index_build(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
+                          spn_block_index *out) {
+    block_t b;
+    int ret = load(&b, block, block_len, spent, spent_len);
+    memset(out, 0, sizeof *out);
+    if (ret == 1 && !index_alloc(out, &b)) ret = SPN_ENOMEM;
+    if (ret == 1) {
+        spn_sha256 h;
+        unsigned char first[32];
+        spn_sha256_init(&h);
+        spn_sha256_write(&h, block, HEADER);
+        spn_sha256_finalize(&h, first);
+        spn_sha256_init(&h);
+        spn_sha256_write(&h, first, 32);
+        spn_sha256_finalize(&h, out->hash32);
+        memcpy(out->prev32, block + 4, 32);
+        out->time = (uint32_t)block[68] | (uint32_t)block[69] << 8 | (uint32_t)block[70] << 16 | (uint32_t)block[71] << 24;
+        out->block_txs = b.n_tx;
+    }
+    for (size_t i = 0; ret == 1 && i < b.n_tx; i++) {
+        const tx_t *tx = &b.txs[i];
+        spn_summary s;
+        int taproot = 0, r;
+        for (size_t j = 0; j < tx->n_out; j++) {
+            const txout_t *o = &b.outs[tx->first_out + j];
+            if (!is_taproot(o)) continue;
+            memcpy(out->taproot_keys32 + 32 * out->n_keys++, o->script.p + 2, 32);
+            taproot = 1;
+        }
+        if (i == 0) continue; /* the coinbase spends nothing and is never eligible */
+        for (size_t j = 0; j < tx->n_in; j++) {
+            const spn_input *in = &b.ins[tx->first_in + j];
+            if (is_taproot_script(&in->prevout)) memcpy(out->spent_outpoints36 + 36 * out->n_spent++, in->outpoint36, 36);
+        }
+        if (!taproot) continue;
+        if ((r = spn_summarize(&b.ins[tx->first_in], tx->n_in, &s)) != 1) {
+            if (r < 0) ret = r;
+            continue;
+        }
+        if (!summary_tweaks(&s, out->tweaks33 + 33 * out->n_tx, out->tweaks64 + 64 * out->n_tx)) continue;
+        index_tx(out, &b, tx);
+    }
+    block_free(&b);
+    if (ret != 1) spn_block_index_free(out);
+    return ret;
+}

@@ -799,6 +799,41 @@ static PyObject *py_block_scan(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* block_index(block, spent) -> (hash32, prev32, time, block_txs, txids32, tweaks33, tweaks64, out_counts4,
+ * out_vouts4, out_keys32, out_values8, max_values8, taproot_keys32, spent_outpoints36) */
+static PyObject *py_block_index(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer block, spent;
+    spn_block_index x;
+    int r = 0;
+    PyObject *out = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*:block_index", &block, &spent)) return NULL;
+    if (ready()) {
+        spn_ecc_enter();
+        Py_BEGIN_ALLOW_THREADS
+        r = spn_block_index_build(block.buf, (size_t)block.len, spent.buf, (size_t)spent.len, &x);
+        Py_END_ALLOW_THREADS
+        spn_ecc_leave();
+        if (r != 1) {
+            raise_code(r, "");
+        } else {
+#define SIZED(p, n) (const char *)(p), (Py_ssize_t)(n)
+            out = Py_BuildValue("(y#y#kny#y#y#y#y#y#y#y#y#y#)", SIZED(x.hash32, 32), SIZED(x.prev32, 32),
+                                (unsigned long)x.time, (Py_ssize_t)x.block_txs, SIZED(x.txids32, 32 * x.n_tx),
+                                SIZED(x.tweaks33, 33 * x.n_tx), SIZED(x.tweaks64, 64 * x.n_tx),
+                                SIZED(x.out_counts4, 4 * x.n_tx), SIZED(x.out_vouts4, 4 * x.n_out),
+                                SIZED(x.out_keys32, 32 * x.n_out), SIZED(x.out_values8, 8 * x.n_out),
+                                SIZED(x.max_values8, 8 * x.n_tx), SIZED(x.taproot_keys32, 32 * x.n_keys),
+                                SIZED(x.spent_outpoints36, 36 * x.n_spent));
+#undef SIZED
+            spn_block_index_free(&x);
+        }
+    }
+    PyBuffer_Release(&block);
+    PyBuffer_Release(&spent);
+    return out;
+}
+
 /* ---- setup ---- */
 
 static const char *const API_NAMES[] = {
@@ -890,6 +925,7 @@ static PyMethodDef methods[] = {
     {"ecdh_share", (PyCFunction)(void (*)(void))py_ecdh_share, METH_FASTCALL, "ecdh_share(keys, scan33, aux_rand32) -> (share33, A33, proof64) | None"},
     {"block_tweaks", py_block_tweaks, METH_VARARGS, "block_tweaks(block, spent) -> [(txid32, tweak33)]"},
     {"block_scan", py_block_scan, METH_VARARGS, "block_scan(block, spent, scanner) -> [(txid32, vout, amount, output32, tweak32, label)]"},
+    {"block_index", py_block_index, METH_VARARGS, "block_index(block, spent) -> the tweak index's packed arrays of one block"},
     {"set_label_strategy", py_set_label_strategy, METH_O, "set_label_strategy(0 auto | 1 bip | 2 labelset) -> previous"},
     {"contexts_started", py_contexts_started, METH_NOARGS, "True once the two libsecp256k1 contexts exist."},
     {NULL, NULL, 0, NULL},

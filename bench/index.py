@@ -1,0 +1,183 @@
+"""The tweak index: sync throughput from a local Core REST stand-in, store figures, index scan vs per-tweak scan.
+
+Usage:
+    python -m bench.index                 # 24 linked copies of vectors/blocks/mainnet.bin, jobs 1 and 2
+    python -m bench.index --blocks 48 --jobs 1 2
+
+The chain is `--blocks` copies of the mainnet-sized sample block (3,001 txs, 1,412 eligible), each
+header relinked to the one before, served by `tests/cli_support.py`'s REST stand-in on 127.0.0.1.
+Its spends are of invented outputs, so cut-through lookups all miss (their cost on mainnet, where
+most taproot spends hit an indexed tx, is not in these figures). Prints markdown tables; the README
+projection uses the per-tx times printed here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sp_scan import block, native
+from sp_scan.index import Index
+from sp_scan.node import RestNode
+
+from .test_block import BLOCK, SPENT, _receiver
+
+ROOT = Path(__file__).resolve().parent.parent
+MAINNET_BLOCKS = 270_000  # taproot activation (709,632) to mid-2025
+MAINNET_ELIGIBLE = 200_000_000  # the issue's 150-250 million eligible txs since taproot
+
+
+class LinkedChain:
+    """n copies of the sample block, each header linked to the one before (a cli_support.ChainView).
+
+    Copy 0 is the sample (it pays the test wallet 84 outputs). Copy h > 0's inputs spend other
+    outpoints, so its txids are its own (and its payments are no longer the wallet's: tweaks
+    change with the outpoints): inputs that spend P2TR outputs spend the taproot outputs of copy
+    h - 1's eligible txs (one each, as far as they go; committing a copy then marks ~1,970 outputs
+    spent through txloc lookups, as mainnet's taproot spends do), the others an outpoint salted
+    with h. Signatures are not re-made (the index does not verify them); the spent outputs stay
+    the sample's.
+    """
+
+    def __init__(self, n: int) -> None:
+        raw, self.spent = BLOCK.read_bytes(), SPENT.read_bytes()
+        taproot = set(_split(block.block_index(raw, self.spent).spent_outpoints, 36))
+        inputs = [i.outpoint.to_bytes() for tx in block.parse_block(raw).txs[1:] for i in tx.inputs]
+        self.blocks, prev, targets = [], b"\x00" * 32, []
+        for h in range(n):
+            body = _repoint(raw[80:], inputs, taproot, targets, h) if h else raw[80:]
+            header = raw[:4] + prev + raw[36:76] + h.to_bytes(4, "little")
+            prev = block.sha256d(header)
+            self.blocks.append((prev, header + body))
+            targets = _outpoints(block.block_index(header + body, self.spent))
+        self.heights = {hash32: h for h, (hash32, _) in enumerate(self.blocks)}
+
+    def best(self) -> tuple[int, bytes]:
+        return len(self.blocks) - 1, self.blocks[-1][0]
+
+    def hash_at(self, height: int) -> bytes | None:
+        return self.blocks[height][0] if 0 <= height < len(self.blocks) else None
+
+    def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes] | None:
+        h = self.heights.get(hash32)
+        return None if h is None else (h, self.blocks[h][1], self.spent)
+
+
+def _outpoints(data) -> list[bytes]:
+    """The outpoint of every taproot output of the block's eligible txs."""
+    out, first = [], 0
+    vouts = memoryview(data.out_vouts).cast("I")
+    for i, count in enumerate(memoryview(data.out_counts).cast("I")):
+        out.extend(data.txids[32 * i : 32 * i + 32] + vouts[o].to_bytes(4, "little") for o in range(first, first + count))
+        first += count
+    return out
+
+
+def _split(data: bytes, width: int) -> list[bytes]:
+    return [data[i : i + width] for i in range(0, len(data), width)]
+
+
+def _repoint(body: bytes, inputs36: list[bytes], taproot: set[bytes], targets36: list[bytes], salt: int) -> bytes:
+    """body with each input's outpoint replaced: a P2TR spend by the next of targets36, any other salted."""
+    out, pos, targets = bytearray(body), 0, iter(targets36)
+    for op in inputs36:
+        pos = out.index(op, pos)
+        new = next(targets, None) if op in taproot else None
+        out[pos : pos + 36] = new or (int.from_bytes(op[:4], "little") ^ salt).to_bytes(4, "little") + op[4:]
+        pos += 36
+    return bytes(out)
+
+
+def sync_rows(chain: LinkedChain, jobs_list: list[int], workdir: Path) -> tuple[list[str], Path]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from cli_support import NodeServer, RestHandler
+
+    rows, path = [], workdir / "jobs1.db"
+    with NodeServer(RestHandler, chain) as server:
+        for jobs in jobs_list:
+            db = workdir / f"jobs{jobs}.db"
+            with Index.create(db, "regtest") as idx:
+                began = time.perf_counter()
+                s = idx.sync(RestNode(server.url), jobs=jobs)
+                wall = time.perf_counter() - began
+            per = 1e3 / s.blocks
+            rows.append(
+                f"| REST sync, --jobs {jobs} | {s.blocks / wall:.1f} | {s.txs / wall:,.0f} | {s.eligible / wall:,.0f} "
+                f"| {s.fetch_s * per:.1f} | {s.compute_s * per:.1f} | {s.store_s * per:.1f} |"
+            )
+            path = db
+    return rows, path
+
+
+def store_rows(path: Path, blocks: int) -> list[str]:
+    with Index.open(path, readonly=True) as idx:
+        info = idx.info()
+        top = info["tip_height"]
+        timings = {}
+        for name, fn in (
+            ("block_hash(h)", lambda h: idx.block_hash(h)),
+            ("tweaks(h)", lambda h: idx.tweaks(h)),
+            ("tweaks(h, dust 1000, cut-through)", lambda h: idx.tweaks(h, 1000, True)),
+            ("utxos(h)", lambda h: idx.utxos(h)),
+        ):
+            began = time.perf_counter()
+            for i in range(200):
+                fn(i % (top + 1))
+            timings[name] = (time.perf_counter() - began) / 200
+        began = time.perf_counter()
+        partition = idx.partition(0, top)
+        read = (time.perf_counter() - began) / partition.n_tx
+    rows = [f"| {name} | {t * 1e6:,.0f} µs |" for name, t in timings.items()]
+    rows.append(f"| partition read (packed buffers for the scan) | {read * 1e9:,.0f} ns per tx |")
+    rows.append(f"| size on disk | {info['bytes'] / info['eligible_transactions']:.0f} B per eligible tx, {info['bytes'] / info['transactions']:.0f} B per block tx |")
+    return rows
+
+
+def scan_rows(path: Path, threads_list: list[int]) -> list[str]:
+    """tweaks/s of `Index.scan` over the whole index, and of `native.scan_tweak` called per tx on the same txs."""
+    receiver = _receiver()
+    with Index.open(path, readonly=True) as idx:
+        p = idx.partition(0, idx.tip()[0])
+        txs, first = [], 0
+        for i, count in enumerate(memoryview(p.counts).cast("I")):
+            tweak64 = p.tweaks64[64 * i : 64 * i + 64]
+            txs.append((bytes([2 | tweak64[63] & 1]) + tweak64[:32], _split(p.outputs32[32 * first : 32 * (first + count)], 32)))
+            first += count
+        began = time.perf_counter()
+        raw_found = sum(len(native.scan_tweak(tweak33, outputs, receiver)) for tweak33, outputs in txs)
+        raw_rate = len(txs) / (time.perf_counter() - began)
+        rows = [f"| raw: `native.scan_tweak` per tx ({raw_found} found) | {raw_rate:,.0f} | 1.00 |"]
+        for threads in threads_list:
+            began = time.perf_counter()
+            found = list(idx.scan(receiver, threads=threads))
+            rate = len(txs) / (time.perf_counter() - began)
+            rows.append(f"| `Index.scan`, threads={threads} ({len(found)} found) | {rate:,.0f} | {rate / raw_rate:.2f} |")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=24)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args()
+    print(f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, native: {native.ENABLED}")
+    print(f"Chain: {args.blocks} linked copies of mainnet.bin (3,001 txs, 1,412 eligible each)\n")
+    chain = LinkedChain(args.blocks)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows, path = sync_rows(chain, args.jobs, Path(tmp))
+        print("| sync | blocks/s | tx/s | eligible tx/s | fetch ms/block | compute ms/block | store ms/block |")
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(rows))
+        print("\n| store (per call, on this index) | time |\n|---|---|")
+        print("\n".join(store_rows(path, args.blocks)))
+        rows = scan_rows(path, sorted({1, *args.jobs}))
+        print("\n| scan | tweaks/s | vs raw |\n|---|---|---|")
+        print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""The tweak index: every block's silent-payments data computed once, kept in an embedded store.
+
+```python
+from sp_scan.index import Index
+from sp_scan.node import RestNode
+
+node = RestNode("http://127.0.0.1:8332")
+index = Index.create("tweaks.db", "main")        # or Index.open("tweaks.db")
+index.sync(node)                                 # to the node's tip; reorgs are followed
+for m in index.scan(receiver, start=900_000):   # IndexMatch: height, txid32, vout, amount, found, spent
+    ...
+index.tweaks(900_000, dust_limit=1000, cut_through=True)   # what a light-client server serves
+```
+
+Three rooms: `store` (SQLite; the only SQL), `sync` (sources -> blocks -> store; reorgs), `scan`
+(partitions of packed buffers scanned in C, for one wallet or many in one pass). `cluster` scans the
+partitions on a Dask cluster; it needs the dist extra and is imported only by whoever uses it. Heights are ints; hashes are 32 bytes in internal
+byte order unless a name says hex. A height that is not indexed raises `HeightError`; a missing,
+corrupt, other-version or other-network file raises `IndexStoreError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from ..errors import HeightError, IndexStoreError
+from ..scan import Receiver
+from ..types import IndexMatch, Utxo
+from .scan import DEFAULT_PARTITION_BLOCKS, Partition, scan_partition, scan_partition_wallets
+from .store import NETWORKS, Store
+from .sync import BlockFiles, Retry, Source, Syncer, SyncStats
+
+__all__ = [
+    "BlockFiles", "HeightError", "Index", "IndexMatch", "IndexStoreError", "NETWORKS", "Partition", "Retry", "SyncStats",
+    "Utxo", "scan_partition", "scan_partition_wallets",
+]  # fmt: skip
+
+FILTER_KINDS = {"new-utxos": "filter_new", "spent": "filter_spent"}
+_PARTITION_COLUMNS = ("height", "n_tx", "txids", "tweaks64", "out_counts", "out_keys", "out_vouts", "out_values")
+
+
+def _u32(values: list[int]) -> bytes:
+    return struct.pack(f"<{len(values)}I", *values)
+
+
+class Index:
+    """An open tweak index. Build with `Index.open` or `Index.create`; close with `close()` (or `with`)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    @classmethod
+    def open(cls, path: str | Path, *, readonly: bool = False, network: str | None = None) -> Index:
+        """Open an existing index.
+
+        Args:
+            path: the index file.
+            readonly: read only (e.g. a server beside a running sync: readers see each committed block).
+            network: when given, the index must be for this network.
+
+        Raises:
+            IndexStoreError: missing, corrupt, of another format version, or of another network.
+        """
+        return cls(Store.open(path, readonly=readonly, network=network))
+
+    @classmethod
+    def create(cls, path: str | Path, network: str) -> Index:
+        """Create an empty index for `network` (one of NETWORKS); `sync` fills it.
+
+        Raises:
+            IndexStoreError: the file exists, or an unknown network.
+        """
+        return cls(Store.create(path, network))
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._store.close()
+
+    @property
+    def path(self) -> Path:
+        """The index file."""
+        return self._store.path
+
+    @property
+    def network(self) -> str:
+        """The network the index was built for: main, test, testnet4, signet or regtest."""
+        return self._store.network
+
+    @property
+    def first_height(self) -> int | None:
+        """The first indexed height; None before the first block."""
+        return self._store.first_height
+
+    def tip(self) -> tuple[int, bytes] | None:
+        """(height, hash32) of the highest indexed block, or None when empty."""
+        return self._store.tip()
+
+    def block_hash(self, height: int) -> bytes:
+        """The 32-byte hash of the indexed block at `height` (internal byte order).
+
+        Raises:
+            HeightError: not indexed.
+        """
+        return self._store.row(height, ("hash",))[0]
+
+    def block_time(self, height: int) -> int:
+        """The header timestamp of the indexed block at `height`.
+
+        Raises:
+            HeightError: not indexed.
+        """
+        return self._store.row(height, ("time",))[0]
+
+    def tweaks(self, height: int, dust_limit: int = 0, cut_through: bool = False) -> list[bytes]:
+        """The 33-byte tweaks (input_hash·A) of the block's eligible txs, in block order.
+
+        Args:
+            height: the block.
+            dust_limit: keep a tx only when its largest taproot output is >= this many satoshis.
+            cut_through: drop txs whose taproot outputs have all been spent (as of the index's tip).
+
+        Raises:
+            HeightError: not indexed.
+        """
+        (n_tx, tweaks33, max_values, out_counts), spent = self._store.row_with_spends(
+            height, ("n_tx", "tweaks33", "max_values", "out_counts")
+        )
+        keep: Sequence[int] = range(n_tx)
+        if dust_limit > 0:
+            keep = [i for i, value in enumerate(memoryview(max_values).cast("Q")) if value >= dust_limit]
+        if cut_through and spent:
+            counts, gone, first = memoryview(out_counts).cast("I"), set(), 0
+            for i, count in enumerate(counts):
+                if all(o in spent for o in range(first, first + count)):
+                    gone.add(i)
+                first += count
+            keep = [i for i in keep if i not in gone]
+        return [tweaks33[33 * i : 33 * i + 33] for i in keep]
+
+    def utxos(self, height: int) -> list[Utxo]:
+        """Every taproot output of the block's eligible txs, sorted by (display txid, vout).
+
+        Raises:
+            HeightError: not indexed.
+        """
+        (txids, out_counts, out_vouts, out_values, out_keys), spent = self._store.row_with_spends(
+            height, ("txids", "out_counts", "out_vouts", "out_values", "out_keys")
+        )
+        vouts, values = memoryview(out_vouts).cast("I"), memoryview(out_values).cast("Q")
+        firsts = list(itertools.accumulate(memoryview(out_counts).cast("I"), initial=0))
+        out = []
+        # A tx's outputs are stored in vout order: sorting the txs sorts the outputs.
+        for i in sorted(range(len(firsts) - 1), key=lambda i: txids[32 * i : 32 * i + 32][::-1]):
+            txid32 = txids[32 * i : 32 * i + 32]
+            out.extend(Utxo(txid32, vouts[o], values[o], out_keys[32 * o : 32 * o + 32], o in spent) for o in range(firsts[i], firsts[i + 1]))
+        return out
+
+    def filter(self, height: int, kind: str) -> bytes:
+        """The block's BIP158-style filter: CompactSize(N) ‖ Golomb-Rice bits (P = 19, M = 784931).
+
+        Args:
+            kind: "new-utxos" (every P2TR output key of the block) or "spent" (its spent-index hashes).
+
+        Raises:
+            HeightError: not indexed.
+            ValueError: an unknown kind.
+            IndexStoreError: the block was stored without filters.
+        """
+        if kind not in FILTER_KINDS:
+            raise ValueError(f"filter kind must be one of {sorted(FILTER_KINDS)}")
+        value = self._store.row(height, (FILTER_KINDS[kind],))[0]
+        if value is None:
+            raise IndexStoreError(f"{self.path}: block {height} was stored without filters")
+        return value
+
+    def spent_index(self, height: int) -> list[bytes]:
+        """The 8-byte hashes of the taproot outpoints the block spends, in tx then vin order.
+
+        Raises:
+            HeightError: not indexed.
+            IndexStoreError: the block was stored without them.
+        """
+        value = self._store.row(height, ("spent_hashes",))[0]
+        if value is None:
+            raise IndexStoreError(f"{self.path}: block {height} was stored without its spent index")
+        return [value[i : i + 8] for i in range(0, len(value), 8)]
+
+    def partition(self, start: int, end: int) -> Partition:
+        """Heights start..end packed for scanning (one consistent read; heights not indexed are absent)."""
+        rows, spends = self._store.scan_rows(start, end, _PARTITION_COLUMNS)
+        heights, tx_starts, out_starts, n, o = [], [], [], 0, 0
+        for height, n_tx, _, _, _, _, out_vouts, _ in rows:
+            heights.append(height)
+            tx_starts.append(n)
+            out_starts.append(o)
+            n, o = n + n_tx, o + len(out_vouts) // 4
+        spent = bytearray((o + 7) // 8)
+        first_out = dict(zip(heights, out_starts))
+        for height, ordinal in spends:
+            j = first_out[height] + ordinal
+            spent[j >> 3] |= 1 << (j & 7)
+        columns = list(zip(*rows)) if rows else [()] * len(_PARTITION_COLUMNS)
+        txids, tweaks64, counts, keys, vouts, values = (b"".join(c) for c in columns[2:])
+        return Partition(start, end, _u32(heights), _u32(tx_starts), _u32(out_starts), txids, tweaks64, counts, keys, vouts, values, bytes(spent))
+
+    def partition_ranges(
+        self, start: int | None = None, end: int | None = None, partition_blocks: int = DEFAULT_PARTITION_BLOCKS
+    ) -> list[tuple[int, int]]:
+        """The (first, last) heights of each partition of start..end, ascending; [] for an empty index.
+
+        Args:
+            start, end: the heights to scan (default: all that is indexed).
+            partition_blocks: blocks per partition, >= 1.
+
+        Raises:
+            HeightError: start..end is not inside the indexed heights.
+            ValueError: partition_blocks < 1.
+        """
+        if partition_blocks < 1:
+            raise ValueError(f"partition_blocks must be >= 1, not {partition_blocks}")
+        tip, first = self.tip(), self.first_height
+        if tip is None:
+            if start is not None or end is not None:
+                raise HeightError(f"{self.path} is empty")
+            return []
+        start = first if start is None else start
+        end = tip[0] if end is None else end
+        if not first <= start <= end <= tip[0]:
+            raise HeightError(f"heights {start}..{end} are not all indexed (the index holds {first}..{tip[0]})")
+        return [(lo, min(lo + partition_blocks - 1, end)) for lo in range(start, end + 1, partition_blocks)]
+
+    def scan(
+        self,
+        receiver: Receiver,
+        start: int | None = None,
+        end: int | None = None,
+        threads: int = 1,
+        partition_blocks: int = DEFAULT_PARTITION_BLOCKS,
+    ) -> Iterator[IndexMatch]:
+        """Yield every indexed output paying `receiver`, in height, block, then vout order.
+
+        Args:
+            receiver: the wallet's keys.
+            start, end: the heights to scan (default: all that is indexed).
+            threads: native scanning threads.
+            partition_blocks: blocks read and scanned per batch.
+
+        Raises:
+            HeightError: start..end is not inside the indexed heights.
+        """
+        for lo, hi in self.partition_ranges(start, end, partition_blocks):
+            yield from scan_partition(self.partition(lo, hi), receiver, threads)
+
+    def scan_wallets(
+        self,
+        receivers: Sequence[Receiver],
+        start: int | None = None,
+        end: int | None = None,
+        threads: int = 1,
+        partition_blocks: int = DEFAULT_PARTITION_BLOCKS,
+        *,
+        starts: Sequence[int | None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Iterator[tuple[int, IndexMatch]]:
+        """Yield every indexed output paying any of `receivers`, each partition read once for all of them.
+
+        Args:
+            receivers: the wallets' keys.
+            start, end: the heights to scan (default: all that is indexed).
+            threads: native scanning threads.
+            partition_blocks: blocks read and scanned per batch.
+            starts: per wallet, the first height to report (its birthday), or None for `start`.
+            progress: called with (first, last) height of each partition once its matches are yielded.
+
+        Returns:
+            (wallet's position in receivers, match), in height, block, vout, then wallet order.
+
+        Raises:
+            HeightError: start..end is not inside the indexed heights.
+        """
+        for lo, hi in self.partition_ranges(start, end, partition_blocks):
+            yield from scan_partition_wallets(self.partition(lo, hi), receivers, threads, starts)
+            if progress is not None:
+                progress(lo, hi)
+
+    def sync(
+        self,
+        source: Source,
+        start: int | None = None,
+        stop: int | None = None,
+        follow: bool = False,
+        *,
+        jobs: int = 1,
+        interval: float = 10.0,
+        retry: Retry = Retry(),
+        progress: Callable[[SyncStats], None] | None = None,
+    ) -> SyncStats:
+        """Bring the index to the source's tip (or `stop`), following reorgs; with `follow`, keep polling.
+
+        Each block is committed in one transaction with the new tip, so a killed sync resumes where
+        it stopped. Several blocks are fetched and computed in `jobs` worker processes.
+
+        Args:
+            source: a `RestNode`, `RpcNode` or `BlockFiles`.
+            start: the first height of an empty index (default: taproot activation on main, else 0,
+                or the lowest block file); on a non-empty index it must be its first height.
+            stop: the last height (default: the source's tip, re-read every round).
+            follow: poll for new blocks every `interval` seconds until interrupted.
+            jobs: worker processes.
+            retry: how a failing source is retried before giving up.
+            progress: called with the stats after each committed block (and while waiting).
+
+        Returns:
+            What was done.
+
+        Raises:
+            IndexStoreError: another network, another first height, or another sync is writing the file.
+            HeightError: stop is beyond the source's tip (without follow).
+            NodeError: the source fails after the retries; the message names the height to resume at.
+            MalformedDataError, PrevoutsError: a block or its spent outputs do not parse.
+        """
+        return Syncer(self._store, source, jobs, retry, progress).run(start, stop, follow, interval)
+
+    def info(self) -> dict:
+        """{"network", "first_height", "tip_height", "tip_hash" (display hex), "blocks", "transactions",
+        "eligible_transactions", "bytes" (on disk)}."""
+        stats = self._store.stats()
+        tip = self.tip()
+        return {
+            "network": self.network,
+            "first_height": self.first_height,
+            "tip_height": tip[0] if tip else None,
+            "tip_hash": tip[1][::-1].hex() if tip else None,
+            "blocks": stats["blocks"],
+            "transactions": stats["transactions"],
+            "eligible_transactions": stats["eligible"],
+            "bytes": stats["bytes"],
+        }

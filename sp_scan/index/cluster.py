@@ -1,0 +1,207 @@
+"""Scanning an index on a Dask cluster: this process reads partitions, the workers scan them.
+
+Only this module imports `distributed` (the `dist` extra, ``pip install 'sp-scan[dist]'``), and
+nothing in sp_scan imports this module. Workers need sp-scan (same version) and nothing else:
+each task carries its partition's packed buffers and the wallets, so no file is shared.
+
+The wallets' scan keys travel inside every task (pickled `Receiver`s): the scheduler and each
+worker hold them in memory while the scan runs, and anyone able to submit work to the cluster can
+read a worker's memory. Hence `check_address`: plaintext only to a scheduler on this machine,
+elsewhere TLS (mutual in Dask: the scheduler admits only peers whose certificate its CA signed)
+unless the caller accepts the risk with `insecure`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib.metadata
+import ipaddress
+import itertools
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from urllib.parse import urlsplit
+
+import distributed
+
+from ..errors import ClusterError, SchedulerAddressError
+from ..scan import Receiver
+from ..types import IndexMatch
+from . import Index
+from .scan import DASK_PARTITION_BLOCKS, scan_partition_wallets
+
+SCHEMES = ("tcp", "tls")
+
+
+def check_address(address: str, *, insecure: bool = False) -> str:
+    """The scheduler address with its scheme, refused when plaintext would leave this machine.
+
+    Args:
+        address: tcp://HOST:PORT, tls://HOST:PORT or HOST:PORT (tcp); an IPv6 host in brackets.
+        insecure: accept tcp:// to a host that is not loopback.
+
+    Returns:
+        The address with its scheme.
+
+    Raises:
+        SchedulerAddressError: another scheme, no host or port, or tcp:// to a host other than
+            localhost or a loopback IP without `insecure`.
+    """
+    text = address.strip()
+    if "://" not in text:
+        text = "tcp://" + text
+    parts = urlsplit(text)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme not in SCHEMES or not parts.hostname or port is None or parts.path or parts.query or parts.username:
+        raise SchedulerAddressError(f"a scheduler address is tcp://HOST:PORT or tls://HOST:PORT, not {address!r}")
+    if parts.scheme == "tcp" and not insecure and not _loopback(parts.hostname):
+        raise SchedulerAddressError(
+            f"{text}: the scan keys would cross the network unencrypted; use tls:// (see README: Scanning on a cluster) or --insecure"
+        )
+    return text
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name other than localhost: it may resolve anywhere
+        return False
+
+
+def security(ca_file: str, cert_file: str, key_file: str) -> distributed.Security:
+    """TLS settings for a tls:// scheduler: the CA that signed the cluster's certificates, ours and its key.
+
+    Raises:
+        OSError: a file cannot be read.
+    """
+    for path in (ca_file, cert_file, key_file):
+        with open(path, "rb"):
+            pass
+    return distributed.Security(tls_ca_file=ca_file, tls_client_cert=cert_file, tls_client_key=key_file, require_encryption=True)
+
+
+def connect(address: str, *, tls: distributed.Security | None = None, insecure: bool = False, timeout: float = 10.0) -> distributed.Client:
+    """A client of the scheduler at `address` (close it, or use it in `with`).
+
+    Args:
+        address: as `check_address` takes it.
+        tls: for tls://; default: Dask's configuration (distributed.comm.tls.*).
+        insecure: as `check_address`.
+        timeout: seconds to wait for the scheduler.
+
+    Raises:
+        SchedulerAddressError: as `check_address`, or tls:// without certificates.
+        OSError: the scheduler cannot be reached in time.
+    """
+    address = check_address(address, insecure=insecure)
+    if address.startswith("tls://"):
+        tls = tls or distributed.Security()
+        if not (tls.tls_ca_file and tls.tls_client_cert):
+            raise SchedulerAddressError(f"{address} needs a CA file, a certificate and its key (or distributed.comm.tls in the Dask configuration)")
+    return distributed.Client(address, security=tls, timeout=timeout, set_as_default=False)
+
+
+def check_workers(client: distributed.Client, timeout: float = 60.0) -> int:
+    """Wait for a worker, check that every worker runs this sp-scan; return the cluster's worker threads.
+
+    Raises:
+        ClusterError: no worker within `timeout` seconds, or a worker without this version of sp-scan.
+    """
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        raise ClusterError(f"no worker joined the scheduler within {timeout:g} s") from None
+    ours = importlib.metadata.version("sp-scan")
+    for worker, version in sorted(client.run(importlib.metadata.version, "sp-scan", on_error="return").items()):
+        if isinstance(version, BaseException):
+            raise ClusterError(f"worker {worker} cannot run sp-scan ({type(version).__name__}): install sp-scan there")
+        if version != ours:
+            raise ClusterError(f"worker {worker} runs sp-scan {version}, this is {ours}")
+    return sum(client.nthreads().values())
+
+
+def scan(
+    client: distributed.Client,
+    index: Index,
+    receivers: Sequence[Receiver],
+    start: int | None = None,
+    end: int | None = None,
+    *,
+    starts: Sequence[int | None] | None = None,
+    threads: int = 1,
+    partition_blocks: int = DASK_PARTITION_BLOCKS,
+    in_flight: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[tuple[int, IndexMatch]]:
+    """`Index.scan_wallets` on a cluster: one task per partition, results in height order.
+
+    Partitions are read here and shipped inside their tasks (no shared filesystem). A task whose
+    worker is lost is run again on another (Dask allows each task `distributed.scheduler.allowed-failures`
+    such losses); its results are taken once, so nothing is missing or repeated.
+
+    Args:
+        client: from `connect`.
+        index: the index to scan (read in this process only).
+        receivers, start, end, starts: as `Index.scan_wallets`.
+        threads: native threads per task (workers usually run one task per core).
+        partition_blocks: blocks per task.
+        in_flight: most tasks submitted and not yet finished, which bounds the partitions held in
+            memory by the scheduler and workers (default: twice the cluster's worker threads).
+        progress: called with (first, last) height of each partition once its matches are yielded.
+
+    Returns:
+        (wallet's position in receivers, match), in height, block, vout, then wallet order, as
+        `Index.scan_wallets` yields them.
+
+    Raises:
+        HeightError: start..end is not inside the indexed heights.
+        ClusterError: as `check_workers`, or a task lost with its workers too often or cancelled.
+        SPError: a task's own error (e.g. InvalidKeyError for a damaged index).
+    """
+    ranges = index.partition_ranges(start, end, partition_blocks)
+    slots = check_workers(client)
+    if not ranges:
+        return
+    in_flight = max(1, in_flight or 2 * slots)
+    run = uuid.uuid4().hex[:12]  # task keys name heights only, never anything derived from a key
+    todo = iter(enumerate(ranges))
+    submitted: dict[distributed.Future, int] = {}
+    finished = distributed.as_completed(loop=client.loop)
+
+    def submit_next() -> None:
+        for i, (lo, hi) in itertools.islice(todo, 1):
+            future = client.submit(scan_partition_wallets, index.partition(lo, hi), receivers, threads, starts, key=f"sp-scan-{run}-{lo}-{hi}", pure=False)
+            submitted[future] = i
+            finished.add(future)
+
+    for _ in range(in_flight):
+        submit_next()
+    results: dict[int, list[tuple[int, IndexMatch]]] = {}
+    emitted = 0
+    try:
+        for future in finished:
+            i = submitted.pop(future)
+            results[i] = _result(future, ranges[i])
+            future.release()
+            submit_next()
+            while emitted in results:
+                yield from results.pop(emitted)
+                if progress is not None:
+                    progress(*ranges[emitted])
+                emitted += 1
+    finally:
+        if submitted:
+            client.cancel(list(submitted))
+
+
+def _result(future: distributed.Future, heights: tuple[int, int]) -> list[tuple[int, IndexMatch]]:
+    try:
+        return future.result()
+    except distributed.KilledWorker:
+        raise ClusterError(f"heights {heights[0]}..{heights[1]}: the task was lost with each worker that ran it") from None
+    except concurrent.futures.CancelledError:
+        raise ClusterError(f"heights {heights[0]}..{heights[1]}: the task was cancelled (scheduler restarted or gone?)") from None

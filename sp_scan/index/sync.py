@@ -1,0 +1,346 @@
+"""Sync: blocks from a source (Core over REST or RPC, or block files) into the store, following reorgs.
+
+One loop, after Bitcoin Core's `BaseIndex::Sync`: the next height's block is fetched and
+computed (in worker processes when jobs > 1, several blocks in flight), and the parent
+commits blocks in height order, each in one transaction with the new tip. A block whose
+previous hash is not the stored tip means the source switched branches: walk back to the
+highest height where the stored hash is the source's, roll back above it (blocks, txloc
+entries and the spending marks they made) and go on from there. The stored tip is also
+checked against the source before each round, so a reorg that happens between runs or
+while following is seen too.
+
+A source is any object with `chain()`, `tip_height()`, `block_hash(height)` (display hex)
+and `block(hash_hex)` -> (block_bytes, spent_bytes): `sp_scan.node.RestNode`, `RpcNode`,
+or `BlockFiles` below. It is pickled to the workers.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import multiprocessing.pool
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .. import block
+from ..errors import HeightError, IndexStoreError, NodeError, SPError
+from ..types import BlockData
+from .store import Store
+
+TAPROOT_ACTIVATION = 709_632
+"""The default first height on mainnet; other networks start at 0."""
+CORE_CHAINS = {"main": "main", "test": "test", "testnet4": "testnet4", "signet": "signet", "regtest": "regtest"}
+"""Core's chain names (getblockchaininfo / chaininfo `chain`) -> the index's network names."""
+
+
+class Source(Protocol):
+    """Where blocks come from: a node client or block files."""
+
+    def chain(self) -> str: ...
+    def tip_height(self) -> int: ...
+    def block_hash(self, height: int) -> str: ...
+    def block(self, hash_hex: str) -> tuple[bytes, bytes]: ...
+
+
+class BlockLoader(Protocol):
+    """One block file: `name` for messages, `load()` -> (block_bytes, spent_bytes)."""
+
+    name: str
+
+    def load(self) -> tuple[bytes, bytes]: ...
+
+
+class BlockFiles:
+    """Block files with their spent outputs as a source; heights come from the BIP34 coinbase push
+    (a block without a previous block is the genesis block, height 0).
+
+    Args:
+        loaders: the files, in any order (e.g. the CLI's `FileBlock`s).
+        network: the network they belong to (files do not say).
+
+    Raises:
+        HeightError: two files at one height, or a gap between heights.
+        MalformedBlockError: a block does not parse or states no height.
+        NodeError: a block does not link to the one below it.
+        OSError: a file cannot be read.
+    """
+
+    def __init__(self, loaders: Sequence[BlockLoader], network: str) -> None:
+        self.network = network
+        found: dict[int, tuple[BlockLoader, bytes, bytes]] = {}
+        for loader in loaders:
+            raw, _ = loader.load()
+            try:
+                height = 0 if raw[4:36] == bytes(32) else block.bip34_height(raw)
+            except SPError as exc:
+                raise type(exc)(f"{loader.name}: {exc}") from None
+            if height in found:
+                raise HeightError(f"{found[height][0].name} and {loader.name} are both at height {height}")
+            found[height] = (loader, block.sha256d(raw[:80]), raw[4:36])
+        self.heights = sorted(found)
+        if self.heights and self.heights[-1] - self.heights[0] + 1 != len(self.heights):
+            missing = next(h for h in range(self.heights[0], self.heights[-1]) if h not in found)
+            raise HeightError(f"no block file at height {missing} (the files cover {self.heights[0]}..{self.heights[-1]})")
+        for h in self.heights[1:]:
+            if found[h][2] != found[h - 1][1]:
+                raise NodeError(f"{found[h][0].name} (height {h}) does not link to {found[h - 1][0].name}")
+        self._by_height = {h: (loader, hash32) for h, (loader, hash32, _) in found.items()}
+        self._by_hash = {hash32[::-1].hex(): loader for loader, hash32 in self._by_height.values()}
+
+    def chain(self) -> str:
+        return self.network
+
+    def tip_height(self) -> int:
+        if not self.heights:
+            raise HeightError("no block files")
+        return self.heights[-1]
+
+    def block_hash(self, height: int) -> str:
+        """The display hash of the file at `height`; HeightError when no file is at that height."""
+        if height not in self._by_height:
+            raise HeightError(f"no block file at height {height}")
+        return self._by_height[height][1][::-1].hex()
+
+    def block(self, hash_hex: str) -> tuple[bytes, bytes]:
+        return self._by_hash[hash_hex].load()
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How often a failing node call is tried again: `attempts` retries, waiting `delay` s, doubling."""
+
+    attempts: int = 5
+    delay: float = 0.5
+
+    def call(self, fn: Callable, *args: object):
+        """fn(*args), retried on NodeError; the last NodeError is raised."""
+        wait, left = self.delay, self.attempts
+        while True:
+            try:
+                return fn(*args)
+            except NodeError:
+                if left == 0:
+                    raise
+                time.sleep(wait)
+                wait, left = 2 * wait, left - 1
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One block fetched and computed, ready to commit (pickled back from a worker)."""
+
+    height: int
+    data: BlockData
+    filters: tuple[bytes, bytes, bytes] | None
+    fetch_s: float
+    compute_s: float
+
+
+def fetch(source: Source, height: int, retry: Retry) -> Fetched:
+    """Fetch the source's block at `height` and compute its index data.
+
+    Raises:
+        NodeError: the source fails after the retries, or serves a block of another hash.
+        MalformedDataError, PrevoutsError: the block or its spent outputs are bad (message names the height).
+    """
+    start = time.perf_counter()
+    hash_hex = retry.call(source.block_hash, height)
+    raw, spent = retry.call(source.block, hash_hex)
+    fetched = time.perf_counter()
+    try:
+        data = block.block_index(raw, spent)
+    except SPError as exc:
+        raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
+    if data.hash32[::-1].hex() != hash_hex:
+        raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
+    # TODO(filters): fill (filter_new, filter_spent, spent_hashes) from sp_scan.index.filters once it lands on main.
+    return Fetched(height, data, None, fetched - start, time.perf_counter() - fetched)
+
+
+@dataclass
+class SyncStats:
+    """What a sync did so far (passed to the progress callback after every block).
+
+    Attributes:
+        height: the index's tip height (None while empty).
+        target: the height being synced to.
+        start: the first height this run committed or will commit.
+        blocks, txs, eligible: blocks, transactions and eligible transactions committed.
+        fetch_s, compute_s: seconds spent fetching and computing (summed over workers).
+        store_s: seconds spent committing.
+        reorgs, rolled_back: branch switches seen and blocks removed by them.
+        waiting: True while following and caught up.
+    """
+
+    height: int | None = None
+    target: int = 0
+    start: int = 0
+    blocks: int = 0
+    txs: int = 0
+    eligible: int = 0
+    fetch_s: float = 0.0
+    compute_s: float = 0.0
+    store_s: float = 0.0
+    reorgs: int = 0
+    rolled_back: int = 0
+    waiting: bool = False
+    began: float = field(default_factory=time.monotonic)
+
+
+def network_of(source: Source, retry: Retry) -> str:
+    """The index network name of the source's chain.
+
+    Raises:
+        NodeError: unreachable, or a chain name that is not one of Core's.
+    """
+    chain = retry.call(source.chain)
+    if chain not in CORE_CHAINS:
+        raise NodeError(f"the node's chain {chain!r} is not one of {', '.join(CORE_CHAINS)}")
+    return CORE_CHAINS[chain]
+
+
+def _init_worker() -> None:
+    # The parent decides when to stop (Ctrl-C, SIGTERM) and lets workers finish what they hold.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _fetched_in_order(
+    pool: multiprocessing.pool.Pool | None, source: Source, heights: range, retry: Retry, ahead: int
+) -> Iterator[Fetched]:
+    """Each height's Fetched, in order, with at most `ahead` blocks in flight in the pool."""
+    if pool is None:
+        for h in heights:
+            yield fetch(source, h, retry)
+        return
+    pending: collections.deque = collections.deque()
+    rest = iter(heights)
+    for h in rest:
+        pending.append(pool.apply_async(fetch, (source, h, retry)))
+        if len(pending) >= ahead:
+            break
+    while pending:
+        result = pending.popleft().get()
+        nxt = next(rest, None)
+        if nxt is not None:
+            pending.append(pool.apply_async(fetch, (source, nxt, retry)))
+        yield result
+
+
+class Syncer:
+    """One sync run of a store from a source (see `run`)."""
+
+    def __init__(
+        self, store: Store, source: Source, jobs: int, retry: Retry, progress: Callable[[SyncStats], None] | None
+    ) -> None:
+        self.store, self.source, self.jobs, self.retry = store, source, jobs, retry
+        self.progress = progress or (lambda stats: None)
+        self.stats = SyncStats()
+
+    def _node_hash(self, height: int) -> bytes:
+        return bytes.fromhex(self.retry.call(self.source.block_hash, height))[::-1]
+
+    def _rewind_to_fork(self) -> None:
+        """Roll back to the highest stored block that the source also has at its height."""
+        tip = self.store.tip()
+        if tip is None:
+            return
+        first = self.store.first_height
+        h = min(tip[0], self.retry.call(self.source.tip_height))
+        try:
+            while h >= first and self.store.row(h, ["hash"])[0] != self._node_hash(h):
+                h -= 1
+        except HeightError as exc:
+            raise HeightError(f"cannot find where the source's chain leaves the index's ({exc})") from None
+        self.stats.rolled_back += self.store.rollback(max(h, first - 1))
+        self.stats.reorgs += 1
+        self.stats.height = h if h >= first else None
+
+    def _tip_is_stale(self, node_tip: int) -> bool:
+        tip = self.store.tip()
+        if tip is None:
+            return False
+        if node_tip < tip[0]:
+            return True
+        try:
+            return self._node_hash(tip[0]) != tip[1]
+        except HeightError:  # block files that start above the tip: the next block's link decides
+            return False
+
+    def _commit_range(self, pool: multiprocessing.pool.Pool | None, heights: range) -> bool:
+        """Commit heights in order; False when a block does not link to the tip (a reorg: rewound)."""
+        for got in _fetched_in_order(pool, self.source, heights, self.retry, 2 * self.jobs):
+            tip = self.store.tip()
+            if tip is not None and got.data.prev32 != tip[1]:
+                self._rewind_to_fork()
+                return False
+            began = time.perf_counter()
+            self.store.append(got.height, got.data, got.filters)
+            s = self.stats
+            s.store_s += time.perf_counter() - began
+            s.fetch_s += got.fetch_s
+            s.compute_s += got.compute_s
+            s.height, s.blocks, s.txs, s.eligible = got.height, s.blocks + 1, s.txs + got.data.block_txs, s.eligible + got.data.n_tx
+            self.progress(s)
+        return True
+
+    def run(self, start: int | None, stop: int | None, follow: bool, interval: float) -> SyncStats:
+        """Sync up to `stop` (default: the source's tip), then keep following when `follow`.
+
+        Raises:
+            IndexStoreError: another network, or a start that contradicts the index's first height.
+            HeightError: `stop` is beyond the source's tip (without follow).
+            NodeError: the source fails after the retries (the message names the height to resume at).
+            MalformedDataError, PrevoutsError: a bad block (nothing of it is stored).
+        """
+        network = network_of(self.source, self.retry)
+        if network != self.store.network:
+            raise IndexStoreError(f"{self.store.path} is an index of network {self.store.network}; the source is on {network}")
+        first = self.store.first_height
+        if first is not None and start is not None and start != first:
+            raise IndexStoreError(f"{self.store.path} starts at height {first}; it resumes from its tip (drop --from or give {first})")
+        begin = first if first is not None else start if start is not None else self._default_start(network)
+        pool = multiprocessing.Pool(self.jobs, initializer=_init_worker) if self.jobs > 1 else None
+        try:
+            self.store.lock_writer()  # after the fork: workers must not inherit the lock
+            tip = self.store.tip()
+            self.stats.height = tip[0] if tip else None
+            self.stats.start = tip[0] + 1 if tip else begin
+            return self._loop(pool, begin, stop, follow, interval)
+        except NodeError as exc:
+            tip = self.store.tip()
+            where = f"the index is intact up to height {tip[0]}; sync again to resume at {tip[0] + 1}" if tip else f"the index is empty; sync again to start at {begin}"
+            raise NodeError(f"{exc} ({where})") from None
+        finally:
+            if pool is not None:
+                pool.close()
+                pool.join()
+
+    def _default_start(self, network: str) -> int:
+        if isinstance(self.source, BlockFiles) and self.source.heights:
+            return self.source.heights[0]
+        return TAPROOT_ACTIVATION if network == "main" else 0
+
+    def _loop(self, pool, begin: int, stop: int | None, follow: bool, interval: float) -> SyncStats:
+        while True:
+            node_tip = self.retry.call(self.source.tip_height)
+            for height in (stop, begin if self.store.tip() is None else None):
+                if height is not None and height > node_tip and not follow:
+                    raise HeightError(f"height {height} is beyond the source's tip {node_tip}")
+            if self._tip_is_stale(node_tip):
+                self._rewind_to_fork()
+            tip = self.store.tip()
+            nxt = tip[0] + 1 if tip else begin
+            target = node_tip if stop is None else min(stop, node_tip)
+            self.stats.target, self.stats.waiting = target, False
+            if nxt <= target:
+                self._commit_range(pool, range(nxt, target + 1))
+                continue  # look again: the source may have moved on or switched branches meanwhile
+            if not follow or (stop is not None and nxt > stop):
+                return self.stats
+            self.stats.waiting = True
+            self.progress(self.stats)
+            time.sleep(interval)
