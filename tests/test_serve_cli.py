@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -66,6 +67,26 @@ def test_serve_with_a_node_creates_the_index_keeps_it_in_step_and_stops_cleanly(
     assert code == 0, err
     assert "sp-scan serve: stopping" in err
     assert "stopped; the index is at height 111" in err or "interrupted" in err  # the sync child's own last word
+
+
+def test_serve_over_rpc_passes_the_password_to_its_sync_in_the_environment_not_argv(kernel_chain, tmp_path):
+    secret = "s3cret-rpc-password"
+    with kernelchain.rpc_server(kernel_chain, credentials=f"alice:{secret}") as node:
+        proc = serve("--db", str(tmp_path / "rpc.db"), "--port", "0", "--rpc", node.url, "--rpc-user", f"alice:{secret}", "--interval", "0.1")
+        try:
+            url = base_url(proc)
+            deadline = time.monotonic() + 30
+            while get(f"{url}/block-height")[2] != {"block_height": TIP}:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.05)
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            argvs = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in children]
+            sync_argv = next(a for a in argvs if b"sync" in a)
+            assert b"alice" in sync_argv and not any(secret.encode() in arg for arg in sync_argv)
+        finally:
+            code, err = stop(proc)
+    assert code == 0, err
+    assert secret not in err
 
 
 def test_serve_without_an_index_is_one_line_and_exit_2(tmp_path):
