@@ -34,6 +34,14 @@ def base_url(proc: subprocess.Popen) -> str:
     return found.group(0)
 
 
+def wait_for_height(url: str, proc: subprocess.Popen, height: int, seconds: float = 30) -> None:
+    """Poll /block-height until the server (and the sync beside it) reaches `height`."""
+    deadline = time.monotonic() + seconds
+    while get(f"{url}/block-height")[2] != {"block_height": height}:
+        assert time.monotonic() < deadline and proc.poll() is None, f"not at height {height} after {seconds} s"
+        time.sleep(0.05)
+
+
 def stop(proc: subprocess.Popen, signum: int = signal.SIGTERM) -> tuple[int, str]:
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)
@@ -52,15 +60,10 @@ def test_serve_with_a_node_creates_the_index_keeps_it_in_step_and_stops_cleanly(
         proc = serve("--db", str(db), "--port", "0", "--rest", node.url, "--interval", "0.1")
         try:
             url = base_url(proc)
-            deadline = time.monotonic() + 30
-            while get(f"{url}/block-height")[2] != {"block_height": TIP}:
-                assert time.monotonic() < deadline and proc.poll() is None
-                time.sleep(0.05)
+            wait_for_height(url, proc, TIP)
             assert ok(f"{url}/tweak-index/101") == [t.tweak33.hex() for t in kernel_chain.tweaks(101)]
             new = kernel_copy.mine()  # the sync beside the server polls and commits it
-            while get(f"{url}/block-height")[2] != {"block_height": TIP + 1}:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            wait_for_height(url, proc, TIP + 1)
             assert ok(f"{url}/block-hash/{TIP + 1}") == {"block_hash": new.hash32[::-1].hex()}
         finally:
             code, err = stop(proc, signum)
@@ -74,11 +77,7 @@ def test_serve_over_rpc_passes_the_password_to_its_sync_in_the_environment_not_a
     with kernelchain.rpc_server(kernel_chain, credentials=f"alice:{secret}") as node:
         proc = serve("--db", str(tmp_path / "rpc.db"), "--port", "0", "--rpc", node.url, "--rpc-user", f"alice:{secret}", "--interval", "0.1")
         try:
-            url = base_url(proc)
-            deadline = time.monotonic() + 30
-            while get(f"{url}/block-height")[2] != {"block_height": TIP}:
-                assert time.monotonic() < deadline and proc.poll() is None
-                time.sleep(0.05)
+            wait_for_height(base_url(proc), proc, TIP)
             children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
             argvs = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in children]
             sync_argv = next(a for a in argvs if b"sync" in a)
