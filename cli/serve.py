@@ -1,4 +1,7 @@
-"""`sp-scan serve`: the BlindBit Oracle v1 HTTP API over an index, optionally syncing it from a node."""
+"""`sp-scan serve`: the BlindBit Oracle v1 HTTP API over an index, optionally syncing it from a node.
+
+The server (aiohttp) is imported by the command itself: the other commands start without it.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,6 @@ import asyncio
 import os
 
 import click
-
-from sp_scan.server import Server, SyncChild, serve, sync_command
 
 from . import RPC_PASSWORD_ENV, node_client, node_options
 
@@ -45,6 +46,8 @@ Ctrl-C or SIGTERM stops both.""")
 @node_options
 @click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between the sync's polls of the node.")
 def serve_command(db, host, port, rest_url, rpc_url, rpc_cookie, rpc_user, interval):
+    from sp_scan.server import Server, SyncChild, serve, sync_command
+
     node = node_client(rest_url, rpc_url, rpc_cookie, rpc_user)  # checks the options before anything starts
     sync = None
     if node is not None:
