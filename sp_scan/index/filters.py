@@ -1,4 +1,4 @@
-"""The two BlindBit filters of a block and its spent index (SERVING.md §1).
+"""The two BlindBit Oracle v1 filters of a block and its spent index.
 
 Both filters are BIP158 Golomb-coded sets with P = 19, M = 784931 and the SipHash-2-4 key
 taken from the first 16 bytes of the block hash (internal order). Items are hashed, mapped

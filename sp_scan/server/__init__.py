@@ -1,4 +1,4 @@
-"""`sp-scan serve`: the BlindBit Oracle v1 HTTP API over a tweak index (SERVING.md §1).
+"""`sp-scan serve`: the BlindBit Oracle v1 HTTP API over a tweak index.
 
 Light-client wallets (spdk's `backend-blindbit-v1`, Dana) point at it for per-block tweaks,
 filters, UTXOs and spent indexes. Routes are adapters: parse the request, ask the index's

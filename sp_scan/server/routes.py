@@ -1,4 +1,4 @@
-"""The BlindBit Oracle v1 routes (SERVING.md §1): parse, ask the index, serialize.
+"""The BlindBit Oracle v1 routes: parse, ask the index, serialize.
 
 Each `*_body` function takes a read-only `Index` and parsed arguments and returns the JSON
 value of the answer; it runs on a reader thread (see `readers`). A height the index does not
