@@ -1,7 +1,7 @@
 """The BlindBit Oracle v1 routes: parse, ask the index, serialize.
 
 Each `*_body` function takes a read-only `Index` and parsed arguments and returns the JSON
-value of the answer; it runs on a reader thread (see `readers`). A height the index does not
+value of the answer; it runs on a reader thread (`app.Readers`). A height the index does not
 hold raises the index's `HeightError` (answered 404). Nothing here touches SQL or does EC
 math: the index stores the tweaks, filters and spent-index hashes as served.
 """
@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sp_scan.index import Index
 
 FILTER_KINDS = ("new-utxos", "spent")
 FILTER_TYPE = 4
@@ -52,7 +56,7 @@ def parse_dust_limit(text: str | None) -> int:
     return int(text)
 
 
-def _tip(index) -> tuple[int, bytes]:
+def _tip(index: Index) -> tuple[int, bytes]:
     tip = index.tip()
     if tip is None:
         raise RouteError(503, "the index has no blocks yet")
@@ -73,7 +77,7 @@ def _stable(index, height: int, read: Callable[[], object]) -> tuple[bytes, obje
     raise RouteError(503, f"block {height} keeps changing (reorg in progress); retry")
 
 
-def info_body(index) -> dict:
+def info_body(index: Index) -> dict:
     """`/info`: network (spdk's names), tip height, which tweak routes are filled (all of them)."""
     height, _ = _tip(index)
     return {
@@ -86,18 +90,18 @@ def info_body(index) -> dict:
     }
 
 
-def block_height_body(index) -> dict:
+def block_height_body(index: Index) -> dict:
     """`/block-height`: `{"block_height": tip}`."""
     height, _ = _tip(index)
     return {"block_height": height}
 
 
-def block_hash_body(index, height: int) -> dict:
+def block_hash_body(index: Index, height: int) -> dict:
     """`/block-hash/:h`: the block's hash, display hex."""
     return {"block_hash": _display(index.block_hash(height))}
 
 
-def tweaks_body(index, height: int, dust_limit: int, cut_through: bool) -> list[str]:
+def tweaks_body(index: Index, height: int, dust_limit: int, cut_through: bool) -> list[str]:
     """`/tweak-index/:h` (full) and `/tweaks/:h` (cut-through): 66-hex tweaks in block order.
 
     A tx is kept when its largest taproot output is >= dust_limit; with cut_through, only while
@@ -106,13 +110,13 @@ def tweaks_body(index, height: int, dust_limit: int, cut_through: bool) -> list[
     return [t.hex() for t in index.tweaks(height, dust_limit=dust_limit, cut_through=cut_through)]
 
 
-def filter_body(index, kind: str, height: int) -> dict:
+def filter_body(index: Index, kind: str, height: int) -> dict:
     """`/filter/new-utxos/:h` and `/filter/spent/:h`: the stored GCS bytes as `data` hex."""
     hash32, data = _stable(index, height, lambda: index.filter(height, kind))
     return {"block_hash": _display(hash32), "block_height": height, "data": data.hex(), "filter_type": FILTER_TYPE}
 
 
-def utxos_body(index, height: int) -> list[dict]:
+def utxos_body(index: Index, height: int) -> list[dict]:
     """`/utxos/:h`: every taproot output of the block's eligible txs, spent ones flagged, as stored."""
     hash32, (time, utxos) = _stable(index, height, lambda: (index.block_time(height), index.utxos(height)))
     block_hash = _display(hash32)
@@ -131,7 +135,7 @@ def utxos_body(index, height: int) -> list[dict]:
     ]
 
 
-def spent_index_body(index, height: int) -> dict:
+def spent_index_body(index: Index, height: int) -> dict:
     """`/spent-index/:h`: the block's 8-byte spent-index hashes, tx then vin order."""
     hash32, hashes = _stable(index, height, lambda: index.spent_index(height))
     return {"block_hash": _display(hash32), "data": [h.hex() for h in hashes]}
