@@ -5,6 +5,10 @@ signal handling as the command, its own interpreter (its Python work never takes
 server's GIL), and the index file is the only thing the two share. SQLite's WAL lets the
 server's readers see each block as the child commits it. A child that exits early (the node
 went away) is started again after a pause that doubles up to `SYNC_RESTART_MAX` seconds.
+On 2 shared cores, /filter/new-utxos under 50 clients while mainnet-sized blocks sync: about
+2,050 requests/s with the sync in a thread of the server or in a child alike (2,500-2,800
+without a sync); the child also needs no stop hook in the sync and has a core of its own
+where there is one.
 """
 
 from __future__ import annotations
