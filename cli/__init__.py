@@ -357,8 +357,10 @@ def decode(addr, network, hrp, as_json):
 
 
 from .index import index as _index_group  # noqa: E402  (the group needs the helpers above)
+from .serve import serve_command  # noqa: E402
 
 app.add_command(_index_group)
+app.add_command(serve_command)
 app.add_command(interop.psbt)
 app.add_command(interop.descriptor)
 

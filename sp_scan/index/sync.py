@@ -28,6 +28,7 @@ from typing import Protocol
 from .. import block
 from ..errors import HeightError, IndexStoreError, NodeError, SPError
 from ..types import BlockData
+from . import filters
 from .store import Store
 
 TAPROOT_ACTIVATION = 709_632
@@ -156,8 +157,13 @@ def fetch(source: Source, height: int, retry: Retry) -> Fetched:
         raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
     if data.hash32[::-1].hex() != hash_hex:
         raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
-    # TODO(filters): fill (filter_new, filter_spent, spent_hashes) from sp_scan.index.filters once it lands on main.
-    return Fetched(height, data, None, fetched - start, time.perf_counter() - fetched)
+    return Fetched(height, data, block_filters(data), fetched - start, time.perf_counter() - fetched)
+
+
+def block_filters(data: BlockData) -> tuple[bytes, bytes, bytes]:
+    """What a light-client server answers for the block: (new-UTXO filter, spent filter, spent hashes k × 8)."""
+    hashes8 = filters.spent_hashes(data.hash32, data.spent_outpoints)
+    return filters.new_utxos_filter(data.hash32, data.taproot_keys), filters.spent_filter(data.hash32, hashes8), b"".join(hashes8)
 
 
 @dataclass
