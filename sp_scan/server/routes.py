@@ -105,7 +105,7 @@ def tweaks_body(index: Index, height: int, dust_limit: int, cut_through: bool) -
     """`/tweak-index/:h` (full) and `/tweaks/:h` (cut-through): 66-hex tweaks in block order.
 
     A tx is kept when its largest taproot output is >= dust_limit; with cut_through, only while
-    one of its taproot outputs is unspent.
+    one of its taproot outputs is unspent, and by the largest unspent one.
     """
     return [t.hex() for t in index.tweaks(height, dust_limit=dust_limit, cut_through=cut_through)]
 
