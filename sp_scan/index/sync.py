@@ -16,7 +16,7 @@ or `BlockFiles` below. It is pickled to the workers.
 
 from __future__ import annotations
 
-import collections
+import functools
 import multiprocessing
 import multiprocessing.pool
 import signal
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .. import block
+from .. import block, workers
 from ..errors import HeightError, IndexStoreError, NodeError, SPError
 from ..types import BlockData
 from . import filters
@@ -218,22 +218,8 @@ def _fetched_in_order(
     pool: multiprocessing.pool.Pool | None, source: Source, heights: range, retry: Retry, ahead: int
 ) -> Iterator[Fetched]:
     """Each height's Fetched, in order, with at most `ahead` blocks in flight in the pool."""
-    if pool is None:
-        for h in heights:
-            yield fetch(source, h, retry)
-        return
-    pending: collections.deque = collections.deque()
-    rest = iter(heights)
-    for h in rest:
-        pending.append(pool.apply_async(fetch, (source, h, retry)))
-        if len(pending) >= ahead:
-            break
-    while pending:
-        result = pending.popleft().get()
-        nxt = next(rest, None)
-        if nxt is not None:
-            pending.append(pool.apply_async(fetch, (source, nxt, retry)))
-        yield result
+    fetch_at = functools.partial(fetch, source, retry=retry)
+    return map(fetch_at, heights) if pool is None else workers.in_order(pool, fetch_at, heights, ahead)
 
 
 class Syncer:
