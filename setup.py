@@ -10,7 +10,7 @@ CFLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
 
 setup(
     ext_modules=[
-        Extension("sp_scan.native._hash", [f"{NATIVE}/hashmod.c", *HASH_SOURCES], extra_compile_args=CFLAGS),
+        Extension("sp_scan.native._hash", [f"{NATIVE}/hashmod.c", f"{NATIVE}/gcs.c", *HASH_SOURCES], extra_compile_args=CFLAGS),
         Extension(
             "sp_scan.native._core",
             sorted(glob(f"{NATIVE}/core*.c")) + HASH_SOURCES,

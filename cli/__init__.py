@@ -251,10 +251,10 @@ def _run_blocks(mode: str, receiver_of, as_json: bool, jobs: int, **where) -> No
     run(srcs, mode, receiver, jobs, output.Emitter(mode, as_json))
 
 
-@app.command(help=f"""List the tweak (input_hash·A, 33 bytes) of every eligible transaction, in block order.
+@app.command(help="""List the tweak (input_hash·A, 33 bytes) of every eligible transaction, in block order.
 
 BLOCK is a block file (.hex/.bin with BLOCK's stem + .spent.hex/.spent.bin beside it, or getblock-3 JSON);
-or use --rest/--rpc URL --from H [--to H]. JSON Lines: {{"txid", "tweak"}}.""")
+or use --rest/--rpc URL --from H [--to H]. JSON Lines: {"txid", "tweak"}.""")
 @block_options
 def tweaks(as_json, jobs, **where):
     _run_blocks("tweaks", None, as_json, jobs, **where)
@@ -357,8 +357,10 @@ def decode(addr, network, hrp, as_json):
 
 
 from .index import index as _index_group  # noqa: E402  (the group needs the helpers above)
+from .serve import serve_command  # noqa: E402
 
 app.add_command(_index_group)
+app.add_command(serve_command)
 app.add_command(interop.psbt)
 app.add_command(interop.descriptor)
 

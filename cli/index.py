@@ -15,9 +15,10 @@ import click
 from sp_scan.index import NETWORKS, BlockFiles, Index, Retry, SyncStats
 from sp_scan.index.scan import DASK_PARTITION_BLOCKS, DEFAULT_PARTITION_BLOCKS
 from sp_scan.index.sync import network_of
+from sp_scan.workers import signals_held
 
 from . import EXIT_INTERRUPTED, KEYS_HELP, descriptor_option, key_options, node_client, node_options, output, refuse_key_like, sources, wallet_of, wallets
-from .run import DeferredInterrupt, Interrupted, Progress
+from .run import Interrupted, Progress
 
 DB_OPTION = click.option("--db", required=True, metavar="PATH", help="The index file.")
 
@@ -182,10 +183,9 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
             client = stack.enter_context(cluster.connect(dask_address, tls=tls, insecure=insecure))
             matches = cluster.scan(client, idx, receivers, start, stop, starts=starts, threads=jobs, partition_blocks=partition_blocks, progress=show)
         try:
-            with show.interrupt.installed():
-                for w, match in matches:
-                    record = output.index_match_record(match)
-                    show.lines.append(emit.line({"wallet": named[w].name, **record} if wallets_file else record))
+            for w, match in matches:
+                record = output.index_match_record(match)
+                show.lines.append(emit.line({"wallet": named[w].name, **record} if wallets_file else record))
         except KeyboardInterrupt:
             raise Interrupted(show.resume) from None
         finally:
@@ -201,10 +201,9 @@ class _Shown:
         self.resume = ranges[0][0] if ranges else None
         self.done = 0
         self.progress = Progress(sum(hi - lo + 1 for lo, hi in ranges), stream, len(ranges) > 1 and stream.isatty())
-        self.interrupt = DeferredInterrupt()
 
     def __call__(self, lo: int, hi: int) -> None:
-        with self.interrupt.section():  # a partition's lines and the resume height change together
+        with signals_held():  # a partition's lines and the resume height change together
             self.emit.block("\n".join(self.lines))
             self.lines.clear()
             self.resume = hi + 1

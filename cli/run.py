@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import collections
-import contextlib
-import itertools
 import multiprocessing
 import multiprocessing.pool
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from sp_scan import block
 from sp_scan.errors import SPError
 from sp_scan.scan import Receiver
+from sp_scan.workers import in_order, signals_held
 
 from . import output
 from .sources import FileBlock, NodeBlock
@@ -62,7 +60,7 @@ _worker_args: tuple[str, Receiver | None, output.Emitter | None] = ("tweaks", No
 
 
 def _init_worker(mode: str, receiver: Receiver | None, as_json: bool) -> None:
-    # The parent handles Ctrl-C and terminates the pool; workers must not print tracebacks.
+    # The parent handles Ctrl-C and closes the pool once its workers finish; they print no tracebacks.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     global _worker_args
     _worker_args = (mode, receiver, output.Emitter(mode, as_json))
@@ -70,61 +68,6 @@ def _init_worker(mode: str, receiver: Receiver | None, as_json: bool) -> None:
 
 def _pool_work(source: Source) -> str:
     return work(source, *_worker_args)
-
-
-def _in_order(pool: multiprocessing.pool.Pool, sources: Sequence[Source], ahead: int) -> Iterator[str]:
-    """Each source's text, in order, with at most `ahead` blocks queued or running in the pool.
-
-    Keeping the queue short is what lets the pool be closed and joined on Ctrl-C or an error
-    (the workers finish what they hold) instead of terminated: terminating a worker that holds
-    the result queue's lock deadlocks the pool.
-    """
-    pending: collections.deque = collections.deque()
-    rest = iter(sources)
-    for source in itertools.islice(rest, ahead):
-        pending.append(pool.apply_async(_pool_work, (source,)))
-    while pending:
-        text = pending.popleft().get()
-        for source in itertools.islice(rest, 1):
-            pending.append(pool.apply_async(_pool_work, (source,)))
-        yield text
-
-
-class DeferredInterrupt:
-    """A SIGINT handler that holds Ctrl-C back inside `section()` and raises it right after."""
-
-    def __init__(self) -> None:
-        self.critical = False
-        self.pending = False
-
-    def __call__(self, signum: int, frame: object) -> None:
-        if self.critical:
-            self.pending = True
-        else:
-            raise KeyboardInterrupt
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        try:
-            previous = signal.signal(signal.SIGINT, self)
-        except ValueError:  # not the main thread: leave Ctrl-C as it is
-            yield
-            return
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
-
-    @contextlib.contextmanager
-    def section(self) -> Iterator[None]:
-        self.critical = True
-        try:
-            yield
-        finally:
-            self.critical = False
-        if self.pending:
-            self.pending = False
-            raise KeyboardInterrupt
 
 
 class Progress:
@@ -178,20 +121,18 @@ def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: i
     progress = Progress(len(sources), sys.stderr, len(sources) > 1 and sys.stderr.isatty())
     pool = None
     done = 0
-    interrupt = DeferredInterrupt()
     try:
         if jobs > 1 and len(sources) > 1:
             initargs = (mode, receiver, emit.as_json)
             pool = multiprocessing.Pool(min(jobs, len(sources)), initializer=_init_worker, initargs=initargs)
-            results = _in_order(pool, sources, 2 * jobs)
+            results = in_order(pool, _pool_work, sources, 2 * jobs)
         else:
             results = (work(s, mode, receiver, emit) for s in sources)
-        with interrupt.installed():
-            for text in results:
-                with interrupt.section():  # a block's lines and the resume height change together
-                    emit.block(text)
-                    done += 1
-                progress.update(done, sources[done - 1].name)
+        for text in results:
+            with signals_held():  # a block's lines and the resume height change together
+                emit.block(text)
+                done += 1
+            progress.update(done, sources[done - 1].name)
     except KeyboardInterrupt:
         left = sources[done] if done < len(sources) else None
         raise Interrupted(left.height if isinstance(left, NodeBlock) else None) from None

@@ -99,8 +99,8 @@ def spending_chain(length: int, fork: Chain | None = None, fork_height: int = 0,
     """A chain of blocks paying the vectors' first wallet, where every third block spends earlier taproot outputs.
 
     A spending block spends all taproot outputs of one earlier tx (cut through; which one depends on
-    `salt`) and the first output of another, one with more taproot outputs when there is one (not cut
-    through). With `fork`, the chain is fork's blocks below `fork_height`, then new blocks (different
+    `salt`) and the largest taproot output of another, one with more taproot outputs when there is one
+    (not cut through). With `fork`, the chain is fork's blocks below `fork_height`, then new blocks (different
     for another `salt`) up to `length` - 1.
     """
     cases = bf.wallet_cases()
@@ -114,7 +114,8 @@ def spending_chain(length: int, fork: Chain | None = None, fork_height: int = 0,
             cut = txids[salt % len(txids)]
             whole = [o for o in outputs if o[0] == cut]
             many = [t for t in txids if t != cut and sum(o[0] == t for o in outputs) > 1]
-            other = next(o for o in outputs if o[0] == (many or [t for t in txids if t != cut])[0])
+            partly = (many or [t for t in txids if t != cut])[0]
+            other = max((o for o in outputs if o[0] == partly), key=lambda o: o[2].amount)
             txs = [bf.spend_tx(h, whole), bf.spend_tx(h + 1, [other])]
             blocks.append(bf.assemble([t for t, _ in txs], [p for _, p in txs], h, prev, nonce))
         else:

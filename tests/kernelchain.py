@@ -400,7 +400,8 @@ class KernelChain:
         """The tweaks of the active block at `height` computed from the private keys, in block order.
 
         Args:
-            dust_limit: leave out txs whose largest taproot output is below it.
+            dust_limit: leave out txs whose largest taproot output is below it (with cut_through,
+                whose largest unspent taproot output is).
             cut_through: leave out txs all of whose taproot outputs are spent on the active chain.
         """
         spends = self.spends() if cut_through else {}
@@ -408,12 +409,9 @@ class KernelChain:
         for t in self.active()[height].txs:
             if t.tweak33 is None:
                 continue
-            taproot = t.taproot_vouts
-            if max(t.tx.vout[n].nValue for n in taproot) < dust_limit:
-                continue
-            if cut_through and all(outpoint36(t.txid32, n) in spends for n in taproot):
-                continue
-            out.append(TxTweak(t.txid32, t.tweak33))
+            left = [t.tx.vout[n].nValue for n in t.taproot_vouts if outpoint36(t.txid32, n) not in spends]
+            if left and max(left) >= dust_limit:
+                out.append(TxTweak(t.txid32, t.tweak33))
         return out
 
     def found(self, wallet: Wallet = TEST_WALLET, start: int = 0, end: int | None = None) -> list[Found]:

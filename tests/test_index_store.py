@@ -79,6 +79,27 @@ def test_cut_through_drops_a_tx_only_when_all_its_taproot_outputs_are_spent(inde
     assert dropped >= 2 and kept_partly_spent >= 2
 
 
+def test_with_cut_through_the_dust_limit_looks_at_the_largest_unspent_taproot_output(index):
+    # BlindBit's cut-through index lowers a tx's value to its largest unspent output as outputs are spent.
+    differs = 0
+    for h in range(len(CHAIN.blocks)):
+        largest: dict[bytes, int] = {}
+        unspent: dict[bytes, int | None] = {}
+        for u in index.utxos(h):
+            largest[u.txid32] = max(largest.get(u.txid32, 0), u.value)
+            unspent.setdefault(u.txid32, None)
+            if not u.spent:
+                unspent[u.txid32] = max(unspent[u.txid32] or 0, u.value)
+        order = [t.txid32 for t in block.tweaks(CHAIN.blocks[h].raw, CHAIN.blocks[h].spent_bytes)]
+        tweaks = dict(zip(order, index.tweaks(h)))
+        for limit in sorted(set(largest.values()) | {0}):
+            left = [t for t in order if unspent[t] is not None and unspent[t] >= limit]
+            assert index.tweaks(h, dust_limit=limit, cut_through=True) == [tweaks[t] for t in left]
+            assert index.tweaks(h, dust_limit=limit) == [tweaks[t] for t in order if largest[t] >= limit]
+        differs += sum(v is not None and v < largest[t] for t, v in unspent.items())
+    assert differs >= 1  # a partly spent tx whose largest taproot output is among the spent ones
+
+
 def test_colliding_txid_prefixes_are_told_apart_by_the_full_txid(index, tmp_path, monkeypatch):
     monkeypatch.setattr(store, "_PREFIX_SHIFT", 63)  # one bit of prefix: nearly every txid collides
     with synced(tmp_path / "collide.db", CHAIN) as collided:

@@ -121,28 +121,34 @@ def test_address_encode_decode_round_trip(scan32, spend32, hrp, upper):
 V0_ADDRESS = address.encode(COMPRESSED[0], COMPRESSED[1])
 
 
+def mutate_text(draw, text: str, alphabet: str, kinds: tuple[str, ...], edits: int) -> str:
+    """`text` after 1..edits random edits of the given kinds, each at a random place."""
+    chars = list(text)
+    for _ in range(draw(st.integers(1, edits))):
+        if not chars:
+            break
+        kind = draw(st.sampled_from(kinds))
+        i = draw(st.integers(0, len(chars) - 1))
+        c = draw(st.sampled_from(alphabet))
+        if kind == "sub":
+            chars[i] = c
+        elif kind == "del" and len(chars) > 1:
+            del chars[i]
+        elif kind == "ins":
+            chars.insert(i, c)
+        elif kind == "swap" and i + 1 < len(chars):
+            chars[i], chars[i + 1] = chars[i + 1], chars[i]
+        elif kind == "case":
+            chars[i] = chars[i].swapcase()
+        elif kind == "cut":
+            chars = chars[:i]
+    return "".join(chars)
+
+
 @st.composite
 def mutated_address(draw):
-    text = list(draw(st.sampled_from([V0_ADDRESS, address.encode(COMPRESSED[2], COMPRESSED[3], "tsp")])))
-    for _ in range(draw(st.integers(1, 4))):
-        if not text:
-            break
-        kind = draw(st.sampled_from(["sub", "del", "ins", "swap", "case", "cut"]))
-        i = draw(st.integers(0, len(text) - 1))
-        c = draw(st.sampled_from(ADDRESS_CHARS))
-        if kind == "sub":
-            text[i] = c
-        elif kind == "del" and len(text) > 1:
-            del text[i]
-        elif kind == "ins":
-            text.insert(i, c)
-        elif kind == "swap" and i + 1 < len(text):
-            text[i], text[i + 1] = text[i + 1], text[i]
-        elif kind == "case":
-            text[i] = text[i].swapcase()
-        elif kind == "cut":
-            text = text[:i]
-    return "".join(text)
+    text = draw(st.sampled_from([V0_ADDRESS, address.encode(COMPRESSED[2], COMPRESSED[3], "tsp")]))
+    return mutate_text(draw, text, ADDRESS_CHARS, ("sub", "del", "ins", "swap", "case", "cut"), 4)
 
 
 @budget(300)
@@ -607,21 +613,10 @@ def test_psbt_on_mutated_vectors_parses_and_verifies_or_raises_psbt_error(data):
 @budget(200)
 @given(st.data())
 def test_descriptor_on_near_valid_mutations_decodes_or_raises_descriptor_error(data):
-    text = list(data.draw(st.sampled_from(DESCRIPTORS)))
-    for _ in range(data.draw(st.integers(1, 3))):
-        i = data.draw(st.integers(0, len(text) - 1))
-        kind = data.draw(st.sampled_from(["sub", "del", "ins", "cut"]))
-        c = data.draw(st.sampled_from("0123456789abcdefhpqsz()[]/,?&=#'*Hx"))
-        if kind == "sub":
-            text[i] = c
-        elif kind == "del" and len(text) > 1:
-            del text[i]
-        elif kind == "ins":
-            text.insert(i, c)
-        elif kind == "cut":
-            text = text[: max(i, 1)]
+    text = data.draw(st.sampled_from(DESCRIPTORS))
+    text = mutate_text(data.draw, text, "0123456789abcdefhpqsz()[]/,?&=#'*Hx", ("sub", "del", "ins", "cut"), 3)
     try:
-        d = descriptor.decode("".join(text))
+        d = descriptor.decode(text)
     except DescriptorError:
         return
     assert descriptor.decode(str(d)) == d

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 import pytest
 from coincurve import PrivateKey
@@ -17,19 +18,19 @@ MSG = hashlib.sha256(b"message").digest()
 AUX = hashlib.sha256(b"random auxiliary data").digest()
 
 
-VENDORED = [
-    "bip352/send_and_receive_test_vectors.json",
-    "bip374/test_vectors_generate_proof.csv",
-    "bip374/test_vectors_verify_proof.csv",
-    "bip375/bip375_test_vectors.json",
-]
+VENDORED = re.findall(r"^\| `([^`]+)` \|.*\| `([0-9a-f]{64})` \|$", (ROOT / "vectors" / "README.md").read_text(), re.M)
 
 
-@pytest.mark.parametrize("path", VENDORED)
-def test_vector_file_matches_its_recorded_sha256(path):
-    readme = (ROOT / "vectors" / "README.md").read_text()
-    digest = hashlib.sha256((ROOT / "vectors" / path).read_bytes()).hexdigest()
-    assert f"| `{path}` |" in readme and f"`{digest}`" in readme.split(f"| `{path}` |")[1].splitlines()[0]
+@pytest.mark.parametrize(("path", "sha256"), VENDORED, ids=[path for path, _ in VENDORED])
+def test_vendored_file_matches_its_recorded_sha256(path, sha256):
+    assert hashlib.sha256((ROOT / "vectors" / path).read_bytes()).hexdigest() == sha256
+
+
+def test_every_vendored_vector_file_has_a_recorded_sha256():
+    recorded = {path for path, _ in VENDORED}
+    dirs = ("bip352", "bip158", "bip374", "bip375", "blindbit")
+    on_disk = {str(p.relative_to(ROOT / "vectors")) for d in dirs for p in (ROOT / "vectors" / d).rglob("*") if p.is_file() and p.name != "LICENSE"}
+    assert on_disk == recorded
 
 
 def test_there_are_28_sending_and_29_receiving_objects():

@@ -125,26 +125,24 @@ class Index:
 
         Args:
             height: the block.
-            dust_limit: keep a tx only when its largest taproot output is >= this many satoshis.
+            dust_limit: keep a tx only when its largest taproot output is >= this many satoshis;
+                with cut_through, its largest unspent one (as BlindBit's cut-through index does).
             cut_through: drop txs whose taproot outputs have all been spent (as of the index's tip).
 
         Raises:
             HeightError: not indexed.
         """
-        (n_tx, tweaks33, max_values, out_counts), spent = self._store.row_with_spends(
-            height, ("n_tx", "tweaks33", "max_values", "out_counts")
-        )
-        keep: Sequence[int] = range(n_tx)
-        if dust_limit > 0:
-            keep = [i for i, value in enumerate(memoryview(max_values).cast("Q")) if value >= dust_limit]
+        columns = ("n_tx", "tweaks33", "max_values", "out_counts", "out_values")
+        (n_tx, tweaks33, max_values, *outputs), spent = self._store.row_with_spends(height, columns[: 5 if cut_through else 3])
+        largest: list[int | None] = list(memoryview(max_values).cast("Q"))
         if cut_through and spent:
-            counts, gone, first = memoryview(out_counts).cast("I"), set(), 0
-            for i, count in enumerate(counts):
-                if all(o in spent for o in range(first, first + count)):
-                    gone.add(i)
+            out_counts, out_values = outputs
+            values, first = memoryview(out_values).cast("Q"), 0
+            for i, count in enumerate(memoryview(out_counts).cast("I")):
+                unspent = [values[o] for o in range(first, first + count) if o not in spent]
+                largest[i] = max(unspent) if unspent else None
                 first += count
-            keep = [i for i in keep if i not in gone]
-        return [tweaks33[33 * i : 33 * i + 33] for i in keep]
+        return [tweaks33[33 * i : 33 * i + 33] for i in range(n_tx) if largest[i] is not None and largest[i] >= dust_limit]
 
     def utxos(self, height: int) -> list[Utxo]:
         """Every taproot output of the block's eligible txs, sorted by (display txid, vout).

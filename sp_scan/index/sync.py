@@ -16,7 +16,7 @@ or `BlockFiles` below. It is pickled to the workers.
 
 from __future__ import annotations
 
-import collections
+import functools
 import multiprocessing
 import multiprocessing.pool
 import signal
@@ -25,9 +25,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .. import block
+from .. import block, workers
 from ..errors import HeightError, IndexStoreError, NodeError, SPError
 from ..types import BlockData
+from . import filters
 from .store import Store
 
 TAPROOT_ACTIVATION = 709_632
@@ -156,8 +157,13 @@ def fetch(source: Source, height: int, retry: Retry) -> Fetched:
         raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
     if data.hash32[::-1].hex() != hash_hex:
         raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
-    # TODO(filters): fill (filter_new, filter_spent, spent_hashes) from sp_scan.index.filters once it lands on main.
-    return Fetched(height, data, None, fetched - start, time.perf_counter() - fetched)
+    return Fetched(height, data, block_filters(data), fetched - start, time.perf_counter() - fetched)
+
+
+def block_filters(data: BlockData) -> tuple[bytes, bytes, bytes]:
+    """What a light-client server answers for the block: (new-UTXO filter, spent filter, spent hashes k × 8)."""
+    hashes8 = filters.spent_hashes(data.hash32, data.spent_outpoints)
+    return filters.new_utxos_filter(data.hash32, data.taproot_keys), filters.spent_filter(data.hash32, hashes8), b"".join(hashes8)
 
 
 @dataclass
@@ -212,22 +218,8 @@ def _fetched_in_order(
     pool: multiprocessing.pool.Pool | None, source: Source, heights: range, retry: Retry, ahead: int
 ) -> Iterator[Fetched]:
     """Each height's Fetched, in order, with at most `ahead` blocks in flight in the pool."""
-    if pool is None:
-        for h in heights:
-            yield fetch(source, h, retry)
-        return
-    pending: collections.deque = collections.deque()
-    rest = iter(heights)
-    for h in rest:
-        pending.append(pool.apply_async(fetch, (source, h, retry)))
-        if len(pending) >= ahead:
-            break
-    while pending:
-        result = pending.popleft().get()
-        nxt = next(rest, None)
-        if nxt is not None:
-            pending.append(pool.apply_async(fetch, (source, nxt, retry)))
-        yield result
+    fetch_at = functools.partial(fetch, source, retry=retry)
+    return map(fetch_at, heights) if pool is None else workers.in_order(pool, fetch_at, heights, ahead)
 
 
 class Syncer:

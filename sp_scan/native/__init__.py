@@ -109,6 +109,42 @@ def sha256_impl() -> str:
     return _hash.impl()
 
 
+def golomb_set(
+    key16: bytes, items: _Sequence[bytes] | bytes, width: int = 0, name: str = "items", p: int = 19, m: int = 784931
+) -> bytes:
+    """Native `index.filters.golomb_set`: the BIP158 Golomb-coded set, built in C.
+
+    SipHash-2-4, the map into [0, N·m), the sort and the Golomb-Rice coding are C; the GIL is
+    released for the sort and the coding.
+
+    Raises:
+        MalformedDataError: key16 is not 16 bytes, or an item is not `width` bytes (width != 0).
+        ValueError: p or m out of range.
+    """
+    if len(key16) != 16:
+        raise MalformedDataError("key16 must be 16 bytes")
+    if not (1 <= p <= 32 and 1 <= m):
+        raise ValueError("golomb_set needs 1 <= p <= 32 and m >= 1")
+    try:
+        return _hash.golomb_set(key16, items, width, p, m)
+    except ValueError as e:
+        raise MalformedDataError(f"{name}: {e}") from None
+
+
+def spent_hashes(block_hash32: bytes, outpoints36: _Sequence[bytes] | bytes) -> list[bytes]:
+    """Native `index.filters.spent_hashes`: SHA256(outpoint36 ‖ block_hash32)[:8] of each outpoint.
+
+    Raises:
+        MalformedDataError: block_hash32 is not 32 bytes or an outpoint is not 36 bytes.
+    """
+    if len(block_hash32) != 32:
+        raise MalformedDataError("block_hash32 must be 32 bytes")
+    try:
+        return _hash.spent_hashes(block_hash32, outpoints36)
+    except ValueError as e:
+        raise MalformedDataError(f"outpoints36: {e}") from None
+
+
 # ---- the C stages (_core) ---------------------------------------------------
 # Same signatures and results as the reference stages; extract, summary, scan
 # and send rebind their public names to these when ENABLED.

@@ -1,7 +1,11 @@
-/* sp_scan.native._hash: SHA256, BIP352 tagged hashes and HASH160 for Python. Private; use sp_scan.native. */
+/* sp_scan.native._hash: SHA256, BIP352 tagged hashes, HASH160 and BIP158 Golomb-coded sets for Python.
+ * Private; use sp_scan.native. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <string.h>
+
+#include "gcs.h"
 #include "ripemd160.h"
 #include "sha256.h"
 
@@ -190,6 +194,162 @@ static PyObject *hash_hash160_33_many(PyObject *self, PyObject *arg) {
     return res;
 }
 
+/* Items of a batch call: a sequence of buffers, or (width > 0) one buffer of n × width bytes. */
+typedef struct {
+    PyObject *seq;
+    Py_buffer packed;
+    int is_packed;
+    Py_ssize_t n, width;
+} item_list;
+
+static int items_open(item_list *it, PyObject *obj, Py_ssize_t width) {
+    it->seq = NULL;
+    it->is_packed = 0;
+    it->width = width;
+    if (width > 0 && PyObject_CheckBuffer(obj)) {
+        if (PyObject_GetBuffer(obj, &it->packed, PyBUF_SIMPLE) < 0) return 0;
+        if (it->packed.len % width != 0) {
+            PyErr_Format(PyExc_ValueError, "packed items are %zd bytes, not a multiple of %zd", it->packed.len, width);
+            PyBuffer_Release(&it->packed);
+            return 0;
+        }
+        it->is_packed = 1;
+        it->n = it->packed.len / width;
+        return 1;
+    }
+    it->seq = PySequence_Fast(obj, "expected a sequence of buffers or one packed buffer");
+    if (it->seq == NULL) return 0;
+    it->n = PySequence_Fast_GET_SIZE(it->seq);
+    return 1;
+}
+
+/* Item i as *view; PyBuffer_Release(view) afterwards (a no-op for a packed item). 0 with an exception set. */
+static int items_get(item_list *it, Py_ssize_t i, Py_buffer *view) {
+    if (it->is_packed) {
+        view->obj = NULL;
+        view->buf = (char *)it->packed.buf + i * it->width;
+        view->len = it->width;
+        return 1;
+    }
+    if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(it->seq, i), view, PyBUF_SIMPLE) < 0) return 0;
+    if (it->width != 0 && view->len != it->width) {
+        PyErr_Format(PyExc_ValueError, "item %zd is %zd bytes, expected %zd", i, view->len, it->width);
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
+static void items_close(item_list *it) {
+    if (it->is_packed) PyBuffer_Release(&it->packed);
+    Py_XDECREF(it->seq);
+}
+
+static PyObject *hash_golomb_set(PyObject *self, PyObject *args) {
+    Py_buffer key;
+    PyObject *obj, *res = NULL;
+    item_list items;
+    Py_ssize_t width, n;
+    int p;
+    unsigned long long m;
+    uint64_t *vals = NULL, f;
+    unsigned char prefix[9];
+    size_t nprefix, nstream = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*OniK:golomb_set", &key, &obj, &width, &p, &m)) return NULL;
+    if (key.len != 16 || width < 0 || p < 1 || p > 32 || m < 1) {
+        PyBuffer_Release(&key);
+        PyErr_SetString(PyExc_ValueError, "golomb_set needs a 16-byte key, width >= 0, 1 <= p <= 32, m >= 1");
+        return NULL;
+    }
+    if (!items_open(&items, obj, width)) {
+        PyBuffer_Release(&key);
+        return NULL;
+    }
+    n = items.n;
+    if ((uint64_t)n > UINT64_MAX / m) {
+        PyErr_SetString(PyExc_ValueError, "golomb_set: too many items");
+        goto done;
+    }
+    f = (uint64_t)n * m;
+    vals = PyMem_Malloc(2 * (size_t)(n ? n : 1) * sizeof *vals);
+    if (vals == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_buffer item;
+        if (!items_get(&items, i, &item)) goto done;
+        vals[i] = spn_gcs_map(spn_siphash24(key.buf, item.buf, (size_t)item.len), f);
+        PyBuffer_Release(&item);
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    spn_gcs_sort(vals, vals + n, (size_t)n);
+    nstream = spn_gcs_encoded_size(vals, (size_t)n, p);
+    Py_END_ALLOW_THREADS;
+    if ((uint64_t)n < 0xfd) {
+        prefix[0] = (unsigned char)n;
+        nprefix = 1;
+    } else {
+        int width_n = (uint64_t)n <= 0xffff ? 2 : (uint64_t)n <= 0xffffffffULL ? 4 : 8;
+        prefix[0] = width_n == 2 ? 0xfd : width_n == 4 ? 0xfe : 0xff;
+        for (int b = 0; b < width_n; b++) prefix[1 + b] = (unsigned char)((uint64_t)n >> (8 * b));
+        nprefix = 1 + (size_t)width_n;
+    }
+    res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nprefix + nstream));
+    if (res == NULL) goto done;
+    memcpy(PyBytes_AS_STRING(res), prefix, nprefix);
+    Py_BEGIN_ALLOW_THREADS;
+    spn_gcs_encode(vals, (size_t)n, p, (unsigned char *)PyBytes_AS_STRING(res) + nprefix);
+    Py_END_ALLOW_THREADS;
+done:
+    PyMem_Free(vals);
+    items_close(&items);
+    PyBuffer_Release(&key);
+    return res;
+}
+
+static PyObject *hash_spent_hashes(PyObject *self, PyObject *args) {
+    Py_buffer block_hash;
+    PyObject *obj, *res = NULL;
+    item_list items;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*O:spent_hashes", &block_hash, &obj)) return NULL;
+    if (block_hash.len != 32) {
+        PyBuffer_Release(&block_hash);
+        PyErr_SetString(PyExc_ValueError, "spent_hashes needs a 32-byte block hash");
+        return NULL;
+    }
+    if (!items_open(&items, obj, 36)) {
+        PyBuffer_Release(&block_hash);
+        return NULL;
+    }
+    res = PyList_New(items.n);
+    if (res == NULL) goto done;
+    for (Py_ssize_t i = 0; i < items.n; i++) {
+        Py_buffer outpoint;
+        spn_sha256 h;
+        unsigned char digest[32];
+        PyObject *item;
+        if (!items_get(&items, i, &outpoint)) goto fail;
+        spn_sha256_init(&h);
+        spn_sha256_write(&h, outpoint.buf, 36);
+        spn_sha256_write(&h, block_hash.buf, 32);
+        spn_sha256_finalize(&h, digest);
+        PyBuffer_Release(&outpoint);
+        item = PyBytes_FromStringAndSize((const char *)digest, 8);
+        if (item == NULL) goto fail;
+        PyList_SET_ITEM(res, i, item);
+    }
+    goto done;
+fail:
+    Py_CLEAR(res);
+done:
+    items_close(&items);
+    PyBuffer_Release(&block_hash);
+    return res;
+}
+
 static PyObject *hash_hash160_impl(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
@@ -224,6 +384,13 @@ static PyMethodDef methods[] = {
     {"ripemd160", hash_ripemd160, METH_O, "ripemd160(data) -> 20-byte digest."},
     {"hash160_33_many", hash_hash160_33_many, METH_O,
      "hash160_33_many(keys) -> HASH160 of each 33-byte slice of keys, concatenated. Raises ValueError."},
+    {"golomb_set", hash_golomb_set, METH_VARARGS,
+     "golomb_set(key16, items, width, p, m) -> CompactSize(N) || Golomb-Rice stream of the sorted SipHash-2-4 "
+     "items mapped into [0, N*m) (BIP158); width 0 allows any length; with width > 0 items may be one packed "
+     "buffer of N*width bytes. Raises ValueError (bad key or parameters, an item of another width)."},
+    {"spent_hashes", hash_spent_hashes, METH_VARARGS,
+     "spent_hashes(block_hash32, outpoints36) -> [SHA256(outpoint || block_hash)[:8], ...] (BlindBit spent index); "
+     "outpoints a sequence or one packed buffer of n*36 bytes. Raises ValueError (wrong widths)."},
     {"hash160_impl", hash_hash160_impl, METH_NOARGS, "hash160_impl() -> 'avx2' or 'portable' (RIPEMD160 lanes)."},
     {"impl", hash_impl, METH_NOARGS, "impl() -> 'shani', 'armv8' or 'portable'."},
     {"select", hash_select, METH_VARARGS,
@@ -232,7 +399,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_hash", "SHA256, BIP352 tagged hashes, HASH160 (private).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_hash", "SHA256, BIP352 tagged hashes, HASH160, BIP158 Golomb-coded sets (private).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

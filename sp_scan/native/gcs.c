@@ -1,0 +1,111 @@
+/* BIP158 Golomb-coded sets (see gcs.h). */
+#include "gcs.h"
+
+#include <string.h>
+
+#define ROTL64(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                                   \
+    do {                                                                                           \
+        v0 += v1; v1 = ROTL64(v1, 13); v1 ^= v0; v0 = ROTL64(v0, 32);                              \
+        v2 += v3; v3 = ROTL64(v3, 16); v3 ^= v2;                                                   \
+        v0 += v3; v3 = ROTL64(v3, 21); v3 ^= v0;                                                   \
+        v2 += v1; v1 = ROTL64(v1, 17); v1 ^= v2; v2 = ROTL64(v2, 32);                              \
+    } while (0)
+
+static uint64_t read_le64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+uint64_t spn_siphash24(const unsigned char key16[16], const unsigned char *in, size_t len) {
+    const uint64_t k0 = read_le64(key16), k1 = read_le64(key16 + 8);
+    uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
+    uint64_t v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
+    const size_t whole = len - len % 8;
+    uint64_t m;
+    for (size_t i = 0; i < whole; i += 8) {
+        m = read_le64(in + i);
+        v3 ^= m;
+        SIPROUND;
+        SIPROUND;
+        v0 ^= m;
+    }
+    m = (uint64_t)(len & 0xff) << 56;
+    for (size_t i = 0; i < len % 8; i++) m |= (uint64_t)in[whole + i] << (8 * i);
+    v3 ^= m;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= m;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* LSD radix sort, 11-bit digits, as many passes as the largest value needs. */
+#define RADIX_BITS 11
+#define RADIX_SIZE (1u << RADIX_BITS)
+
+void spn_gcs_sort(uint64_t *vals, uint64_t *tmp, size_t n) {
+    uint64_t max = 0;
+    size_t count[RADIX_SIZE];
+    uint64_t *src = vals, *dst = tmp;
+    for (size_t i = 0; i < n; i++) max |= vals[i];
+    for (int shift = 0; shift < 64 && (max >> shift) != 0; shift += RADIX_BITS) {
+        size_t sum = 0;
+        memset(count, 0, sizeof count);
+        for (size_t i = 0; i < n; i++) count[(src[i] >> shift) & (RADIX_SIZE - 1)]++;
+        for (size_t d = 0; d < RADIX_SIZE; d++) {
+            size_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & (RADIX_SIZE - 1)]++] = src[i];
+        uint64_t *swap = src;
+        src = dst;
+        dst = swap;
+    }
+    if (src != vals) memcpy(vals, src, n * sizeof *vals);
+}
+
+size_t spn_gcs_encoded_size(const uint64_t *sorted, size_t n, int p) {
+    size_t bits = n * (size_t)(p + 1);
+    uint64_t last = 0;
+    for (size_t i = 0; i < n; i++) {
+        bits += (size_t)((sorted[i] - last) >> p);
+        last = sorted[i];
+    }
+    return (bits + 7) / 8;
+}
+
+/* Bits are shifted into acc (at most 7 pending + 32 new) and flushed a byte at a time. */
+typedef struct {
+    unsigned char *out;
+    uint64_t acc;
+    int pending;
+} bit_writer;
+
+static void put_bits(bit_writer *w, uint64_t value, int nbits) {
+    w->acc = (w->acc << nbits) | value;
+    w->pending += nbits;
+    while (w->pending >= 8) {
+        w->pending -= 8;
+        *w->out++ = (unsigned char)(w->acc >> w->pending);
+    }
+}
+
+void spn_gcs_encode(const uint64_t *sorted, size_t n, int p, unsigned char *out) {
+    bit_writer w = {out, 0, 0};
+    uint64_t last = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t delta = sorted[i] - last, q = delta >> p;
+        last = sorted[i];
+        for (; q >= 31; q -= 31) put_bits(&w, 0x7fffffffULL, 31);
+        put_bits(&w, ((1ULL << q) - 1) << 1, (int)q + 1);
+        put_bits(&w, delta & ((1ULL << p) - 1), p);
+    }
+    if (w.pending > 0) *w.out = (unsigned char)(w.acc << (8 - w.pending));
+}

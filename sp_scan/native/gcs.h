@@ -1,0 +1,29 @@
+/* BIP158 Golomb-coded sets: SipHash-2-4, the hash-to-range map, sorting and Golomb-Rice coding.
+ * Public data only (block hashes, output keys): nothing here is secret or wiped. */
+#ifndef SPN_GCS_H
+#define SPN_GCS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* SipHash-2-4 of in[0..len) under the 16-byte key key16 (k0 = LE64 of bytes 0..7, k1 of 8..15). */
+uint64_t spn_siphash24(const unsigned char key16[16], const unsigned char *in, size_t len);
+
+/* Map a 64-bit hash uniformly into [0, f): the high 64 bits of the 128-bit product hash * f. */
+static inline uint64_t spn_gcs_map(uint64_t hash, uint64_t f) {
+    return (uint64_t)(((unsigned __int128)hash * f) >> 64);
+}
+
+/* Sort vals[0..n) ascending in place; tmp must hold n values. Duplicates are kept. */
+void spn_gcs_sort(uint64_t *vals, uint64_t *tmp, size_t n);
+
+/* Number of bytes the Golomb-Rice coding of the deltas of sorted[0..n) takes with parameter p
+ * (1 <= p <= 32), zero-padded to a whole byte. */
+size_t spn_gcs_encoded_size(const uint64_t *sorted, size_t n, int p);
+
+/* Write the Golomb-Rice coding of the deltas of sorted[0..n) (first delta from 0) to out, which
+ * must hold spn_gcs_encoded_size(sorted, n, p) bytes: per delta, (delta >> p) one bits, a zero
+ * bit, then the low p bits most significant first; the last byte is zero-padded. */
+void spn_gcs_encode(const uint64_t *sorted, size_t n, int p, unsigned char *out);
+
+#endif
