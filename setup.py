@@ -14,6 +14,7 @@ setup(
         Extension(
             "sp_scan.native._core",
             sorted(glob(f"{NATIVE}/core*.c")) + HASH_SOURCES,
+            depends=sorted(glob(f"{NATIVE}/*.h")),
             extra_compile_args=[*CFLAGS, "-pthread"],
             extra_link_args=["-pthread"],  # the batch scan's worker threads
         ),

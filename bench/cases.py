@@ -198,6 +198,17 @@ class TweakCase:
     expected: list[list[bytes]]
 
 
+@dataclass(frozen=True)
+class KeyTxCase:
+    """The tweak batch's points as one-input txs for libsecp 0.8's module: per tx its outpoint, and
+    outputs where every PAID-th tx pays the receiver under the module's derivation
+    ((b_scan·input_hash)·A with A = the point)."""
+
+    outpoints36: list[bytes]
+    outputs: list[list[bytes]]
+    expected: list[list[bytes]]
+
+
 PAID = 100
 
 
@@ -221,3 +232,24 @@ def tweak_case(n: int, n_outputs: int) -> TweakCase:
         outputs.append(outs)
         expected.append(paid)
     return TweakCase(tweaks33, tweaks64, outputs, expected)
+
+
+@functools.cache
+def key_tx_case(n: int, n_outputs: int) -> KeyTxCase:
+    """`tweak_case(n, n_outputs)`'s points as one-key txs (see KeyTxCase)."""
+    c, r = tweak_case(n, n_outputs), receiver()
+    spend = PublicKey(r.spend_pubkey33)
+    outpoints, outputs, expected = [], [], []
+    for i, (key33, outs) in enumerate(zip(c.tweaks33, c.outputs)):
+        op = outpoint("key-tx", i).to_bytes()
+        outs, paid = list(outs), []
+        if i % PAID == 0:
+            input_hash = int.from_bytes(crypto.tagged_hash(crypto.TAG_INPUTS, op + key33), "big")
+            scalar = input_hash * int.from_bytes(r.scan_key32, "big") % crypto.N
+            ecdh33 = PublicKey(key33).multiply(scalar.to_bytes(32, "big")).format()
+            paid = [spend.add(crypto.tagged_hash(crypto.TAG_SHARED_SECRET, ecdh33 + crypto.ser32(0))).format()[1:]]
+            outs[-1:] = paid
+        outpoints.append(op)
+        outputs.append(outs)
+        expected.append(paid)
+    return KeyTxCase(outpoints, outputs, expected)

@@ -8,6 +8,9 @@
   (`prevouts_summary` + `scan_outputs`), fed by the same extraction as ours.
 - `libsecp_scan_tweak`: a light client's scan of one tweak on libsecp256k1's public API
   through coincurve (the 0.8 module has no entry point that takes a tweak).
+- `libsecp_module_scan_key`: libsecp256k1 0.8's silentpayments module on a one-input tx whose
+  key is the tweak point: the module's own per-tx work (summary, (b_scan·input_hash)·A, t_k·G,
+  labels) on the same points, the nearest it comes to scanning a tweak.
 """
 
 from __future__ import annotations
@@ -136,3 +139,12 @@ def libsecp_scan_tweak(
         todo.discard(x)
         found.append(x)
     return found
+
+
+def libsecp_module_scan_key(
+    outpoint36: bytes, key33: bytes, outputs32: Sequence[bytes], scan_key32: bytes, spend33: bytes,
+    labels: Mapping[bytes, bytes],
+) -> list[bytes]:
+    """libsecp256k1 0.8's module on a tx with one input key `key33`: the found x-only outputs."""
+    summary = libsecp.prevouts_summary(outpoint36, [], [key33])
+    return [out for out, _tweak, _label in libsecp.scan_outputs(outputs32, scan_key32, summary, spend33, labels)]

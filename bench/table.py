@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from .test_block import BLOCK_ROWS, JOBS
+from .test_block import BLOCK_ROWS, JOBS, LIBSECP_ENGINE_ROW
 from .test_extract import ALL, STANDARD, TX_INPUTS
 from .test_hash import PER_CALL
 from .test_scan import NO_MATCH_N, WORST_K, WORST_N
@@ -53,6 +53,8 @@ STANDARD_2US = _max_ours(2e-6, "≤ 2 µs")
 WORST_40US = _max_ours(40e-6, "≤ 40 µs")
 WORST_VS_WINDOW = Target("≤ 40 µs and ≥ 50× faster", lambda o, p: o <= 40e-6 and p is not None and o * 50 <= p)
 NO_MATCH_2 = _max_ratio(0.8, "≤ 0.8×")
+TWEAK_IFMA = Target("≤ 15 µs and ≤ 0.30×", lambda o, p: o <= 15e-6 and p is not None and o <= 0.30 * p)
+BLOCK_SCAN_IFMA = _max_ratio(0.40, "≤ 0.40×")
 WORST_2323 = _max_ratio(1 / 50, "≥ 50× faster")
 
 
@@ -95,11 +97,24 @@ def rows() -> list[Row]:
             if k <= 100:
                 out.append(Row(row, "btclib-wallet"))
     for row in (*TWEAKS_VARIANTS.values(), LOOP_ROW):
-        out.append(Row(row, "libsecp pipeline", peer_row=TWEAKS_ROW))
+        target = TWEAK_IFMA if row == TWEAKS_ROW and _ecc() == "ifma" else None
+        out.append(Row(row, "libsecp pipeline", target, peer_row=TWEAKS_ROW))
+    out.append(Row(TWEAKS_ROW, "libsecp 0.8", peer_note="module, the tweak as a one-key tx"))
+    out.append(Row("library scan", "libsecp 0.8", BLOCK_SCAN_IFMA if _ecc() == "ifma" else None,
+                   label="block scan, per eligible tx", peer_note="module, per tx"))
+    out.append(Row(LIBSECP_ENGINE_ROW, "libsecp 0.8", peer_row="library scan", label="block scan, per eligible tx, libsecp engine",
+                   peer_note="module, per tx"))
     for name in PER_CALL:
         out.append(Row(f"{name}, per call", "hashlib"))
         out.append(Row(f"{name}, in loop of 1000", "hashlib"))
     return out
+
+
+def _ecc() -> str:
+    """The EC engine the native rows ran on: "ifma", "libsecp256k1", or "reference" without the native backend."""
+    from sp_scan import native
+
+    return native.ec_engine()
 
 
 def load(path: Path) -> Results:
@@ -189,7 +204,7 @@ def machine() -> str:
     versions = ", ".join(f"{p} {metadata.version(p)}" for p in ("btclib-secp256k1", "btclib-wallet", "coincurve"))
     return (
         f"Machine: {model}, {os.cpu_count()} cores; Python {platform.python_version()}; "
-        f"sha256: {impl}; native backend: {'on' if native_enabled() else 'off'}; {versions}."
+        f"sha256: {impl}; native backend: {'on' if native_enabled() else 'off'}; EC engine: {_ecc()}; {versions}."
     )
 
 

@@ -1,6 +1,9 @@
 """Whole block: `tweaks` and `scan` over the mainnet-sized sample block, eligible tx/s, 1 and 2 jobs.
 
-"library ..." rows time one call on one block in this process, per backend.
+"library ..." rows time one call on one block in this process, per backend; "library scan" also
+on the libsecp256k1 EC engine (the scalar path of CPUs without AVX-512 IFMA) and against
+libsecp256k1 0.8's silentpayments module on the same block (per tx with taproot outputs: our
+extraction, the module's `prevouts_summary` and `scan_outputs`), all per eligible tx.
 `--jobs` runs one block per worker process, so the other rows process BLOCKS copies of
 the sample block: "block ..." rows call the CLI's own runner (`sp_scan.cli.run.run`, the
 pool and emitter included, output to /dev/null) in this process; "CLI ..." rows time
@@ -18,10 +21,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from coincurve import PublicKey
 
-from sp_scan import block
+from sp_scan import block, extract, native, scan
 from sp_scan.scan import Receiver
 
+from . import peers
 from .ours import native_attr
 
 DIR = Path(__file__).resolve().parent.parent / "vectors" / "blocks"
@@ -68,6 +73,45 @@ def test_library(benchmark, command, impl):
     assert len(fn(*args)) == len(expected)
     benchmark.extra_info.update(row=f"library {command}", impl=impl, per=_eligible(command), unit="s/tx")
     benchmark.pedantic(fn, args, rounds=5 if impl == "native" else 2, iterations=1, warmup_rounds=1)
+
+
+LIBSECP_ENGINE_ROW = "library scan, libsecp engine"
+
+
+def test_library_scan_on_the_libsecp_engine(benchmark):
+    fn = native_attr("block_scan")
+    if fn is None:
+        pytest.skip("native backend not enabled")
+    args = (BLOCK.read_bytes(), SPENT.read_bytes(), _receiver())
+    previous = native._set_ec_engine("libsecp256k1")
+    try:
+        assert len(fn(*args)) == len(_expected()["found"])
+        benchmark.extra_info.update(row=LIBSECP_ENGINE_ROW, impl="native", per=_eligible("scan"), unit="s/tx")
+        benchmark.pedantic(fn, args, rounds=5, iterations=1, warmup_rounds=1)
+    finally:
+        native._set_ec_engine(previous)
+
+
+def test_library_scan_libsecp_module(benchmark):
+    """libsecp 0.8's module over the block's txs with taproot outputs, fed by our extraction."""
+    r = _receiver()
+    txs = [
+        (tx.inputs, [o.script[2:] for o in tx.outputs if extract.script_type(o.script) is extract.ScriptType.P2TR])
+        for tx in block.transactions(BLOCK.read_bytes(), SPENT.read_bytes())
+    ]
+    txs = [(inputs, outs) for inputs, outs in txs if outs]
+    labels = {}
+    for m in r.labels:
+        tweak32 = scan.label_tweak(r.scan_key32, m)
+        labels[PublicKey.from_secret(tweak32).format()] = tweak32
+    tx_pubkeys = native_attr("tx_pubkeys") or extract.tx_pubkeys
+
+    def loop():
+        return [out for inputs, outs in txs for out in peers.libsecp_scan_tx(tx_pubkeys, inputs, outs, r.scan_key32, r.spend_pubkey33, labels)]
+
+    assert sorted(loop()) == sorted(bytes.fromhex(f["output"]) for f in _expected()["found"])
+    benchmark.extra_info.update(row="library scan", impl="libsecp 0.8", per=_eligible("scan"), unit="s/tx")
+    benchmark.pedantic(loop, rounds=3, iterations=1, warmup_rounds=1)
 
 
 @pytest.mark.parametrize("jobs", JOBS)

@@ -1,9 +1,13 @@
 """Light-client scanning: a batch of tweaks (one tx each, 2 outputs, change label), time per tweak.
 
 "ours" is `scan.scan_tweaks` over the whole batch (one native call, GIL released) with
-1 and 2 threads, and with 64-byte x ‖ y tweaks; the "scan_tweak loop" row calls
-`scan.scan_tweak` once per tweak. The peer is the same pipeline on libsecp256k1's public
-API through coincurve, one call per step (`peers.libsecp_scan_tweak`). Every
+1 and 2 threads, and with 64-byte x ‖ y tweaks, on the EC engine in use (`native.ec_engine()`:
+the 8-lane AVX-512 IFMA engine where the CPU has it), and once more forced onto the libsecp256k1
+engine (the scalar path CPUs without IFMA take); the "scan_tweak loop" row calls
+`scan.scan_tweak` once per tweak. Peers: the same pipeline on libsecp256k1's public API through
+coincurve, one call per step (`peers.libsecp_scan_tweak`), and libsecp256k1 0.8's
+silentpayments module on one-input txs whose key is the tweak point
+(`peers.libsecp_module_scan_key`: it has no entry point that takes a tweak). Every
 implementation must find the case's payments (one tx in 100) before it is timed.
 """
 
@@ -21,7 +25,13 @@ from .ours import impls
 N_TWEAKS = 1000
 N_OUTPUTS = 2
 ROW = f"scan_tweaks {N_TWEAKS} tweaks N={N_OUTPUTS}, per tweak"
-VARIANTS = {"threads=1": ROW, "threads=2": f"{ROW}, threads=2", "64-byte": f"{ROW}, 64-byte tweaks"}
+VARIANTS = {
+    "threads=1": ROW,
+    "threads=2": f"{ROW}, threads=2",
+    "64-byte": f"{ROW}, 64-byte tweaks",
+    "libsecp engine": f"{ROW}, libsecp engine",
+    "libsecp engine, threads=2": f"{ROW}, libsecp engine, threads=2",
+}
 LOOP_ROW = f"{ROW}, scan_tweak loop"
 
 
@@ -40,17 +50,22 @@ def test_ours(benchmark, impl, variant):
     if fn is None:
         pytest.skip("native backend not enabled")
     if impl == "reference" and variant != "threads=1":
-        pytest.skip("the reference runs in the calling thread; its 64-byte parse is not the point")
+        pytest.skip("the reference runs in the calling thread; its 64-byte parse and engines are not the point")
     c = cases.tweak_case(N_TWEAKS, N_OUTPUTS)
     tweaks = c.tweaks64 if variant == "64-byte" else c.tweaks33
-    threads = 2 if variant == "threads=2" else 1
+    threads = 2 if variant.endswith("threads=2") else 1
     args, kwargs = (tweaks, c.outputs, cases.receiver()), {"threads": threads}
-    assert _outputs(fn(*args, **kwargs)) == c.expected
-    _info(benchmark, VARIANTS[variant], impl)
-    if impl == "reference":
-        benchmark.pedantic(fn, args, kwargs, rounds=3, iterations=1)
-    else:
-        benchmark(fn, *args, **kwargs)
+    previous = native._set_ec_engine("libsecp256k1") if variant.startswith("libsecp engine") else None
+    try:
+        assert _outputs(fn(*args, **kwargs)) == c.expected
+        _info(benchmark, VARIANTS[variant], impl)
+        if impl == "reference":
+            benchmark.pedantic(fn, args, kwargs, rounds=3, iterations=1)
+        else:
+            benchmark(fn, *args, **kwargs)
+    finally:
+        if previous is not None:
+            native._set_ec_engine(previous)
 
 
 def test_scan_tweak_loop(benchmark):
@@ -75,4 +90,20 @@ def test_libsecp(benchmark):
 
     assert loop() == c.expected
     _info(benchmark, ROW, "libsecp pipeline")
+    benchmark(loop)
+
+
+def test_libsecp_module(benchmark):
+    c, k, r = cases.tweak_case(N_TWEAKS, N_OUTPUTS), cases.key_tx_case(N_TWEAKS, N_OUTPUTS), cases.receiver()
+    tweak0 = label_tweak(r.scan_key32, 0)
+    labels = {PublicKey.from_secret(tweak0).format(): tweak0}
+
+    def loop():
+        return [
+            peers.libsecp_module_scan_key(op, key33, outs, r.scan_key32, r.spend_pubkey33, labels)
+            for op, key33, outs in zip(k.outpoints36, c.tweaks33, k.outputs)
+        ]
+
+    assert loop() == k.expected
+    _info(benchmark, ROW, "libsecp 0.8")
     benchmark(loop)

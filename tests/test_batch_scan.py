@@ -82,9 +82,10 @@ def test_receiving_vector_through_scan_tweaks_equals_the_reference(n, obj, width
         assert obj["expected"]["tweak"] is None and scan.scan_tx_reference(inputs, outputs, receiver) == []
         return
     tweak = s.tweak33 if width == 33 else tweak64(s.tweak33)
-    found = native.scan_tweaks([tweak], [outputs], receiver)
-    assert found == scan.scan_tweaks_reference([tweak], [outputs], receiver)
-    assert found == [scan.scan_tx_reference(inputs, outputs, receiver)]
+    # Three copies in one batch: with the IFMA engine a batch of one tx stays on libsecp256k1.
+    found = native.scan_tweaks([tweak] * 3, [outputs] * 3, receiver)
+    assert found[:1] == scan.scan_tweaks_reference([tweak], [outputs], receiver)
+    assert found == [scan.scan_tx_reference(inputs, outputs, receiver)] * 3
     if "n_outputs" in obj["expected"]:
         assert len(found[0]) == obj["expected"]["n_outputs"]
     else:

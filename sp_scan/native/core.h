@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core_ifma.h"
 #include "sha256.h"
 
 /* ---- libsecp256k1 (upstream include/secp256k1.h, secp256k1_ecdh.h signatures) ---- */
@@ -86,6 +87,8 @@ int spn_lift_x(const secp256k1_context *ctx, secp256k1_pubkey *p, const unsigned
 /* 1 when x32 (big-endian) is the x of a curve point (x < p, x³+7 a square mod p), 0 when not,
  * -1 when the Jacobi symbol computation gave up (not seen in practice). */
 int spn_is_x_var(const unsigned char x32[32]);
+/* w = a·b for 256-bit a, b in little-endian 64-bit words (fixed loops: constant time). */
+void spn_mul_256(uint64_t w[8], const uint64_t a[4], const uint64_t b[4]);
 /* 1 valid x, 0 not: spn_is_x_var, falling back to libsecp256k1's parse when it gives up. */
 int spn_valid_x(const unsigned char x32[32]);
 
@@ -142,6 +145,8 @@ int spn_summary_tweak(const spn_summary *s, unsigned char tweak33[33]);
 
 typedef struct {
     unsigned char scan_key32[32]; /* b_scan: wiped by spn_scanner_free */
+    uint64_t scan_key_words[4];   /* b_scan for the IFMA engine: little-endian words, and */
+    spn_ifma_glv scan_key_glv;    /*   its GLV split and digits, computed once (constant time); wiped */
     secp256k1_pubkey spend;       /* B_spend */
     size_t n_labels;
     secp256k1_pubkey *label_point;   /* L_m, given order */
@@ -193,10 +198,19 @@ typedef struct {
     /* Label set: sums33[i·L + m] = ser_P(p_k[i] + L_m) for the scanner's L labels (given order),
      * first byte 0 at infinity; n <= SPN_GROUP. Public data: variable time allowed. */
     void (*label_sums)(const spn_scanner *sc, const secp256k1_pubkey *p_k, size_t n, unsigned char (*sums33)[33]);
+    /* Light-client tweaks of an index: tweak[i] = s_i·A_i with s_i = input_hash32[i] and tweak33[i]
+     * its ser_P; tweak33[i][0] = 0 (tweak[i] undefined) when s_i is 0 or >= n. Public data. */
+    void (*tweaks)(const secp256k1_pubkey *sums, const unsigned char (*input_hash32)[32], size_t n,
+                   secp256k1_pubkey *tweak, unsigned char (*tweak33)[33]);
 } spn_engine;
 
 extern const spn_engine spn_engine_secp;
-/* The engine every scan uses: spn_engine_secp; a faster one, chosen once at module init, replaces it. */
+/* The 8-lane AVX-512 IFMA engine (core_engine_ifma.c over core_ifma*.c): usable when spn_ifma_start()
+ * returned 1. */
+extern const spn_engine spn_engine_ifma;
+/* The engine every scan uses: spn_engine_secp until the module picks one at its first use (with the
+ * GIL held, before any scan runs): spn_engine_ifma when the CPU, the OS and the libsecp256k1 build
+ * allow it and SP_SCAN_ECC is not "portable". */
 extern const spn_engine *spn_engine_active;
 
 /* ---- the batch scan (core_scan.c): every scan goes through it ---- */

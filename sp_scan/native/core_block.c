@@ -243,9 +243,12 @@ static int is_taproot(const txout_t *o) {
 long spn_block_tweaks(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
                       spn_tx_tweak **out) {
     block_t b;
-    size_t n = 0, cap = 0;
+    size_t n = 0, cap = 0, cap_sums = 0, cap_hashes = 0;
+    secp256k1_pubkey *sums = NULL, *points = NULL;
+    unsigned char(*hashes)[32] = NULL, (*tweaks)[33] = NULL;
     long ret = load(&b, block, block_len, spent, spent_len);
     *out = NULL;
+    /* Summarize every eligible tx, then all tweaks input_hash·A in one engine call. */
     for (size_t i = 1; ret == 1 && i < b.n_tx; i++) {
         const tx_t *tx = &b.txs[i];
         spn_summary s;
@@ -254,15 +257,33 @@ long spn_block_tweaks(const unsigned char *block, size_t block_len, const unsign
         if (!taproot) continue;
         if ((r = spn_summarize(&b.ins[tx->first_in], tx->n_in, &s)) < 0) ret = r;
         if (r != 1) continue;
-        if (!grow((void **)out, &cap, n + 1, sizeof **out)) {
+        if (!grow((void **)out, &cap, n + 1, sizeof **out) || !grow((void **)&sums, &cap_sums, n + 1, sizeof *sums) ||
+            !grow((void **)&hashes, &cap_hashes, n + 1, sizeof *hashes)) {
             ret = SPN_ENOMEM;
             break;
         }
-        if (!spn_summary_tweak(&s, (*out)[n].tweak33)) continue;
+        sums[n] = s.sum;
+        memcpy(hashes[n], s.input_hash32, 32);
         txid(tx, (*out)[n].txid32);
         n++;
     }
+    if (ret == 1 && n > 0 && (!(tweaks = malloc(n * sizeof *tweaks)) || !(points = malloc(n * sizeof *points))))
+        ret = SPN_ENOMEM;
+    if (ret == 1 && n > 0) {
+        size_t kept = 0;
+        spn_engine_active->tweaks(sums, (const unsigned char(*)[32])hashes, n, points, tweaks);
+        for (size_t i = 0; i < n; i++) { /* input_hash out of range: not listed (probability 2^-128) */
+            if (tweaks[i][0] == 0) continue;
+            memmove((*out)[kept].txid32, (*out)[i].txid32, 32);
+            memcpy((*out)[kept++].tweak33, tweaks[i], 33);
+        }
+        n = kept;
+    }
     block_free(&b);
+    free(sums);
+    free(hashes);
+    free(tweaks);
+    free(points);
     if (ret != 1) {
         free(*out);
         *out = NULL;
@@ -374,16 +395,12 @@ static int is_taproot_script(const spn_span *s) {
     return s->n == 34 && s->p[0] == 0x51 && s->p[1] == 0x20;
 }
 
-/* tweak33 and tweak64 (x‖y) of input_hash·A; 1 ok, 0 when the product fails. */
-static int summary_tweaks(const spn_summary *s, unsigned char tweak33[33], unsigned char tweak64[64]) {
-    secp256k1_pubkey t = s->sum;
+/* tweak64 = x ‖ y of a tweak point. */
+static void put_tweak64(unsigned char tweak64[64], const secp256k1_pubkey *t) {
     unsigned char ser65[65];
     size_t len = sizeof ser65;
-    if (!spn_secp.ec_pubkey_tweak_mul(spn_ctx.public, &t, s->input_hash32)) return 0;
-    spn_ser33(spn_ctx.public, tweak33, &t);
-    spn_secp.ec_pubkey_serialize(spn_ctx.public, ser65, &len, &t, SPN_SECP_EC_UNCOMPRESSED);
+    spn_secp.ec_pubkey_serialize(spn_ctx.public, ser65, &len, t, SPN_SECP_EC_UNCOMPRESSED);
     memcpy(tweak64, ser65 + 1, 64);
-    return 1;
 }
 
 void spn_block_index_free(spn_block_index *x) {
@@ -440,9 +457,21 @@ static void index_tx(spn_block_index *x, const block_t *b, const tx_t *tx) {
 int spn_block_index_build(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
                           spn_block_index *out) {
     block_t b;
+    secp256k1_pubkey *sums = NULL, *points = NULL;
+    unsigned char(*hashes)[32] = NULL, (*tweaks)[33] = NULL;
+    size_t *which = NULL, n_sp = 0;
     int ret = load(&b, block, block_len, spent, spent_len);
     memset(out, 0, sizeof *out);
     if (ret == 1 && !index_alloc(out, &b)) ret = SPN_ENOMEM;
+    if (ret == 1) { /* room for every tx to be eligible */
+        size_t txs = b.n_tx ? b.n_tx : 1;
+        sums = malloc(txs * sizeof *sums);
+        points = malloc(txs * sizeof *points);
+        hashes = malloc(txs * sizeof *hashes);
+        tweaks = malloc(txs * sizeof *tweaks);
+        which = malloc(txs * sizeof *which);
+        if (!sums || !points || !hashes || !tweaks || !which) ret = SPN_ENOMEM;
+    }
     if (ret == 1) {
         spn_sha256 h;
         unsigned char first[32];
@@ -476,9 +505,23 @@ int spn_block_index_build(const unsigned char *block, size_t block_len, const un
             if (r < 0) ret = r;
             continue;
         }
-        if (!summary_tweaks(&s, out->tweaks33 + 33 * out->n_tx, out->tweaks64 + 64 * out->n_tx)) continue;
-        index_tx(out, &b, tx);
+        sums[n_sp] = s.sum;
+        memcpy(hashes[n_sp], s.input_hash32, 32);
+        which[n_sp++] = i;
     }
+    /* All of the block's tweaks input_hash·A in one engine call, then the rows in block order. */
+    if (ret == 1 && n_sp > 0) spn_engine_active->tweaks(sums, (const unsigned char(*)[32])hashes, n_sp, points, tweaks);
+    for (size_t k = 0; ret == 1 && k < n_sp; k++) {
+        if (tweaks[k][0] == 0) continue; /* input_hash out of range: not indexed (probability 2^-128) */
+        memcpy(out->tweaks33 + 33 * out->n_tx, tweaks[k], 33);
+        put_tweak64(out->tweaks64 + 64 * out->n_tx, &points[k]);
+        index_tx(out, &b, &b.txs[which[k]]);
+    }
+    free(sums);
+    free(points);
+    free(hashes);
+    free(tweaks);
+    free(which);
     block_free(&b);
     if (ret != 1) spn_block_index_free(out);
     return ret;

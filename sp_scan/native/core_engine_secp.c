@@ -62,6 +62,15 @@ static void secp_label_sums(const spn_scanner *sc, const secp256k1_pubkey *p_k, 
         }
 }
 
+static void secp_tweaks(const secp256k1_pubkey *sums, const unsigned char (*input_hash32)[32], size_t n,
+                        secp256k1_pubkey *tweak, unsigned char (*tweak33)[33]) {
+    for (size_t i = 0; i < n; i++) {
+        tweak[i] = sums[i];
+        if (spn_secp.ec_pubkey_tweak_mul(spn_ctx.public, &tweak[i], input_hash32[i])) spn_ser33(spn_ctx.public, tweak33[i], &tweak[i]);
+        else tweak33[i][0] = 0;
+    }
+}
+
 const spn_engine spn_engine_secp = {
-    "libsecp256k1", secp_parse_points, secp_shared_secrets, secp_spend_points, secp_label_sums,
+    "libsecp256k1", secp_parse_points, secp_shared_secrets, secp_spend_points, secp_label_sums, secp_tweaks,
 };

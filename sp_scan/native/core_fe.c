@@ -53,9 +53,8 @@ static void fold(uint64_t r[4], const uint64_t a[4], uint64_t t) {
     }
 }
 
-/* r ≡ a·b (mod p), r < 2^256 (not fully reduced). */
-static void mul(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) {
-    uint64_t w[8] = {0};
+void spn_mul_256(uint64_t w[8], const uint64_t a[4], const uint64_t b[4]) {
+    memset(w, 0, 8 * sizeof *w);
     for (int i = 0; i < 4; i++) {
         u128 acc = 0;
         for (int j = 0; j < 4; j++) {
@@ -65,6 +64,12 @@ static void mul(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) {
         }
         w[i + 4] = (uint64_t)acc;
     }
+}
+
+/* r ≡ a·b (mod p), r < 2^256 (not fully reduced). */
+static void mul(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) {
+    uint64_t w[8];
+    spn_mul_256(w, a, b);
     /* w = lo + hi·2^256 ≡ lo + hi·C: hi·C < 2^290, the sum < 2^291 */
     uint64_t lo[4];
     u128 acc = 0;

@@ -59,6 +59,8 @@ int spn_scanner_init(spn_scanner *sc, const unsigned char scan_key32[32], const 
     if (!spn_secp.ec_seckey_verify(spn_ctx.public, scan_key32) || !spn_parse33(spn_ctx.public, &sc->spend, spend33))
         return SPN_EKEY;
     memcpy(sc->scan_key32, scan_key32, 32);
+    spn_ifma_scalar_from_b32(sc->scan_key_words, scan_key32);
+    spn_ifma_glv_recode(&sc->scan_key_glv, sc->scan_key_words);
     sc->n_labels = n_labels;
     sc->label_point = malloc(n * sizeof *sc->label_point);
     sc->label_tweak = malloc(n * sizeof *sc->label_tweak);
