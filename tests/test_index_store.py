@@ -189,6 +189,15 @@ def test_an_index_scan_gives_the_same_matches_for_any_partition_size_and_threads
     assert list(index.scan(WALLET, 3, 5, partition_blocks=size)) == [m for m in whole if 3 <= m.height <= 5]
 
 
+def test_partitions_read_ahead_are_the_partitions_in_order_and_a_stopped_reader_ends(index):
+    ranges = index.partition_ranges(partition_blocks=2)
+    assert [(lo, hi, p) for lo, hi, p in index.read_partitions(ranges)] == [(lo, hi, index.partition(lo, hi)) for lo, hi in ranges]
+    reader = index.read_partitions(ranges)
+    next(reader)
+    reader.close()  # the read already under way finishes; nothing is left running
+    assert list(index.read_partitions([])) == []
+
+
 def test_info_counts_blocks_transactions_and_bytes(index):
     info = index.info()
     assert info["tip_height"] == CHAIN.tip and info["tip_hash"] == CHAIN.blocks[-1].hash_hex

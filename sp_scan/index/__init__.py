@@ -21,6 +21,7 @@ corrupt, other-version or other-network file raises `IndexStoreError`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import struct
 from collections.abc import Callable, Iterator, Sequence
@@ -236,6 +237,21 @@ class Index:
             raise HeightError(f"heights {start}..{end} are not all indexed (the index holds {first}..{tip[0]})")
         return [(lo, min(lo + partition_blocks - 1, end)) for lo in range(start, end + 1, partition_blocks)]
 
+    def read_partitions(self, ranges: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int, Partition]]:
+        """(first, last, Partition) of each (first, last) range, in order, the next one read in a thread
+        while the caller scans this one (the scan runs without the GIL: neither waits for the other).
+
+        Raises:
+            HeightError: as `partition`.
+        """
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sp-scan-index-read") as reader:
+            ahead = reader.submit(self.partition, *ranges[0]) if ranges else None
+            for i, (lo, hi) in enumerate(ranges):
+                partition = ahead.result()
+                if i + 1 < len(ranges):
+                    ahead = reader.submit(self.partition, *ranges[i + 1])
+                yield lo, hi, partition
+
     def scan(
         self,
         receiver: Receiver,
@@ -255,8 +271,8 @@ class Index:
         Raises:
             HeightError: start..end is not inside the indexed heights.
         """
-        for lo, hi in self.partition_ranges(start, end, partition_blocks):
-            yield from scan_partition(self.partition(lo, hi), receiver, threads)
+        for _, _, partition in self.read_partitions(self.partition_ranges(start, end, partition_blocks)):
+            yield from scan_partition(partition, receiver, threads)
 
     def scan_wallets(
         self,
@@ -285,8 +301,8 @@ class Index:
         Raises:
             HeightError: start..end is not inside the indexed heights.
         """
-        for lo, hi in self.partition_ranges(start, end, partition_blocks):
-            yield from scan_partition_wallets(self.partition(lo, hi), receivers, threads, starts)
+        for lo, hi, partition in self.read_partitions(self.partition_ranges(start, end, partition_blocks)):
+            yield from scan_partition_wallets(partition, receivers, threads, starts)
             if progress is not None:
                 progress(lo, hi)
 

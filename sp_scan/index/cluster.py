@@ -168,13 +168,13 @@ def scan(
         return
     in_flight = max(1, in_flight or 2 * slots)
     run = uuid.uuid4().hex[:12]  # task keys name heights only, never anything derived from a key
-    todo = iter(enumerate(ranges))
+    todo = enumerate(index.read_partitions(ranges))
     submitted: dict[distributed.Future, int] = {}
     finished = distributed.as_completed(loop=client.loop)
 
     def submit_next() -> None:
-        for i, (lo, hi) in itertools.islice(todo, 1):
-            future = client.submit(scan_partition_wallets, index.partition(lo, hi), receivers, threads, starts, key=f"sp-scan-{run}-{lo}-{hi}", pure=False)
+        for i, (lo, hi, partition) in itertools.islice(todo, 1):
+            future = client.submit(scan_partition_wallets, partition, receivers, threads, starts, key=f"sp-scan-{run}-{lo}-{hi}", pure=False)
             submitted[future] = i
             finished.add(future)
 
