@@ -202,6 +202,8 @@ SPN_IFMA_TARGET static void ge8_to_affine_words(ge8 *pts, int n, uint64_t (*wx)[
         fe8_to_words(wy[v], &y);
     }
     spn_cleanse(z, sizeof z);
+    spn_cleanse(&x, sizeof x);
+    spn_cleanse(&y, sizeof y);
 }
 
 /* out33 = ser_P of lane i, or a leading 0 when bad. */
@@ -338,6 +340,7 @@ SPN_IFMA_TARGET static void ecmult_gen8(ge8 *r, const gea8 *start, const __m512i
         ge8_madd(r, r, &e);
     }
     spn_cleanse(&e, sizeof e);
+    spn_cleanse(&ny, sizeof ny);
 }
 
 /* ---- start-up: the layout check and the generator table (libsecp256k1 computes it) ---- */
@@ -540,6 +543,7 @@ SPN_IFMA_TARGET void spn_ifma_spend_points(const unsigned char spend64[64], cons
     ge8 res[SPN_IFMA_GROUP];
     gea8 start;
     uint64_t wx[SPN_IFMA_GROUP][4][8], wy[SPN_IFMA_GROUP][4][8], tw[5][8], t[4];
+    __m512i tv[5];
     unsigned char bad[SPN_IFMA_GROUP * 8];
     __mmask8 inf[SPN_IFMA_GROUP];
     const size_t same[8] = {0};
@@ -548,7 +552,6 @@ SPN_IFMA_TARGET void spn_ifma_spend_points(const unsigned char spend64[64], cons
         size_t cnt = n - base < SPN_IFMA_GROUP * 8 ? n - base : SPN_IFMA_GROUP * 8, lane[8];
         int nv = (int)((cnt + 7) / 8);
         for (int v = 0; v < nv; v++) {
-            __m512i tv[5];
             lanes_of(lane, base, cnt, v);
             for (int i = 0; i < 8; i++) {
                 spn_ifma_scalar_from_b32(t, t32[lane[i]]);
@@ -573,6 +576,7 @@ SPN_IFMA_TARGET void spn_ifma_spend_points(const unsigned char spend64[64], cons
     }
     spn_cleanse(res, sizeof res);
     spn_cleanse(tw, sizeof tw);
+    spn_cleanse(tv, sizeof tv);
     spn_cleanse(t, sizeof t);
     spn_cleanse(wx, sizeof wx);
     spn_cleanse(wy, sizeof wy);
