@@ -478,11 +478,9 @@ SPN_IFMA_TARGET void spn_ifma_parse_points(const unsigned char *in, size_t width
 
 /* 1 when 0 < s < n, in constant time (s: 4 little-endian words). */
 static uint64_t scalar_in_range(const uint64_t s[4]) {
-    static const uint64_t N_W[4] = {0xBFD25E8CD0364141ULL, 0xBAAEDCE6AF48A03BULL, 0xFFFFFFFFFFFFFFFEULL,
-                                    0xFFFFFFFFFFFFFFFFULL};
     uint64_t borrow = 0, any = s[0] | s[1] | s[2] | s[3];
     for (int i = 0; i < 4; i++) {
-        unsigned __int128 d = (unsigned __int128)s[i] - N_W[i] - borrow;
+        unsigned __int128 d = (unsigned __int128)s[i] - spn_ifma_n[i] - borrow;
         borrow = (uint64_t)(d >> 64) & 1;
     }
     return borrow & ((any | (0 - any)) >> 63);
@@ -538,8 +536,6 @@ SPN_IFMA_TARGET void spn_ifma_shared_secrets(const spn_ifma_glv *glv, const uint
 
 SPN_IFMA_TARGET void spn_ifma_spend_points(const unsigned char spend64[64], const unsigned char (*t32)[32], size_t n,
                                            unsigned char (*pk64)[64], unsigned char (*p33)[33]) {
-    static const uint64_t N_W[4] = {0xBFD25E8CD0364141ULL, 0xBAAEDCE6AF48A03BULL, 0xFFFFFFFFFFFFFFFEULL,
-                                    0xFFFFFFFFFFFFFFFFULL};
     ge8 res[SPN_IFMA_GROUP];
     gea8 start;
     uint64_t wx[SPN_IFMA_GROUP][4][8], wy[SPN_IFMA_GROUP][4][8], tw[5][8], t[4];
@@ -559,7 +555,7 @@ SPN_IFMA_TARGET void spn_ifma_spend_points(const unsigned char spend64[64], cons
                 uint64_t even = (t[0] & 1) - 1; /* all ones when t is even: use t + n */
                 unsigned __int128 acc = 0;
                 for (int j = 0; j < 4; j++) {
-                    acc += (unsigned __int128)t[j] + (N_W[j] & even);
+                    acc += (unsigned __int128)t[j] + (spn_ifma_n[j] & even);
                     tw[j][i] = (uint64_t)acc;
                     acc >>= 64;
                 }
