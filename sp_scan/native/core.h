@@ -262,7 +262,7 @@ int spn_send_shared_secret(unsigned char ecdh33[33], const unsigned char (*outpo
                            const unsigned char (*keys32)[32], const unsigned char *is_taproot, size_t n_keys,
                            const unsigned char scan33[33]);
 
-/* Constant-time scalar helpers (core_send.c): r = (a + b) mod n for a, b < n; r = x mod n for any
+/* Constant-time scalar helpers (core_ifma_scalar.c): r = (a + b) mod n for a, b < n; r = x mod n for any
  * 256-bit x. */
 void spn_scalar_add(unsigned char r32[32], const unsigned char a32[32], const unsigned char b32[32]);
 void spn_scalar_reduce(unsigned char r32[32], const unsigned char x32[32]);

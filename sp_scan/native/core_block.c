@@ -236,9 +236,11 @@ static void txid(const tx_t *tx, unsigned char out32[32]) {
     spn_sha256_finalize(&h, out32);
 }
 
-static int is_taproot(const txout_t *o) {
-    return o->script.n == 34 && o->script.p[0] == 0x51 && o->script.p[1] == 0x20;
+static int is_taproot_script(const spn_span *s) {
+    return s->n == 34 && s->p[0] == 0x51 && s->p[1] == 0x20;
 }
+
+static int is_taproot(const txout_t *o) { return is_taproot_script(&o->script); }
 
 long spn_block_tweaks(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
                       spn_tx_tweak **out) {
@@ -389,10 +391,6 @@ static void put_u32(unsigned char *p, uint32_t v) {
 
 static void put_u64(unsigned char *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static int is_taproot_script(const spn_span *s) {
-    return s->n == 34 && s->p[0] == 0x51 && s->p[1] == 0x20;
 }
 
 /* tweak64 = x ‖ y of a tweak point. */

@@ -202,6 +202,8 @@ SPN_IFMA_TARGET static void ge8_to_affine_words(ge8 *pts, int n, uint64_t (*wx)[
         fe8_to_words(wy[v], &y);
     }
     spn_cleanse(z, sizeof z);
+    spn_cleanse(&x, sizeof x);
+    spn_cleanse(&y, sizeof y);
 }
 
 /* out33 = ser_P of lane i, or a leading 0 when bad. */
@@ -338,6 +340,7 @@ SPN_IFMA_TARGET static void ecmult_gen8(ge8 *r, const gea8 *start, const __m512i
         ge8_madd(r, r, &e);
     }
     spn_cleanse(&e, sizeof e);
+    spn_cleanse(&ny, sizeof ny);
 }
 
 /* ---- start-up: the layout check and the generator table (libsecp256k1 computes it) ---- */
@@ -475,11 +478,9 @@ SPN_IFMA_TARGET void spn_ifma_parse_points(const unsigned char *in, size_t width
 
 /* 1 when 0 < s < n, in constant time (s: 4 little-endian words). */
 static uint64_t scalar_in_range(const uint64_t s[4]) {
-    static const uint64_t N_W[4] = {0xBFD25E8CD0364141ULL, 0xBAAEDCE6AF48A03BULL, 0xFFFFFFFFFFFFFFFEULL,
-                                    0xFFFFFFFFFFFFFFFFULL};
     uint64_t borrow = 0, any = s[0] | s[1] | s[2] | s[3];
     for (int i = 0; i < 4; i++) {
-        unsigned __int128 d = (unsigned __int128)s[i] - N_W[i] - borrow;
+        unsigned __int128 d = (unsigned __int128)s[i] - spn_ifma_n[i] - borrow;
         borrow = (uint64_t)(d >> 64) & 1;
     }
     return borrow & ((any | (0 - any)) >> 63);
@@ -535,11 +536,10 @@ SPN_IFMA_TARGET void spn_ifma_shared_secrets(const spn_ifma_glv *glv, const uint
 
 SPN_IFMA_TARGET void spn_ifma_spend_points(const unsigned char spend64[64], const unsigned char (*t32)[32], size_t n,
                                            unsigned char (*pk64)[64], unsigned char (*p33)[33]) {
-    static const uint64_t N_W[4] = {0xBFD25E8CD0364141ULL, 0xBAAEDCE6AF48A03BULL, 0xFFFFFFFFFFFFFFFEULL,
-                                    0xFFFFFFFFFFFFFFFFULL};
     ge8 res[SPN_IFMA_GROUP];
     gea8 start;
     uint64_t wx[SPN_IFMA_GROUP][4][8], wy[SPN_IFMA_GROUP][4][8], tw[5][8], t[4];
+    __m512i tv[5];
     unsigned char bad[SPN_IFMA_GROUP * 8];
     __mmask8 inf[SPN_IFMA_GROUP];
     const size_t same[8] = {0};
@@ -548,7 +548,6 @@ SPN_IFMA_TARGET void spn_ifma_spend_points(const unsigned char spend64[64], cons
         size_t cnt = n - base < SPN_IFMA_GROUP * 8 ? n - base : SPN_IFMA_GROUP * 8, lane[8];
         int nv = (int)((cnt + 7) / 8);
         for (int v = 0; v < nv; v++) {
-            __m512i tv[5];
             lanes_of(lane, base, cnt, v);
             for (int i = 0; i < 8; i++) {
                 spn_ifma_scalar_from_b32(t, t32[lane[i]]);
@@ -556,7 +555,7 @@ SPN_IFMA_TARGET void spn_ifma_spend_points(const unsigned char spend64[64], cons
                 uint64_t even = (t[0] & 1) - 1; /* all ones when t is even: use t + n */
                 unsigned __int128 acc = 0;
                 for (int j = 0; j < 4; j++) {
-                    acc += (unsigned __int128)t[j] + (N_W[j] & even);
+                    acc += (unsigned __int128)t[j] + (spn_ifma_n[j] & even);
                     tw[j][i] = (uint64_t)acc;
                     acc >>= 64;
                 }
@@ -573,6 +572,7 @@ SPN_IFMA_TARGET void spn_ifma_spend_points(const unsigned char spend64[64], cons
     }
     spn_cleanse(res, sizeof res);
     spn_cleanse(tw, sizeof tw);
+    spn_cleanse(tv, sizeof tv);
     spn_cleanse(t, sizeof t);
     spn_cleanse(wx, sizeof wx);
     spn_cleanse(wy, sizeof wy);

@@ -23,6 +23,8 @@ typedef struct {
     uint8_t neg[2];
 } spn_ifma_glv;
 
+/* n, the group order, as little-endian 64-bit words. */
+extern const uint64_t spn_ifma_n[4];
 /* r = the big-endian b32 as little-endian 64-bit words (no reduction). */
 void spn_ifma_scalar_from_b32(uint64_t r[4], const unsigned char b32[32]);
 /* r = a·b mod n, for a, b < 2^256; r may alias a or b. */

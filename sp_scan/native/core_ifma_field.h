@@ -121,7 +121,6 @@ IFMA_INLINE void fe8_mul(fe8 *r, const fe8 *a, const fe8 *b) {
 
 /* r = a²; a carried (m ≤ 15). Squarings come in long dependent chains (inversion, square root), so
  * the low and high halves go to separate accumulators: shorter chains of dependent IFMAs. */
-/* r = a²; a carried (m ≤ 15). */
 IFMA_INLINE void fe8_sqr(fe8 *r, const fe8 *a) {
     __m512i t[10], h[10];
     SPN_UNROLL

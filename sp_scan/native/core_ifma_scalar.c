@@ -1,6 +1,7 @@
-/* Scalars mod n for the IFMA engine: multiplication, the GLV split k = k1 + k2·λ and the
- * signed-digit recodings the ladders consume. Plain C, constant time: fixed loops, no branch or
- * memory index depends on a scalar (the results are masks and arithmetic, never `if`). */
+/* Scalars mod n: for the IFMA engine multiplication, the GLV split k = k1 + k2·λ and the
+ * signed-digit recodings the ladders consume; for sending and BIP374 proofs the addition and
+ * reduction of 32-byte scalars. Plain C, constant time: fixed loops, no branch or memory index
+ * depends on a scalar (the results are masks and arithmetic, never `if`). */
 #include "core_ifma.h"
 
 #include <string.h>
@@ -10,7 +11,8 @@
 typedef unsigned __int128 u128;
 
 /* n and 2^256 − n, little-endian 64-bit words. */
-static const uint64_t N[4] = {0xBFD25E8CD0364141ULL, 0xBAAEDCE6AF48A03BULL, 0xFFFFFFFFFFFFFFFEULL, 0xFFFFFFFFFFFFFFFFULL};
+const uint64_t spn_ifma_n[4] = {0xBFD25E8CD0364141ULL, 0xBAAEDCE6AF48A03BULL, 0xFFFFFFFFFFFFFFFEULL,
+                                0xFFFFFFFFFFFFFFFFULL};
 static const uint64_t NC[3] = {0x402DA1732FC9BEBFULL, 0x4551231950B75FC4ULL, 1};
 /* The GLV constants of secp256k1 (derived from the short lattice basis of n and λ): λ with
  * λ³ = 1 mod n (λ·(x, y) = (β·x, y)), g1 = round(2^384·b2/n), g2 = round(−2^384·b1/n), −b1, −b2, −λ. */
@@ -81,6 +83,30 @@ static void scalar_add(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) 
     reduce_once(r, (uint64_t)acc);
 }
 
+static void scalar_to_b32(unsigned char b32[32], const uint64_t r[4]) {
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 8; k++) b32[(3 - i) * 8 + k] = (unsigned char)(r[i] >> (56 - 8 * k));
+}
+
+void spn_scalar_add(unsigned char r32[32], const unsigned char a32[32], const unsigned char b32[32]) {
+    uint64_t a[4], b[4], s[4];
+    spn_ifma_scalar_from_b32(a, a32);
+    spn_ifma_scalar_from_b32(b, b32);
+    scalar_add(s, a, b);
+    scalar_to_b32(r32, s);
+    spn_cleanse(a, sizeof a);
+    spn_cleanse(b, sizeof b);
+    spn_cleanse(s, sizeof s);
+}
+
+void spn_scalar_reduce(unsigned char r32[32], const unsigned char x32[32]) {
+    uint64_t x[4];
+    spn_ifma_scalar_from_b32(x, x32);
+    reduce_once(x, 0); /* x < 2^256 < 2n */
+    scalar_to_b32(r32, x);
+    spn_cleanse(x, sizeof x);
+}
+
 /* round(k·g / 2^384) for k < n, g < 2^256: below 2^128 (k·g < 2^512 − 2^384), two words. */
 static void mul_shift_384(uint64_t r[2], const uint64_t k[4], const uint64_t g[4]) {
     uint64_t w[8];
@@ -103,7 +129,7 @@ static unsigned abs_signed(uint64_t r[4]) {
     uint64_t neg = 0 - borrow;
     borrow = 0;
     for (int i = 0; i < 4; i++) {
-        u128 d = (u128)N[i] - r[i] - borrow;
+        u128 d = (u128)spn_ifma_n[i] - r[i] - borrow;
         t[i] = (uint64_t)d;
         borrow = (uint64_t)(d >> 64) & 1;
     }

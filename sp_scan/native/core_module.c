@@ -712,6 +712,7 @@ static PyObject *py_dleq_prove(PyObject *self, PyObject *const *args, Py_ssize_t
     if (r == 1) out = Py_BuildValue("(y#y#y#)", a_pub, (Py_ssize_t)33, c, (Py_ssize_t)33, proof, (Py_ssize_t)64);
     else if (r == 0) out = Py_NewRef(Py_None);
     else raise_code(r, "B33 or G33 is not a valid compressed point");
+    spn_cleanse(c, sizeof c); /* C = a·B: with B a scan key, an ECDH share */
     return out;
 }
 
@@ -733,6 +734,7 @@ static PyObject *py_ecdh_share(PyObject *self, PyObject *const *args, Py_ssize_t
     if (r == 1) out = Py_BuildValue("(y#y#y#)", share, (Py_ssize_t)33, a_pub, (Py_ssize_t)33, proof, (Py_ssize_t)64);
     else if (r == 0) out = Py_NewRef(Py_None);
     else raise_code(r, "invalid private key, or scan_pubkey33 is not a valid compressed point");
+    spn_cleanse(share, sizeof share);
 done:
     send_args_free(&a);
     Py_DECREF(none);

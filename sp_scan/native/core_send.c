@@ -7,62 +7,6 @@
 
 #include "sha256.h"
 
-static const uint64_t N_LIMBS[4] = {0xBFD25E8CD0364141ull, 0xBAAEDCE6AF48A03Bull, 0xFFFFFFFFFFFFFFFEull,
-                                    0xFFFFFFFFFFFFFFFFull};
-
-static void load_scalar(uint64_t d[4], const unsigned char b32[32]) {
-    for (int i = 0; i < 4; i++) {
-        uint64_t v = 0;
-        for (int j = 0; j < 8; j++) v = (v << 8) | b32[(3 - i) * 8 + j];
-        d[i] = v;
-    }
-}
-
-static void store_scalar(unsigned char b32[32], const uint64_t d[4]) {
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 8; j++) b32[(3 - i) * 8 + j] = (unsigned char)(d[i] >> (56 - 8 * j));
-}
-
-void spn_scalar_add(unsigned char r32[32], const unsigned char a32[32], const unsigned char b32[32]) {
-    uint64_t a[4], b[4], s[4], t[4];
-    unsigned __int128 acc = 0;
-    uint64_t borrow = 0, mask;
-    load_scalar(a, a32);
-    load_scalar(b, b32);
-    for (int i = 0; i < 4; i++) {
-        acc += (unsigned __int128)a[i] + b[i];
-        s[i] = (uint64_t)acc;
-        acc >>= 64;
-    }
-    for (int i = 0; i < 4; i++) {
-        unsigned __int128 d = (unsigned __int128)s[i] - N_LIMBS[i] - borrow;
-        t[i] = (uint64_t)d;
-        borrow = (uint64_t)(d >> 64) & 1;
-    }
-    mask = -(((uint64_t)acc) | (borrow ^ 1)); /* all ones when a + b >= n */
-    for (int i = 0; i < 4; i++) s[i] = (t[i] & mask) | (s[i] & ~mask);
-    store_scalar(r32, s);
-    spn_cleanse(a, sizeof a);
-    spn_cleanse(b, sizeof b);
-    spn_cleanse(s, sizeof s);
-    spn_cleanse(t, sizeof t);
-}
-
-void spn_scalar_reduce(unsigned char r32[32], const unsigned char x32[32]) {
-    uint64_t x[4], t[4], borrow = 0, mask;
-    load_scalar(x, x32);
-    for (int i = 0; i < 4; i++) {
-        unsigned __int128 d = (unsigned __int128)x[i] - N_LIMBS[i] - borrow;
-        t[i] = (uint64_t)d;
-        borrow = (uint64_t)(d >> 64) & 1;
-    }
-    mask = borrow - 1; /* all ones when x >= n */
-    for (int i = 0; i < 4; i++) x[i] = (t[i] & mask) | (x[i] & ~mask);
-    store_scalar(r32, x);
-    spn_cleanse(x, sizeof x);
-    spn_cleanse(t, sizeof t);
-}
-
 int spn_seckey_sum(unsigned char out32[32], const unsigned char (*keys32)[32], const unsigned char *is_taproot,
                    size_t n_keys) {
     const secp256k1_context *ctx = spn_ctx.secret;
