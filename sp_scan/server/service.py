@@ -87,6 +87,7 @@ class SyncChild:
         self.process: asyncio.subprocess.Process | None = None
         self.exits = 0
         self._stopping = asyncio.Event()
+        self._spawning = asyncio.Lock()
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -95,8 +96,11 @@ class SyncChild:
 
     async def _keep_running(self) -> None:
         pause = SYNC_RESTART_MIN
-        while not self._stopping.is_set():
-            self.process = await asyncio.create_subprocess_exec(*self.argv, env=self.env, stdin=asyncio.subprocess.DEVNULL)
+        while True:
+            async with self._spawning:  # `stop` waits for a child being started, then signals it
+                if self._stopping.is_set():
+                    return
+                self.process = await asyncio.create_subprocess_exec(*self.argv, env=self.env, stdin=asyncio.subprocess.DEVNULL)
             code = await self.process.wait()
             self.exits += 1
             if self._stopping.is_set() or code == INTERRUPTED:  # stopping, or Ctrl-C reached the child too
@@ -117,6 +121,8 @@ class SyncChild:
     async def stop(self) -> None:
         """SIGTERM the child (it finishes its block and exits), kill it after SYNC_STOP_TIMEOUT."""
         self._stopping.set()
+        async with self._spawning:  # a child being started is signalled once it runs; none starts after
+            pass
         if self.running():
             self.process.send_signal(signal.SIGTERM)
             try:
