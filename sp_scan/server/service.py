@@ -139,16 +139,26 @@ def sync_command(db: str | Path, node_args: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "sp_scan.cli", "index", "sync", "--db", str(db), "--follow", *node_args]
 
 
-async def _wait_for_index(db: Path, sync: SyncChild) -> None:
-    """Wait until the sync has created the index file (it is built aside and renamed into place)."""
+async def _wait_for_index(db: Path, sync: SyncChild, stop: asyncio.Event) -> bool:
+    """Wait until the sync has created the index file (it is built aside and renamed into place).
+
+    Returns:
+        True once the file exists; False when `stop` is set first.
+
+    Raises:
+        IndexStoreError: the sync exited, or INDEX_WAIT passed, without creating it.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + INDEX_WAIT
     while not db.exists():
+        if stop.is_set():
+            return False
         if sync.exits:
             raise IndexStoreError(f"no index at {db}: the sync beside the server exited before creating it")
         if loop.time() > deadline:
             raise IndexStoreError(f"no index at {db}: the sync did not create it within {INDEX_WAIT:g} s")
         await asyncio.sleep(0.05)
+    return True
 
 
 async def serve(
@@ -178,7 +188,8 @@ async def serve(
     try:
         if sync is not None:
             sync.start()
-            await _wait_for_index(server.db, sync)
+            if not await _wait_for_index(server.db, sync, stop):
+                return
         url = await server.start()
         try:
             with Index.open(server.db, readonly=True) as index:
