@@ -229,6 +229,12 @@ descriptor_option = click.option(
 )  # fmt: skip
 
 
+def key_options_typed(scan_key_file: str | None, labels: tuple[int, ...]) -> bool:
+    """True when a key option was given on the command line (--spend-pubkey from its environment variable is not)."""
+    typed_spend = click.get_current_context().get_parameter_source("spend_pubkey") is click.core.ParameterSource.COMMANDLINE
+    return bool(scan_key_file or labels or typed_spend)
+
+
 def wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file) -> tuple[Callable[[], Receiver], int | None]:
     """(how to get the receiver, the wallet's birthday height or None) from the key options or a descriptor.
 
@@ -237,8 +243,7 @@ def wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file) -> tuple[Cal
     """
     if descriptor_file is None:
         return functools.partial(_receiver, scan_key_file, spend_pubkey, labels), None
-    typed_spend = click.get_current_context().get_parameter_source("spend_pubkey") is click.core.ParameterSource.COMMANDLINE
-    if scan_key_file or labels or typed_spend:
+    if key_options_typed(scan_key_file, labels):
         raise click.UsageError("give --descriptor-file or --scan-key-file/--spend-pubkey/--label, not both")
     wallet = interop.read_descriptor(descriptor_file)
     return wallet.receiver, wallet.birthday_height

@@ -138,8 +138,11 @@ def test_a_bad_wallets_line_is_one_line_naming_it_without_its_values(kernel_inde
 
 def test_wallets_and_one_wallets_options_are_refused_together(kernel_index, tmp_path):
     wallets = write_wallets(tmp_path)
-    for extra in (["--scan-key-file", str(tmp_path / "keys" / "wallet.scan")], ["--label", "1"], ["--descriptor-file", str(tmp_path / "keys" / "late.desc")]):
+    spend = ["--spend-pubkey", kc.TEST_WALLET.spend_pubkey33.hex()]
+    for extra in (["--scan-key-file", str(tmp_path / "keys" / "wallet.scan")], ["--label", "1"], ["--descriptor-file", str(tmp_path / "keys" / "late.desc")], spend):
         assert_fails(invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), *extra), "not both")
+    from_env = invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), "--to", "101", env={"SP_SCAN_SPEND_PUBKEY": spend[1]})
+    assert from_env.exit_code == 0, from_env.output  # a spend key from the environment is not a typed option
     assert_fails(invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), "--dask-tls-ca", "ca.pem"), "go with --dask")
 
 
