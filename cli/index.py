@@ -172,6 +172,8 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
         starts = [w.start for w in named] if start is None else None
         if starts is not None and None not in starts:
             start = min(starts)
+            if idx.first_height is not None:  # a birthday before the index's first block: scan from that block
+                start = max(start, idx.first_height)
         emit = output.Emitter("index-scan-wallets" if wallets_file else "index-scan", as_json)
         show = _Shown(emit, idx.partition_ranges(start, stop, partition_blocks), sys.stderr)
         receivers = [w.receiver for w in named]
