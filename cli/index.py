@@ -183,6 +183,7 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
             tls = cluster.security(dask_tls_ca, dask_tls_cert, dask_tls_key) if dask_tls_ca else None
             client = stack.enter_context(cluster.connect(dask_address, tls=tls, insecure=insecure))
             matches = cluster.scan(client, idx, receivers, start, stop, starts=starts, threads=jobs, partition_blocks=partition_blocks, progress=show)
+        stack.enter_context(contextlib.closing(matches))  # on any exit, its cleanup runs before the client and index close
         try:
             for w, match in matches:
                 record = output.index_match_record(match)
