@@ -175,15 +175,23 @@ def node_client(rest_url: str | None, rpc_url: str | None, rpc_cookie: str | Non
         return RestNode(rest_url)
     if not rpc_url:
         return None
-    user = password = None
     if rpc_cookie and rpc_user:
         raise click.UsageError("give --rpc-cookie or --rpc-user, not both")
-    if rpc_user:
-        user, sep, password = rpc_user.partition(":")
-        password = password if sep else os.environ.get(RPC_PASSWORD_ENV)
-        if password is None:
-            raise click.UsageError(f"--rpc-user without :PASS needs {RPC_PASSWORD_ENV}")
+    user, password = rpc_credentials(rpc_user) if rpc_user else (None, None)
     return RpcNode(rpc_url, cookie_file=rpc_cookie, user=user, password=password)
+
+
+def rpc_credentials(rpc_user: str) -> tuple[str, str]:
+    """(user, password) of --rpc-user USER[:PASS]; without :PASS the password is SP_SCAN_RPC_PASSWORD's.
+
+    Raises:
+        click.UsageError: no :PASS and SP_SCAN_RPC_PASSWORD is not set.
+    """
+    user, sep, password = rpc_user.partition(":")
+    password = password if sep else os.environ.get(RPC_PASSWORD_ENV)
+    if password is None:
+        raise click.UsageError(f"--rpc-user without :PASS needs {RPC_PASSWORD_ENV}")
+    return user, password
 
 
 def refuse_key_like(blocks: tuple[str, ...]) -> None:
