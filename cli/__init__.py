@@ -175,15 +175,23 @@ def node_client(rest_url: str | None, rpc_url: str | None, rpc_cookie: str | Non
         return RestNode(rest_url)
     if not rpc_url:
         return None
-    user = password = None
     if rpc_cookie and rpc_user:
         raise click.UsageError("give --rpc-cookie or --rpc-user, not both")
-    if rpc_user:
-        user, sep, password = rpc_user.partition(":")
-        password = password if sep else os.environ.get(RPC_PASSWORD_ENV)
-        if password is None:
-            raise click.UsageError(f"--rpc-user without :PASS needs {RPC_PASSWORD_ENV}")
+    user, password = rpc_credentials(rpc_user) if rpc_user else (None, None)
     return RpcNode(rpc_url, cookie_file=rpc_cookie, user=user, password=password)
+
+
+def rpc_credentials(rpc_user: str) -> tuple[str, str]:
+    """(user, password) of --rpc-user USER[:PASS]; without :PASS the password is SP_SCAN_RPC_PASSWORD's.
+
+    Raises:
+        click.UsageError: no :PASS and SP_SCAN_RPC_PASSWORD is not set.
+    """
+    user, sep, password = rpc_user.partition(":")
+    password = password if sep else os.environ.get(RPC_PASSWORD_ENV)
+    if password is None:
+        raise click.UsageError(f"--rpc-user without :PASS needs {RPC_PASSWORD_ENV}")
+    return user, password
 
 
 def refuse_key_like(blocks: tuple[str, ...]) -> None:
@@ -229,6 +237,12 @@ descriptor_option = click.option(
 )  # fmt: skip
 
 
+def key_options_typed(scan_key_file: str | None, labels: tuple[int, ...]) -> bool:
+    """True when a key option was given on the command line (--spend-pubkey from its environment variable is not)."""
+    typed_spend = click.get_current_context().get_parameter_source("spend_pubkey") is click.core.ParameterSource.COMMANDLINE
+    return bool(scan_key_file or labels or typed_spend)
+
+
 def wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file) -> tuple[Callable[[], Receiver], int | None]:
     """(how to get the receiver, the wallet's birthday height or None) from the key options or a descriptor.
 
@@ -237,8 +251,7 @@ def wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file) -> tuple[Cal
     """
     if descriptor_file is None:
         return functools.partial(_receiver, scan_key_file, spend_pubkey, labels), None
-    typed_spend = click.get_current_context().get_parameter_source("spend_pubkey") is click.core.ParameterSource.COMMANDLINE
-    if scan_key_file or labels or typed_spend:
+    if key_options_typed(scan_key_file, labels):
         raise click.UsageError("give --descriptor-file or --scan-key-file/--spend-pubkey/--label, not both")
     wallet = interop.read_descriptor(descriptor_file)
     return wallet.receiver, wallet.birthday_height

@@ -17,7 +17,7 @@ from sp_scan.index.scan import DASK_PARTITION_BLOCKS, DEFAULT_PARTITION_BLOCKS
 from sp_scan.index.sync import network_of
 from sp_scan.workers import signals_held
 
-from . import EXIT_INTERRUPTED, KEYS_HELP, descriptor_option, key_options, node_client, node_options, output, refuse_key_like, sources, wallet_of, wallets
+from . import EXIT_INTERRUPTED, KEYS_HELP, descriptor_option, key_options, key_options_typed, node_client, node_options, output, refuse_key_like, sources, wallet_of, wallets
 from .run import Interrupted, Progress
 
 DB_OPTION = click.option("--db", required=True, metavar="PATH", help="The index file.")
@@ -159,8 +159,7 @@ label m or null, spent true once an indexed block spent it); spend a found outpu
 def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure):
     cluster = _cluster(dask_address, (dask_tls_ca, dask_tls_cert, dask_tls_key), insecure)
     if wallets_file is not None:
-        typed_spend = click.get_current_context().get_parameter_source("spend_pubkey") is click.core.ParameterSource.COMMANDLINE
-        if scan_key_file or labels or typed_spend or descriptor_file:
+        if key_options_typed(scan_key_file, labels) or descriptor_file:
             raise click.UsageError("give --wallets or one wallet's --scan-key-file/--spend-pubkey/--label/--descriptor-file, not both")
         load = functools.partial(wallets.read_wallets, wallets_file)
     else:
@@ -173,6 +172,8 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
         starts = [w.start for w in named] if start is None else None
         if starts is not None and None not in starts:
             start = min(starts)
+            if idx.first_height is not None:  # a birthday before the index's first block: scan from that block
+                start = max(start, idx.first_height)
         emit = output.Emitter("index-scan-wallets" if wallets_file else "index-scan", as_json)
         show = _Shown(emit, idx.partition_ranges(start, stop, partition_blocks), sys.stderr)
         receivers = [w.receiver for w in named]
@@ -182,6 +183,7 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
             tls = cluster.security(dask_tls_ca, dask_tls_cert, dask_tls_key) if dask_tls_ca else None
             client = stack.enter_context(cluster.connect(dask_address, tls=tls, insecure=insecure))
             matches = cluster.scan(client, idx, receivers, start, stop, starts=starts, threads=jobs, partition_blocks=partition_blocks, progress=show)
+        stack.enter_context(contextlib.closing(matches))  # on any exit, its cleanup runs before the client and index close
         try:
             for w, match in matches:
                 record = output.index_match_record(match)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
 import click
 
 from sp_scan.errors import InvalidKeyError
+
+from .sources import looks_like_key
 
 SCAN_KEY_ENV = "SP_SCAN_KEY"
 SPEND_PUBKEY_ENV = "SP_SCAN_SPEND_PUBKEY"
@@ -28,11 +29,12 @@ def read_scan_key(path: str | None) -> bytes:
     digits; surrounding whitespace is ignored. Messages never contain it.
 
     Raises:
-        InvalidKeyError: no key, not 64 hex digits, or a key given as the file name.
+        InvalidKeyError: no key, not 64 hex digits, or a key, encoded key or descriptor given as
+            the file name (`sources.looks_like_key`; it is not echoed).
         OSError: the key file cannot be read.
     """
     stdin = sys.stdin
-    if path not in (None, "-") and re.fullmatch(r"[0-9a-fA-F]{64}", path) and not Path(path).exists():
+    if path not in (None, "-") and looks_like_key(path):
         raise InvalidKeyError("--scan-key-file takes a file name, and this looks like a key: keys are never taken from arguments")
     if path == "-":
         text = stdin.readline()

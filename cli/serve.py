@@ -10,7 +10,7 @@ import os
 
 import click
 
-from . import RPC_PASSWORD_ENV, node_client, node_options
+from . import RPC_PASSWORD_ENV, node_client, node_options, rpc_credentials
 
 
 def _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval) -> tuple[list[str], dict[str, str]]:
@@ -23,10 +23,8 @@ def _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval) -> tuple[list[
         if rpc_cookie:
             args += ["--rpc-cookie", rpc_cookie]
         if rpc_user:
-            user, sep, password = rpc_user.partition(":")
+            user, env[RPC_PASSWORD_ENV] = rpc_credentials(rpc_user)
             args += ["--rpc-user", user]
-            if sep:
-                env[RPC_PASSWORD_ENV] = password
     return [*args, "--interval", str(interval)], env
 
 

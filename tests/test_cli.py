@@ -17,7 +17,7 @@ from coincurve import PrivateKey
 
 import blockfactory as bf
 from cli_support import ROOT, Chain, NodeServer, RestHandler, RpcHandler, closed_port_url, load_cli
-from sp_scan import address
+from sp_scan import address, descriptor
 
 cli = load_cli()
 from sp_scan.cli.run import Progress  # noqa: E402  (importable once load_cli ran)
@@ -191,6 +191,16 @@ def test_no_option_takes_the_scan_key_and_a_key_like_argument_is_refused_unechoe
         result = invoke(*args, "--json")
         assert_fails(result)
         assert result.stdout == "" and SCAN_HEX not in result.output
+
+
+@pytest.mark.parametrize("kind", ["spscan", "descriptor", "xprv"])
+def test_a_scan_key_file_that_looks_like_an_encoded_key_or_descriptor_is_refused_unechoed(tmp_path, kind):
+    desc = str(descriptor.from_keys(bytes.fromhex(SCAN_HEX), bytes.fromhex(SPEND_PUB)))
+    value = {"spscan": desc[3:-1], "descriptor": desc, "xprv": "xprv9s21ZrQH143K" + "a" * 95}[kind]
+    for command in (["scan", str(write_block(tmp_path))], ["address", "encode"]):
+        result = invoke(*command, "--scan-key-file", value, "--spend-pubkey", SPEND_PUB)
+        assert_fails(result, "looks like a key")
+        assert value not in result.output
 
 
 def test_the_scan_key_is_never_printed_even_on_errors(tmp_path):

@@ -163,3 +163,16 @@ def test_dask_is_imported_only_by_a_dask_scan(kernel_index, wallets, monkeypatch
     monkeypatch.delitem(sys.modules, "sp_scan.index.cluster")
     monkeypatch.delattr("sp_scan.index.cluster")
     assert_fails(invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), "--dask", "tcp://127.0.0.1:1"), "pip install 'sp-scan[dist]'")
+
+
+def test_ctrl_c_between_matches_of_a_dask_scan_is_one_line_and_cancels_before_the_client_closes(kernel_index, scheduler, wallets, monkeypatch):
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)  # what a generator's cleanup raised, unseen otherwise
+
+    def interrupted(match):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("sp_scan.cli.output.index_match_record", interrupted)
+    result = invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), "--json", "--dask", scheduler, "--partition-blocks", "5")
+    assert result.exit_code == 130 and result.stderr == "sp-scan: interrupted; resume with --from 100\n"  # the first match is at 101
+    assert [u.exc_value for u in unraisable] == []

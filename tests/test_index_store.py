@@ -108,6 +108,13 @@ def test_colliding_txid_prefixes_are_told_apart_by_the_full_txid(index, tmp_path
             assert collided.tweaks(h, cut_through=True) == index.tweaks(h, cut_through=True)
 
 
+def test_the_spend_lookup_cache_keeps_its_bound_while_blocks_are_appended(index, tmp_path, monkeypatch):
+    monkeypatch.setattr(store, "_LOCATOR_CACHE", 2)
+    with synced(tmp_path / "small-cache.db", CHAIN) as small:
+        assert len(small._store._locators) <= 2
+    assert content(tmp_path / "small-cache.db") == content(index.path)
+
+
 def test_a_rollback_removes_blocks_their_txloc_entries_and_their_marks(tmp_path):
     with synced(tmp_path / "a.db", CHAIN, stop=4) as short:
         expected = content(short.path)

@@ -103,6 +103,17 @@ def test_start_or_stop_heights_beyond_the_nodes_tip_are_refused_before_any_block
         assert idx.tip() is None and idx.first_height is None
 
 
+def test_a_node_on_a_chain_core_does_not_name_is_refused_before_any_block(tmp_path):
+    class OtherChain:
+        def chain(self) -> str:
+            return "testnet"  # BlindBit's own name; Core says "test"
+
+    with Index.create(tmp_path / "t.db", "test") as idx:
+        with pytest.raises(NodeError, match="the node's chain 'testnet' is not one of main, test, testnet4, signet, regtest"):
+            idx.sync(OtherChain())
+        assert idx.tip() is None
+
+
 def test_follow_keeps_polling_and_picks_up_new_blocks(tmp_path):
     waits = []
 

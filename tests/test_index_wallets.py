@@ -138,8 +138,11 @@ def test_a_bad_wallets_line_is_one_line_naming_it_without_its_values(kernel_inde
 
 def test_wallets_and_one_wallets_options_are_refused_together(kernel_index, tmp_path):
     wallets = write_wallets(tmp_path)
-    for extra in (["--scan-key-file", str(tmp_path / "keys" / "wallet.scan")], ["--label", "1"], ["--descriptor-file", str(tmp_path / "keys" / "late.desc")]):
+    spend = ["--spend-pubkey", kc.TEST_WALLET.spend_pubkey33.hex()]
+    for extra in (["--scan-key-file", str(tmp_path / "keys" / "wallet.scan")], ["--label", "1"], ["--descriptor-file", str(tmp_path / "keys" / "late.desc")], spend):
         assert_fails(invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), *extra), "not both")
+    from_env = invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), "--to", "101", env={"SP_SCAN_SPEND_PUBKEY": spend[1]})
+    assert from_env.exit_code == 0, from_env.output  # a spend key from the environment is not a typed option
     assert_fails(invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), "--dask-tls-ca", "ca.pem"), "go with --dask")
 
 
@@ -167,3 +170,21 @@ def test_ctrl_c_mid_scan_exits_130_naming_the_height_to_resume_at_after_the_line
     assert result.exit_code == 130 and result.stderr == "sp-scan: interrupted; resume with --from 105\n"
     from_100 = [(n, w, 100) for n, w, _ in WALLETS]  # --from overrides the descriptor's birthday
     assert json_lines(result.stdout) == [r for r in expected_rows(kernel_chain, from_100) if r["height"] < 105]
+
+
+def test_wallets_born_before_the_index_begins_are_scanned_from_its_first_block(kernel_chain, kernel_rest, tmp_path):
+    path = tmp_path / "from-105.db"
+    with Index.create(path, "regtest") as idx:
+        idx.sync(RestNode(kernel_rest.url), start=LATE + 1)
+    write_wallets(tmp_path)
+    late = tmp_path / "late.txt"
+    late.write_text("late  descriptor-file=keys/late.desc\n")  # born at LATE, one block before the index
+    expected = expected_rows(kernel_chain, [("late", kc.TEST_WALLET, LATE + 1)])
+    assert expected
+    result = invoke("index", "scan", "--db", str(path), "--wallets", str(late), "--json")
+    assert result.exit_code == 0, result.output
+    assert json_lines(result.stdout) == expected
+    single = invoke("index", "scan", "--db", str(path), "--descriptor-file", str(tmp_path / "keys" / "late.desc"), "--json")
+    assert single.exit_code == 0, single.output
+    assert json_lines(single.stdout) == [{k: v for k, v in r.items() if k != "wallet"} for r in expected]
+    assert_fails(invoke("index", "scan", "--db", str(path), "--wallets", str(late), "--from", str(LATE)), "not all indexed")

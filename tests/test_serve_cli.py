@@ -18,6 +18,8 @@ import pytest
 
 import kernelchain
 from serving import get, ok, synced_index
+from sp_scan.server import Server, SyncChild
+from sp_scan.server import serve as serve_index
 
 TIP = kernelchain.SAMPLE_TIP
 
@@ -86,6 +88,35 @@ def test_serve_over_rpc_passes_the_password_to_its_sync_in_the_environment_not_a
             code, err = stop(proc)
     assert code == 0, err
     assert secret not in err
+
+
+def test_a_sync_child_stopped_while_it_is_being_started_is_terminated_not_waited_for():
+    async def scenario() -> int | None:
+        child = SyncChild([sys.executable, "-c", "import time; time.sleep(30)"], log=lambda line: None)
+        child.start()
+        await asyncio.sleep(0)  # the child is being spawned when the stop comes
+        try:
+            await asyncio.wait_for(child.stop(), 15)
+        finally:
+            if child.running():
+                child.process.kill()
+                await child.process.wait()
+        return child.process.returncode
+
+    assert asyncio.run(scenario()) == -signal.SIGTERM
+
+
+def test_a_stop_while_waiting_for_the_sync_to_create_the_index_ends_serving_at_once(tmp_path):
+    async def scenario() -> float:
+        child = SyncChild([sys.executable, "-c", "import time; time.sleep(30)"], log=lambda line: None)  # never creates it
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.3, stop.set)
+        began = time.monotonic()
+        await asyncio.wait_for(serve_index(Server(tmp_path / "new.db", port=0), child, log=lambda line: None, stop=stop), 15)
+        assert not child.running()
+        return time.monotonic() - began
+
+    assert asyncio.run(scenario()) < 10
 
 
 def test_serve_without_an_index_is_one_line_and_exit_2(tmp_path):

@@ -270,6 +270,7 @@ class Index:
 
         Raises:
             HeightError: start..end is not inside the indexed heights.
+            InvalidKeyError: a stored tweak is not a valid point (a damaged index).
         """
         for _, _, partition in self.read_partitions(self.partition_ranges(start, end, partition_blocks)):
             yield from scan_partition(partition, receiver, threads)
@@ -300,6 +301,8 @@ class Index:
 
         Raises:
             HeightError: start..end is not inside the indexed heights.
+            InvalidKeyError: a stored tweak is not a valid point (a damaged index).
+            ValueError: starts not one per receiver.
         """
         for lo, hi, partition in self.read_partitions(self.partition_ranges(start, end, partition_blocks)):
             yield from scan_partition_wallets(partition, receivers, threads, starts)

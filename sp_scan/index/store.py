@@ -359,7 +359,7 @@ class Store:
             self._conn.executemany(
                 "INSERT OR IGNORE INTO txloc VALUES (?, ?, ?)", [(p, height, n) for n, p in enumerate(_prefixes(data.txids, 32))]
             )
-            self._locators[height] = _Locator(data.txids, data.out_counts, data.out_vouts)
+            self._remember(height, _Locator(data.txids, data.out_counts, data.out_vouts))
             marks = self._mark_spends(data.spent_outpoints)
             filter_new, filter_spent, spent_hashes = filters or (None, None, None)
             values = {
@@ -376,11 +376,16 @@ class Store:
         loc = self._locators.get(height)
         if loc is None:
             row = self._conn.execute("SELECT txids, out_counts, out_vouts FROM blocks WHERE height = ?", (height,)).fetchone()
-            loc = self._locators[height] = _Locator(*row)
-            while len(self._locators) > _LOCATOR_CACHE:
-                self._locators.popitem(last=False)
-        else:
-            self._locators.move_to_end(height)
+            return self._remember(height, _Locator(*row))
+        self._locators.move_to_end(height)
+        return loc
+
+    def _remember(self, height: int, loc: _Locator) -> _Locator:
+        """Cache a block's locator as the most recently used, dropping the least recent beyond _LOCATOR_CACHE."""
+        self._locators[height] = loc
+        self._locators.move_to_end(height)
+        while len(self._locators) > _LOCATOR_CACHE:
+            self._locators.popitem(last=False)
         return loc
 
     def _mark_spends(self, outpoints36: bytes) -> list[tuple[int, int]]:

@@ -29,12 +29,10 @@ from .. import block, workers
 from ..errors import HeightError, IndexStoreError, NodeError, SPError
 from ..types import BlockData
 from . import filters
-from .store import Store
+from .store import NETWORKS, Store
 
 TAPROOT_ACTIVATION = 709_632
 """The default first height on mainnet; other networks start at 0."""
-CORE_CHAINS = {"main": "main", "test": "test", "testnet4": "testnet4", "signet": "signet", "regtest": "regtest"}
-"""Core's chain names (getblockchaininfo / chaininfo `chain`) -> the index's network names."""
 
 
 class Source(Protocol):
@@ -197,15 +195,16 @@ class SyncStats:
 
 
 def network_of(source: Source, retry: Retry) -> str:
-    """The index network name of the source's chain.
+    """The index network name of the source's chain: Core's chain name (getblockchaininfo / chaininfo
+    `chain`), which the index's NETWORKS use as they are.
 
     Raises:
         NodeError: unreachable, or a chain name that is not one of Core's.
     """
     chain = retry.call(source.chain)
-    if chain not in CORE_CHAINS:
-        raise NodeError(f"the node's chain {chain!r} is not one of {', '.join(CORE_CHAINS)}")
-    return CORE_CHAINS[chain]
+    if chain not in NETWORKS:
+        raise NodeError(f"the node's chain {chain!r} is not one of {', '.join(NETWORKS)}")
+    return chain
 
 
 def _init_worker() -> None:

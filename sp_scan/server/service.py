@@ -87,6 +87,7 @@ class SyncChild:
         self.process: asyncio.subprocess.Process | None = None
         self.exits = 0
         self._stopping = asyncio.Event()
+        self._spawning = asyncio.Lock()
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -95,8 +96,11 @@ class SyncChild:
 
     async def _keep_running(self) -> None:
         pause = SYNC_RESTART_MIN
-        while not self._stopping.is_set():
-            self.process = await asyncio.create_subprocess_exec(*self.argv, env=self.env, stdin=asyncio.subprocess.DEVNULL)
+        while True:
+            async with self._spawning:  # `stop` waits for a child being started, then signals it
+                if self._stopping.is_set():
+                    return
+                self.process = await asyncio.create_subprocess_exec(*self.argv, env=self.env, stdin=asyncio.subprocess.DEVNULL)
             code = await self.process.wait()
             self.exits += 1
             if self._stopping.is_set() or code == INTERRUPTED:  # stopping, or Ctrl-C reached the child too
@@ -117,6 +121,8 @@ class SyncChild:
     async def stop(self) -> None:
         """SIGTERM the child (it finishes its block and exits), kill it after SYNC_STOP_TIMEOUT."""
         self._stopping.set()
+        async with self._spawning:  # a child being started is signalled once it runs; none starts after
+            pass
         if self.running():
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -133,16 +139,26 @@ def sync_command(db: str | Path, node_args: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "sp_scan.cli", "index", "sync", "--db", str(db), "--follow", *node_args]
 
 
-async def _wait_for_index(db: Path, sync: SyncChild) -> None:
-    """Wait until the sync has created the index file (it is built aside and renamed into place)."""
+async def _wait_for_index(db: Path, sync: SyncChild, stop: asyncio.Event) -> bool:
+    """Wait until the sync has created the index file (it is built aside and renamed into place).
+
+    Returns:
+        True once the file exists; False when `stop` is set first.
+
+    Raises:
+        IndexStoreError: the sync exited, or INDEX_WAIT passed, without creating it.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + INDEX_WAIT
     while not db.exists():
+        if stop.is_set():
+            return False
         if sync.exits:
             raise IndexStoreError(f"no index at {db}: the sync beside the server exited before creating it")
         if loop.time() > deadline:
             raise IndexStoreError(f"no index at {db}: the sync did not create it within {INDEX_WAIT:g} s")
         await asyncio.sleep(0.05)
+    return True
 
 
 async def serve(
@@ -172,7 +188,8 @@ async def serve(
     try:
         if sync is not None:
             sync.start()
-            await _wait_for_index(server.db, sync)
+            if not await _wait_for_index(server.db, sync, stop):
+                return
         url = await server.start()
         try:
             with Index.open(server.db, readonly=True) as index:
