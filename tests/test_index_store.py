@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 import sqlite3
 import struct
 
@@ -272,6 +273,19 @@ def test_create_refuses_an_existing_file_and_unknown_networks(tmp_path):
     with pytest.raises(IndexStoreError, match="unknown network 'testnet'"):
         Index.create(tmp_path / "y.db", "testnet")
     assert not (tmp_path / "y.db").exists()
+
+
+def test_create_never_replaces_an_index_another_process_made_meanwhile(tmp_path, monkeypatch):
+    path = tmp_path / "x.db"
+    with synced(path, CHAIN, stop=2):
+        pass
+    before = path.read_bytes()
+    exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda p: False if p == path else exists(p))  # it appears after the check
+    with pytest.raises(IndexStoreError, match="already exists"):
+        Index.create(path, "regtest")
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no scratch file left
 
 
 def test_a_second_writer_is_refused_while_readers_are_not(index, tmp_path):

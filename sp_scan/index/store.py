@@ -110,6 +110,22 @@ class _Locator:
         return None
 
 
+def _place(scratch: Path, path: Path) -> None:
+    """Give the finished file `scratch` the name `path`, never replacing a file another process put there.
+
+    Raises:
+        IndexStoreError: `path` exists.
+    """
+    try:
+        os.link(scratch, path)  # fails if path exists, where a rename would replace it
+    except FileExistsError:
+        raise IndexStoreError(f"{path} already exists") from None
+    except OSError:  # a filesystem without hard links: the check before building is all there is
+        if path.exists():
+            raise IndexStoreError(f"{path} already exists") from None
+        os.rename(scratch, path)
+
+
 class Store:
     """An open index file. Build with `Store.create` or `Store.open`.
 
@@ -157,7 +173,7 @@ class Store:
                 conn.execute("PRAGMA journal_mode = WAL")
             finally:
                 conn.close()
-            os.replace(scratch, path)
+            _place(scratch, path)
         except sqlite3.Error as exc:
             raise IndexStoreError(f"{path}: cannot create the index ({exc})") from None
         finally:
