@@ -219,6 +219,10 @@ static void put_pt64(unsigned char out64[64], const uint64_t wx[4][8], const uin
     }
 }
 
+/* Single stores into callers' arrays, kept out of the (uninstrumented) AVX-512 functions for ASan. */
+static void put_flag(unsigned char *out, size_t i, unsigned char v) { out[i] = v; }
+static void put_u64(uint64_t *out, size_t i, uint64_t v) { out[i] = v; }
+
 /* Lane indices of vector v of a chunk of cnt items starting at base: the last item repeats. */
 static void lanes_of(size_t lane[8], size_t base, size_t cnt, int v) {
     for (int i = 0; i < 8; i++) {
@@ -470,7 +474,7 @@ SPN_IFMA_TARGET void spn_ifma_parse_points(const unsigned char *in, size_t width
         ok &= fe8_is_zero(&d);
         fe8_to_words(wy, &y);
         for (size_t k = 0; k < cnt; k++) {
-            valid[base + k] = (unsigned char)((ok >> k) & 1);
+            put_flag(valid, base + k, (unsigned char)((ok >> k) & 1));
             put_pt64(pt64[base + k], wx, wy, (int)k);
         }
     }
@@ -648,7 +652,7 @@ SPN_IFMA_TARGET void spn_ifma_time(int op, const unsigned char *in, size_t n, co
         _mm_lfence();
         uint64_t t1 = __rdtscp(&aux);
         _mm_lfence();
-        cycles[i] = t1 - t0;
+        put_u64(cycles, i, t1 - t0);
     }
     spn_cleanse(b, sizeof b);
     spn_cleanse(&glv, sizeof glv);

@@ -59,7 +59,7 @@ from coincurve import PrivateKey, PublicKey
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from sp_scan.address import SPAddress, encode, labelled_spend_pubkey  # noqa: E402
+from sp_scan.address import SPAddress, labelled_spend_pubkey  # noqa: E402
 from sp_scan.send import InputKey, create_outputs  # noqa: E402
 from sp_scan.types import OutPoint  # noqa: E402
 
