@@ -68,6 +68,14 @@ def kernel_rest(kernel_chain):
         yield server
 
 
+@pytest.fixture(scope="session")
+def kernel_index(kernel_rest, tmp_path_factory) -> Path:
+    """The path of an index of the whole sample chain, synced once by the library from `kernel_rest`; read it only."""
+    from serving import synced_index
+
+    return synced_index(tmp_path_factory.mktemp("kernel-index") / "sample.db", kernel_rest.url)
+
+
 @pytest.fixture
 def kernel_copy(kernel_chain):
     """A private kernel holding the sample chain, for a test that mines, reorganises or serves it."""

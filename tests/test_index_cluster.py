@@ -22,7 +22,7 @@ from sp_scan.errors import ClusterError, SchedulerAddressError
 from sp_scan.index import Index, cluster
 from sp_scan.scan import Receiver
 from test_cli import assert_fails, invoke, json_lines
-from test_index_wallets import WALLETS, expected_rows, kernel_index, write_wallets  # noqa: F401  (kernel_index: a fixture)
+from test_index_wallets import WALLETS, expected_rows, write_wallets
 
 KEY_ARGS = ["--spend-pubkey", kc.TEST_WALLET.spend_pubkey33.hex(), "--label", "1", "--label", "7"]
 

@@ -21,15 +21,6 @@ LATE = 104
 """The birthday height of the "late" wallet (a descriptor with bh)."""
 
 
-@pytest.fixture(scope="module")
-def kernel_index(kernel_rest, tmp_path_factory) -> Path:
-    """An index of the whole sample chain, synced from the REST stand-in."""
-    path = tmp_path_factory.mktemp("wallets") / "sample.db"
-    with Index.create(path, "regtest") as idx:
-        idx.sync(RestNode(kernel_rest.url))
-    return path
-
-
 def write_wallets(directory: Path) -> Path:
     """A wallets file of three wallets: the test wallet (labels 1, 7), the other wallet, and the test
     wallet again as a descriptor born at LATE (labels 1..7); key files beside it."""

@@ -88,10 +88,9 @@ def largest_taproot_values(chain) -> list[tuple[int, int, str]]:
 
 
 @pytest.fixture(scope="module")
-def served(kernel_rest, tmp_path_factory):
+def served(kernel_index):
     """A server over an index of the whole sample chain, synced by the real sync from the REST stand-in."""
-    db = synced_index(tmp_path_factory.mktemp("serve") / "index.db", kernel_rest.url)
-    with ServerThread(db) as server:
+    with ServerThread(kernel_index) as server:
         yield server.url
 
 
