@@ -1,13 +1,10 @@
-"""Test support for the CLI: importing it from the source tree, and local Core-like HTTP servers."""
+"""Test support for the CLI: local Core-like HTTP servers and chains they serve."""
 
 from __future__ import annotations
 
 import base64
-import importlib
-import importlib.util
 import json
 import socket
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,22 +15,6 @@ import blockfactory as bf
 from sp_scan.block import parse_spent
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def load_cli():
-    """Import sp_scan.cli; from a source checkout, map cli/ to it as pyproject.toml does."""
-    try:
-        return importlib.import_module("sp_scan.cli")
-    except ModuleNotFoundError:
-        pass
-    import sp_scan
-
-    spec = importlib.util.spec_from_file_location("sp_scan.cli", ROOT / "cli" / "__init__.py", submodule_search_locations=[str(ROOT / "cli")])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sp_scan.cli"] = module
-    spec.loader.exec_module(module)
-    sp_scan.cli = module
-    return module
 
 
 # --- Core-like servers (127.0.0.1 only, one thread per request, stopped by the fixture) ---

@@ -16,14 +16,13 @@ import pytest
 from click.testing import CliRunner
 from coincurve import PrivateKey
 
-from cli_support import load_cli
 from helpers import secret
 from sp_scan import address, block, crypto, extract, native, scan, send
+from sp_scan import cli as CLI
 from sp_scan.block import TxOut, compact_size, serialize_spent
 from sp_scan.errors import MalformedBlockError, MalformedDataError, PrevoutsError, SPError
 from sp_scan.types import OutPoint, TxInput
 
-CLI = load_cli()
 ROOT = Path(__file__).resolve().parent.parent
 BLOCKS = ROOT / "vectors" / "blocks"
 SMALL_BLOCK = bytes.fromhex((BLOCKS / "small.hex").read_text())

@@ -16,11 +16,9 @@ from click.testing import CliRunner
 from coincurve import PrivateKey
 
 import blockfactory as bf
-from cli_support import ROOT, Chain, NodeServer, RestHandler, RpcHandler, closed_port_url, load_cli
-from sp_scan import address, descriptor
-
-cli = load_cli()
-from sp_scan.cli.run import Progress  # noqa: E402  (importable once load_cli ran)
+from cli_support import ROOT, Chain, NodeServer, RestHandler, RpcHandler, closed_port_url
+from sp_scan import address, cli, descriptor
+from sp_scan.cli.run import Progress
 
 CASES = bf.wallet_cases()
 TB = bf.build(CASES)
@@ -455,7 +453,7 @@ def test_progress_shows_rate_and_eta():
 def test_ctrl_c_exits_130_with_a_resume_height_and_valid_output(tmp_path, jobs):
     server = NodeServer(RestHandler, CHAIN, delay=0.3)
     try:
-        code = "import sys, cli_support; cli_support.load_cli().main()"
+        code = "from sp_scan.cli import main; main()"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
         args = [sys.executable, "-c", code, "tweaks", "--rest", server.url, "--from", "0", "--json", "--jobs", jobs]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path, text=True)

@@ -12,11 +12,10 @@ from coincurve import PrivateKey
 
 import blockfactory as bf
 import psbtfactory as pf
-from cli_support import Chain, NodeServer, RestHandler, load_cli
+from cli_support import Chain, NodeServer, RestHandler
 from conftest import ROOT
-from sp_scan import descriptor, psbt
+from sp_scan import cli, descriptor, psbt
 
-cli = load_cli()
 CASES = json.loads((ROOT / "vectors" / "bip375" / "bip375_test_vectors.json").read_text())
 WALLET = descriptor.from_keys(pf.RECEIVER_SCAN, pf.RECEIVER_SPEND, annotations=(("bh", 3), ("ml", 1)))
 WALLET_TEXT = str(WALLET)

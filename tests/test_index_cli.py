@@ -12,15 +12,14 @@ import time
 
 import pytest
 
-from cli_support import NodeServer, RestHandler, closed_port_url, load_cli, spending_chain
+from cli_support import NodeServer, RestHandler, closed_port_url, spending_chain
 from index_support import SCAN_HEX, SPEND_HEX, WALLET, write_files
 from sp_scan import block
+from sp_scan.cli.index import _show_progress
+from sp_scan.cli.run import Progress
 from sp_scan.index import Index, SyncStats
 from test_cli import assert_fails, invoke, json_lines
 
-cli = load_cli()
-from sp_scan.cli.index import _show_progress  # noqa: E402  (importable once load_cli ran)
-from sp_scan.cli.run import Progress  # noqa: E402
 
 CHAIN = spending_chain(6)
 MATCH_KEYS = ["height", "txid", "vout", "amount", "output", "tweak", "label", "spent"]

@@ -18,14 +18,13 @@ from coincurve import PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli_support import load_cli
 from helpers import BECH32_CONST, bech32_string, secret
 from sp_scan import address, block, crypto, descriptor, extract, psbt, scan, send, summary
+from sp_scan import cli as CLI
 from sp_scan.block import Reader, parse_witness
 from sp_scan.errors import DescriptorError, InvalidAddressError, MalformedDataError, PrevoutsError, PSBTError, SPError
 from sp_scan.types import OutPoint, TxInput
 
-CLI = load_cli()
 FUZZ_EXAMPLES = int(os.environ.get("SP_SCAN_FUZZ_EXAMPLES", "0"))
 
 
