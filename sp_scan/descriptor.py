@@ -24,7 +24,7 @@ from bitcoin import base58
 from coincurve import PrivateKey, PublicKey
 
 from . import address, crypto
-from .block import sha256d
+from .wire import sha256d
 from .errors import DescriptorError, InvalidAddressError
 from .scan import Receiver
 

@@ -3,7 +3,7 @@
 Both clients give the same four calls: `chain()` (Core's chain name),
 `tip_height()`, `block_hash(height)` (display hex) and `block(hash_hex)` ->
 (block_bytes, spent_bytes), the spent outputs in Core's REST binary form as
-`sp_scan.block` expects.
+`sp_scan.wire` parses.
 Only the standard library is used. Every failure raises `NodeError`;
 credentials never appear in messages.
 """
@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from . import block
+from . import formats
 from .errors import MalformedDataError, NodeError
 
 DEFAULT_TIMEOUT = 120.0
@@ -42,7 +42,7 @@ def _split_url(url: str) -> tuple[str, tuple[str, str] | None]:
 
 def _hash_hex(text: str, what: str) -> str:
     try:
-        raw = block.from_hex(text, what)
+        raw = formats.from_hex(text, what)
     except MalformedDataError as exc:
         raise NodeError(str(exc)) from None
     if len(raw) != 32:
@@ -181,7 +181,7 @@ class RpcNode:
             reason = getattr(exc, "reason", exc)
             raise NodeError(f"cannot reach the node at {self.url}: {reason}") from None
         try:
-            reply_obj = block.load_json(data, f"RPC {method} reply")
+            reply_obj = formats.load_json(data, f"RPC {method} reply")
         except MalformedDataError as exc:
             raise NodeError(str(exc)) from None
         if not isinstance(reply_obj, dict) or "result" not in reply_obj:
@@ -224,6 +224,6 @@ class RpcNode:
         if not isinstance(raw, str):
             raise NodeError("RPC getblock 0: not a hex string")
         try:
-            return block.from_hex(raw, "getblock 0 result"), block.spent_from_getblock(self.call("getblock", hash_hex, 3))
+            return formats.from_hex(raw, "getblock 0 result"), formats.spent_from_getblock(self.call("getblock", hash_hex, 3))
         except MalformedDataError as exc:
             raise NodeError(f"RPC getblock: {exc}") from None

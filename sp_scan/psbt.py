@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from coincurve import PrivateKey
 
 from . import crypto, dleq, extract, send, summary
-from .block import MAX_MONEY, Reader, compact_size, parse_tx, parse_txout, parse_witness
+from .wire import MAX_MONEY, Reader, compact_size, parse_tx, parse_txout, parse_witness
 from .errors import InvalidKeyError, MalformedDataError, PSBTError
 from .extract import NUMS_H, ScriptType
 from .scan import K_MAX

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 import blockfactory as bf
-from sp_scan.block import parse_spent
+from sp_scan.wire import parse_spent
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from coincurve import PrivateKey
 
 from sp_scan import address, crypto, psbt
-from sp_scan.block import TxOut, compact_size
+from sp_scan.wire import TxOut, compact_size
 from sp_scan.scan import Receiver
 from sp_scan.types import OutPoint
 

@@ -310,7 +310,7 @@ def test_trailing_bytes_exit_2(tmp_path):
 
 def test_spent_data_of_the_wrong_shape_exits_2(tmp_path):
     path = write_block(tmp_path, spent_fmt=None)
-    from sp_scan.block import serialize_spent
+    from sp_scan.wire import serialize_spent
 
     (tmp_path / "block.spent.bin").write_bytes(serialize_spent(TB.spent[:-1]))
     assert_fails(invoke("tweaks", str(path)), "spent outputs cover")

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 import kernelchain as kc
 from cli_support import ROOT
 from helpers import load_script
-from sp_scan import block, cli
-from sp_scan.block import TxOut, parse_spent
+from sp_scan import block, cli, wire
+from sp_scan.wire import TxOut, parse_spent
 from sp_scan.errors import NodeError
 from sp_scan.node import RestNode, RpcNode
 
@@ -32,7 +32,7 @@ def test_every_block_of_the_sample_chain_is_on_the_kernels_active_chain(kernel_c
     assert kernel_chain.best() == (kc.SAMPLE_TIP, active[-1].hash32)
     for h, record in enumerate(active):
         raw = kernel_chain.block(h)
-        assert record.height == h and block.sha256d(raw[:80]) == record.hash32 == kernel_chain.hash_at(h)
+        assert record.height == h and wire.sha256d(raw[:80]) == record.hash32 == kernel_chain.hash_at(h)
         if h:
             assert raw[4:36] == active[h - 1].hash32
             assert [tx.GetTxid() for tx in CBlock.deserialize(raw).vtx[1:]] == [t.txid32 for t in record.txs]

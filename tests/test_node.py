@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from cli_support import Chain, NodeServer, RestHandler, RpcHandler, closed_port_url
-from sp_scan import block
+from sp_scan import formats
 from sp_scan.errors import NodeError
 from sp_scan.node import RestNode, RpcNode
 
@@ -104,7 +104,7 @@ def test_rpc_error_replies_become_node_errors(rpc):
 def test_rpc_amounts_stay_exact(rpc):
     node = RpcNode(rpc.url, user="alice", password=PASSWORD)
     obj = node.call("getblock", CHAIN.blocks[2].hash_hex, 3)
-    assert block.spent_from_getblock(obj) == CHAIN.blocks[2].spent_bytes
+    assert formats.spent_from_getblock(obj) == CHAIN.blocks[2].spent_bytes
 
 
 def test_a_hash_argument_must_be_32_bytes_of_hex(rest):

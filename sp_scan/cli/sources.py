@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sp_scan import block
+from sp_scan import formats
 from sp_scan.errors import PrevoutsError
 from sp_scan.node import RestNode, RpcNode
 
@@ -34,9 +34,9 @@ class FileBlock:
         return self.path
 
     def load(self) -> tuple[bytes, bytes]:
-        raw, inline = block.load_block(Path(self.path).read_bytes())
+        raw, inline = formats.load_block(Path(self.path).read_bytes())
         if self.spent_path is not None:
-            return raw, block.load_spent(Path(self.spent_path).read_bytes())
+            return raw, formats.load_spent(Path(self.spent_path).read_bytes())
         if inline is None:
             raise PrevoutsError(MISSING_PREVOUTS.format(name=self.path, stem=_stem(self.path)))
         return raw, inline

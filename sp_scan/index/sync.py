@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .. import block, workers
+from .. import block, wire, workers
 from ..errors import HeightError, IndexStoreError, NodeError, SPError
 from ..types import BlockData
 from . import filters
@@ -73,12 +73,12 @@ class BlockFiles:
         for loader in loaders:
             raw, _ = loader.load()
             try:
-                height = 0 if raw[4:36] == bytes(32) else block.bip34_height(raw)
+                height = 0 if raw[4:36] == bytes(32) else wire.bip34_height(raw)
             except SPError as exc:
                 raise type(exc)(f"{loader.name}: {exc}") from None
             if height in found:
                 raise HeightError(f"{found[height][0].name} and {loader.name} are both at height {height}")
-            found[height] = (loader, block.sha256d(raw[:80]), raw[4:36])
+            found[height] = (loader, wire.sha256d(raw[:80]), raw[4:36])
         self.heights = sorted(found)
         if self.heights and self.heights[-1] - self.heights[0] + 1 != len(self.heights):
             missing = next(h for h in range(self.heights[0], self.heights[-1]) if h not in found)

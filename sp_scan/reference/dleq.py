@@ -2,19 +2,19 @@
 
 Points are 33-byte compressed encodings; the point at infinity, which has
 none, is written as 33 zero bytes (`INFINITY`, secp256k1lab's convention),
-so the BIP's "fail if infinite" cases can be expressed. Generation runs in C
-by default (the secret a and the nonce only meet constant-time code and are
-wiped); `generate_proof_reference` is the readable Python version, with
-Python integers that are not constant-time. Verification handles public
-data only and has one implementation.
+so the BIP's "fail if infinite" cases can be expressed. `generate_proof` here
+is the readable Python version, with Python integers that are not
+constant-time; the native backend generates in C (the secret a and the nonce
+only meet constant-time code and are wiped) and checks its proof with the
+`verify_proof` below, which handles public data only and has one
+implementation.
 """
 
 from __future__ import annotations
 
 from coincurve import PublicKey
 
-from . import crypto
-from .errors import InvalidKeyError
+from .. import _checks, crypto
 
 G = bytes.fromhex("0279be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798")
 """The secp256k1 generator, compressed."""
@@ -25,21 +25,24 @@ INFINITY = bytes(33)
 TAG_AUX, TAG_NONCE, TAG_CHALLENGE = "BIP0374/aux", "BIP0374/nonce", "BIP0374/challenge"
 
 
-def _bytes(data: bytes, width: int, name: str) -> bytes:
-    if not isinstance(data, (bytes, bytearray)) or len(data) != width:
-        raise InvalidKeyError(f"{name} must be {width} bytes")
-    return bytes(data)
+def point(data33: bytes, name: str) -> PublicKey | None:
+    """Parse a compressed point; None for INFINITY.
 
-
-def _point(data33: bytes, name: str) -> PublicKey | None:
-    """Parse a compressed point; None for INFINITY."""
-    if _bytes(data33, 33, name) == INFINITY:
+    Raises:
+        InvalidKeyError: not 33 bytes, or neither a valid point nor INFINITY; the message names `name`.
+    """
+    if _checks.sized(data33, 33, name) == INFINITY:
         return None
     return crypto.pubkey(data33, name)
 
 
-def _message(m: bytes | None) -> bytes:
-    return b"" if m is None else _bytes(m, 32, "m")
+def message(m: bytes | None) -> bytes:
+    """The message bytes hashed into a proof: b"" for None, else m.
+
+    Raises:
+        InvalidKeyError: m is not 32 bytes.
+    """
+    return b"" if m is None else _checks.sized(m, 32, "m")
 
 
 def _mul(p: PublicKey, k: int) -> PublicKey | None:
@@ -71,9 +74,9 @@ def verify_proof(A33: bytes, B33: bytes, C33: bytes, proof64: bytes, G33: bytes 
     Raises:
         InvalidKeyError: a width is wrong, or a point is neither valid nor INFINITY.
     """
-    points = [_point(p, name) for p, name in ((A33, "A33"), (B33, "B33"), (C33, "C33"), (G33, "G33"))]
-    proof = _bytes(proof64, 64, "proof64")
-    msg = _message(m)
+    points = [point(p, name) for p, name in ((A33, "A33"), (B33, "B33"), (C33, "C33"), (G33, "G33"))]
+    proof = _checks.sized(proof64, 64, "proof64")
+    msg = message(m)
     if any(p is None for p in points):
         return False
     a, b, c, g = points
@@ -104,36 +107,18 @@ def generate_proof(a32: bytes, B33: bytes, r32: bytes, G33: bytes = G, m: bytes 
     Raises:
         InvalidKeyError: a width is wrong, or B33 / G33 is neither a valid point nor INFINITY.
     """
-    return _generate(a32, B33, r32, G33, m, native=True)
-
-
-def generate_proof_reference(a32: bytes, B33: bytes, r32: bytes, G33: bytes = G, m: bytes | None = None) -> bytes | None:  # noqa: N803
-    """`generate_proof` in Python (readable, not constant-time); same results and errors."""
-    return _generate(a32, B33, r32, G33, m, native=False)
-
-
-def _generate(a32: bytes, b33: bytes, r32: bytes, g33: bytes, m: bytes | None, native: bool) -> bytes | None:
-    a32, r32 = _bytes(a32, 32, "a32"), _bytes(r32, 32, "r32")
-    b, g, msg = _point(b33, "B33"), _point(g33, "G33"), _message(m)
+    a32, r32 = _checks.sized(a32, 32, "a32"), _checks.sized(r32, 32, "r32")
+    b, g, msg = point(B33, "B33"), point(G33, "G33"), message(m)
     if b is None or g is None:
         return None
-    if native and _native.ENABLED:
-        result = _native.dleq_prove(a32, bytes(b33), r32, bytes(g33), None if m is None else msg)
-        if result is None:
-            return None
-        a33, c33, proof = result
-    else:
-        a = int.from_bytes(a32, "big")
-        if not 0 < a < crypto.N:
-            return None
-        a33, c33 = g.multiply(a32).format(), b.multiply(a32).format()
-        t = bytes(x ^ y for x, y in zip(a32, crypto.tagged_hash(TAG_AUX, r32)))
-        k = int.from_bytes(crypto.tagged_hash(TAG_NONCE, t + a33 + c33 + msg), "big") % crypto.N
-        if k == 0:
-            return None
-        e = _challenge(a33, bytes(b33), c33, bytes(g33), _mul(g, k), _mul(b, k), msg)
-        proof = e.to_bytes(32, "big") + ((k + e * a) % crypto.N).to_bytes(32, "big")
-    return proof if verify_proof(a33, b33, c33, proof, g33, m) else None
-
-
-from . import native as _native  # noqa: E402
+    a = int.from_bytes(a32, "big")
+    if not 0 < a < crypto.N:
+        return None
+    a33, c33 = g.multiply(a32).format(), b.multiply(a32).format()
+    t = bytes(x ^ y for x, y in zip(a32, crypto.tagged_hash(TAG_AUX, r32)))
+    k = int.from_bytes(crypto.tagged_hash(TAG_NONCE, t + a33 + c33 + msg), "big") % crypto.N
+    if k == 0:
+        return None
+    e = _challenge(a33, bytes(B33), c33, bytes(G33), _mul(g, k), _mul(b, k), msg)
+    proof = e.to_bytes(32, "big") + ((k + e * a) % crypto.N).to_bytes(32, "big")
+    return proof if verify_proof(a33, B33, c33, proof, G33, m) else None

@@ -1,4 +1,4 @@
-"""Input classification: the public key an input contributes to BIP352, if any.
+"""Input classification in Python: the public key an input contributes to BIP352, if any.
 
 The type of an input is decided by the scriptPubKey of the output it
 spends, never by its scriptSig or witness. The result is a 33-byte
@@ -11,8 +11,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from . import crypto
-from .types import TxInput
+from .. import crypto
+from ..types import TxInput
 
 NUMS_H = bytes.fromhex("50929b74c1a04954b78b4b6035e97a5e078a5a0f28ec96d547bfee9ace803ac0")
 """BIP341's provably unspendable internal key; a script-path spend with it is ignored."""
@@ -151,13 +151,6 @@ def tx_pubkeys(inputs: Sequence[TxInput]) -> list[bytes] | None:
     """
     if spends_unknown_segwit(inputs):
         return None
-    keys = (input_pubkey_reference(i.prevout_script, i.script_sig, i.witness) for i in inputs)
+    keys = (input_pubkey(i.prevout_script, i.script_sig, i.witness) for i in inputs)
     return [k for k in keys if k is not None]
 
-
-# ---- backend: the pure-Python code above stays reachable as *_reference ----
-from . import native  # noqa: E402
-
-input_pubkey_reference, tx_pubkeys_reference = input_pubkey, tx_pubkeys
-if native.ENABLED:
-    input_pubkey, tx_pubkeys = native.input_pubkey, native.tx_pubkeys  # type: ignore[assignment]

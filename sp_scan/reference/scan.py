@@ -1,73 +1,21 @@
-"""Scanning: find the outputs of a transaction that pay a receiver (BIP352)."""
+"""Scanning in Python: find the outputs of a transaction that pay a receiver (BIP352)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from itertools import accumulate
 
 from coincurve import PublicKey
 
-from . import crypto
-from .errors import InvalidKeyError, MalformedDataError
+from .. import _checks, crypto
+from ..crypto import K_MAX
+from ..errors import InvalidKeyError, MalformedDataError
+from ..types import FoundOutput, Receiver, TxInput
 from . import summary as _summary
-from .types import FoundOutput, TxInput
-
-K_MAX = 2323
-"""The most outputs a receiver finds in one transaction (BIP352 v1.1)."""
-
-CHANGE_LABEL = 0
-
-
-def label_tweak(scan_key32: bytes, m: int) -> bytes:
-    """Return ℓ_m = hash_BIP0352/Label(b_scan ‖ ser32(m)), 32 bytes.
-
-    Raises:
-        InvalidKeyError: scan_key32 is not a valid 32-byte secret key, or m is not in [0, 2**32).
-    """
-    crypto.scalar(scan_key32, "scan_key32")
-    if not isinstance(m, int) or not 0 <= m < 2**32:
-        raise InvalidKeyError("label m must be an integer in [0, 2**32)")
-    return crypto.tagged_hash(crypto.TAG_LABEL, bytes(scan_key32) + crypto.ser32(m))
-
-
-@dataclass(frozen=True, slots=True, weakref_slot=True)
-class Receiver:
-    """A receiver's scanning keys: scan secret, spend public key and labels.
-
-    The change label m = 0 is always scanned, whether listed or not. The
-    scan key never appears in `repr`.
-
-    Attributes:
-        scan_key32: b_scan, 32 bytes.
-        spend_pubkey33: B_spend, compressed.
-        labels: the labels m in use (0 is added).
-
-    Raises:
-        InvalidKeyError: a key of the wrong width, not a valid key, or a label out of range.
-    """
-
-    scan_key32: bytes = field(repr=False)
-    spend_pubkey33: bytes
-    labels: tuple[int, ...] = ()
-    label_table: dict[bytes, tuple[int, bytes]] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        crypto.scalar(self.scan_key32, "scan_key32")
-        crypto.pubkey(self.spend_pubkey33, "spend_pubkey33")
-        labels = tuple(dict.fromkeys((CHANGE_LABEL, *self.labels)))
-        table = {}
-        for m in labels:
-            tweak32 = label_tweak(self.scan_key32, m)
-            table[PublicKey.from_secret(tweak32).format()] = (m, tweak32)
-        object.__setattr__(self, "labels", labels)
-        object.__setattr__(self, "label_table", table)
 
 
 def _outputs(outputs32: Sequence[bytes]) -> list[tuple[bytes, PublicKey]]:
-    for out in outputs32:
-        if not isinstance(out, (bytes, bytearray)) or len(out) != 32:
-            raise InvalidKeyError("each output must be a 32-byte x-only key")
+    _checks.outputs32(outputs32)
     # An x that is not on the curve cannot be ours; skip it, as Core does.
     lifted = ((bytes(x), crypto.lift_x(bytes(x))) for x in outputs32)
     return [(x, p) for x, p in lifted if p is not None]
@@ -145,36 +93,7 @@ def scan_tweak(tweak33: bytes, outputs32: Sequence[bytes], receiver: Receiver) -
     Raises:
         InvalidKeyError: tweak33 is not a valid compressed point, or an output is not 32 bytes.
     """
-    return scan_shared_secret(shared_secret_reference(tweak33, receiver.scan_key32), outputs32, receiver)
-
-
-TWEAK_WIDTHS = (33, 64)
-"""A tweak (input_hash·A) is ser_P (33 bytes) or x ‖ y (64 bytes, parsed without a square root)."""
-
-
-def check_batch(tweaks: Sequence[bytes], outputs: Sequence[Sequence[bytes]], threads: int) -> int:
-    """Check the shape of a `scan_tweaks` batch; return its tweak width (33 for an empty batch).
-
-    Raises:
-        MalformedDataError: not one list of outputs per tweak.
-        InvalidKeyError: a tweak not 33 or 64 bytes, tweaks of both widths, or an output not 32 bytes;
-            the message names the tx index.
-        ValueError: threads < 1.
-    """
-    if not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be an integer >= 1, not {threads!r}")
-    if len(tweaks) != len(outputs):
-        raise MalformedDataError(f"{len(tweaks)} tweaks but {len(outputs)} lists of outputs")
-    width = len(tweaks[0]) if len(tweaks) else TWEAK_WIDTHS[0]
-    for i, tweak in enumerate(tweaks):
-        if not isinstance(tweak, (bytes, bytearray)) or len(tweak) not in TWEAK_WIDTHS:
-            raise InvalidKeyError(f"tweak of tx {i} must be 33 or 64 bytes")
-        if len(tweak) != width:
-            raise InvalidKeyError(f"tweak of tx {i} is {len(tweak)} bytes, tx 0's {width}: one width per call")
-    for i, outs in enumerate(outputs):
-        if any(not isinstance(o, (bytes, bytearray)) or len(o) != 32 for o in outs):
-            raise InvalidKeyError(f"tx {i}: each output must be a 32-byte x-only key")
-    return width
+    return scan_shared_secret(shared_secret(tweak33, receiver.scan_key32), outputs32, receiver)
 
 
 def _tweak_point(tweak: bytes, i: int) -> PublicKey:
@@ -208,7 +127,7 @@ def scan_tweaks(
             that is not a valid point; the message names the (lowest) tx index. Nothing is returned.
         ValueError: threads < 1.
     """
-    check_batch(tweaks, outputs, threads)
+    _checks.check_batch(tweaks, outputs, threads)
     points = [_tweak_point(t, i) for i, t in enumerate(tweaks)]
     return [
         scan_shared_secret(p.multiply(bytes(receiver.scan_key32)).format(), outs, receiver) if outs else []
@@ -238,7 +157,7 @@ def scan_tweaks_packed(
         MalformedDataError: counts not 4 bytes per tweak, or not adding up to len(outputs32) / 32.
         ValueError: threads < 1.
     """
-    if tweak_width not in TWEAK_WIDTHS:
+    if tweak_width not in _checks.TWEAK_WIDTHS:
         raise InvalidKeyError(f"tweak_width must be 33 or 64, not {tweak_width}")
     if len(tweaks) % tweak_width:
         raise InvalidKeyError(f"tweaks: {len(tweaks)} bytes is not a whole number of {tweak_width}-byte tweaks")
@@ -270,18 +189,9 @@ def scan_tx(inputs: Sequence[TxInput], outputs32: Sequence[bytes], receiver: Rec
     Raises:
         InvalidKeyError: an output is not 32 bytes.
     """
-    summary = _summary.summarize_reference(inputs)
+    summary = _summary.summarize(inputs)
     if summary is None:
         _outputs(outputs32)
         return []
-    return scan_tweak_reference(summary.tweak33, outputs32, receiver)
+    return scan_tweak(summary.tweak33, outputs32, receiver)
 
-
-# ---- backend: the pure-Python code above stays reachable as *_reference ----
-from . import native  # noqa: E402
-
-scan_tx_reference, scan_tweak_reference, shared_secret_reference = scan_tx, scan_tweak, shared_secret
-scan_tweaks_reference, scan_tweaks_packed_reference = scan_tweaks, scan_tweaks_packed
-if native.ENABLED:
-    scan_tx, scan_tweak, shared_secret = native.scan_tx, native.scan_tweak, native.shared_secret  # type: ignore[assignment]
-    scan_tweaks, scan_tweaks_packed = native.scan_tweaks, native.scan_tweaks_packed  # type: ignore[assignment]

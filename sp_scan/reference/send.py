@@ -1,30 +1,17 @@
-"""Sending: the taproot outputs that pay a list of silent-payments addresses."""
+"""Sending in Python: the taproot outputs that pay a list of silent-payments addresses."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from coincurve import PrivateKey
 
-from . import crypto, dleq
-from .address import SPAddress
-from .errors import InvalidKeyError, KeySumZeroError, KmaxExceededError, SendError
-from .scan import K_MAX
-from .types import OutPoint
-
-
-@dataclass(frozen=True, slots=True)
-class InputKey:
-    """The private key of one eligible input.
-
-    Attributes:
-        private_key32: the input's secret key (never shown in repr).
-        is_taproot: True for a P2TR input, whose key counts with even Y.
-    """
-
-    private_key32: bytes = field(repr=False)
-    is_taproot: bool
+from .. import _checks, crypto
+from ..address import SPAddress
+from ..crypto import K_MAX
+from ..errors import KeySumZeroError, KmaxExceededError, SendError
+from ..types import InputKey, OutPoint
+from . import dleq
 
 
 def create_outputs(outpoints: Sequence[OutPoint], input_keys: Sequence[InputKey], recipients: Sequence[SPAddress]) -> list[bytes]:
@@ -106,25 +93,10 @@ def ecdh_share(input_keys: Sequence[InputKey], scan_pubkey33: bytes, aux_rand32:
         raise SendError("an ECDH share needs at least one input key")
     a32 = _secret_sum(input_keys).to_bytes(32, "big")
     scan = crypto.pubkey(scan_pubkey33, "scan_pubkey33")
-    proof = dleq.generate_proof_reference(a32, bytes(scan_pubkey33), _aux(aux_rand32))
+    proof = dleq.generate_proof(a32, bytes(scan_pubkey33), _checks.sized(aux_rand32, 32, "aux_rand32"))
     if proof is None:
         raise SendError("DLEQ proof generation failed")
     return scan.multiply(a32).format(), proof
-
-
-def _aux(aux_rand32: bytes) -> bytes:
-    if not isinstance(aux_rand32, (bytes, bytearray)) or len(aux_rand32) != 32:
-        raise InvalidKeyError("aux_rand32 must be 32 bytes")
-    return bytes(aux_rand32)
-
-
-def _ecdh_share_native(input_keys: Sequence[InputKey], scan_pubkey33: bytes, aux_rand32: bytes) -> tuple[bytes, bytes]:
-    if not input_keys:
-        raise SendError("an ECDH share needs at least one input key")
-    result = native.ecdh_share(input_keys, scan_pubkey33, _aux(aux_rand32))
-    if result is None or not dleq.verify_proof(result[1], scan_pubkey33, result[0], result[2]):
-        raise SendError("DLEQ proof generation failed")
-    return result[0], result[2]
 
 
 def shared_secret(outpoints: Sequence[OutPoint], input_keys: Sequence[InputKey], scan_pubkey33: bytes) -> bytes:
@@ -165,11 +137,3 @@ def _tweaked_secret(outpoints: Sequence[OutPoint], input_keys: Sequence[InputKey
         raise SendError("input_hash out of range")
     return input_hash * a % crypto.N
 
-
-# ---- backend: the pure-Python code above stays reachable as *_reference ----
-from . import native  # noqa: E402
-
-create_outputs_reference, shared_secret_reference, ecdh_share_reference = create_outputs, shared_secret, ecdh_share
-if native.ENABLED:
-    create_outputs, shared_secret = native.create_outputs, native.send_shared_secret  # type: ignore[assignment]
-    ecdh_share = _ecdh_share_native

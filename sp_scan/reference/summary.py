@@ -1,12 +1,13 @@
-"""Prevouts summary: smallest outpoint, A, input_hash and the light-client tweak."""
+"""Prevouts summary in Python: smallest outpoint, A, input_hash and the light-client tweak."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import crypto, extract
-from .errors import InvalidKeyError
-from .types import Summary, TxInput
+from .. import crypto
+from ..errors import InvalidKeyError
+from ..types import Summary, TxInput
+from . import extract
 
 
 def summarize(inputs: Sequence[TxInput]) -> Summary | None:
@@ -20,7 +21,7 @@ def summarize(inputs: Sequence[TxInput]) -> Summary | None:
         transaction: no eligible input, a segwit v2..16 spend, keys summing
         to infinity, or input_hash out of range.
     """
-    keys = extract.tx_pubkeys_reference(inputs)
+    keys = extract.tx_pubkeys(inputs)
     if not keys:
         return None
     return summarize_keys(min(i.outpoint.to_bytes() for i in inputs), keys)
@@ -58,10 +59,3 @@ def summarize_keys(outpoint_smallest36: bytes, pubkeys: Sequence[bytes]) -> Summ
     tweak33 = total.multiply(input_hash32).format()
     return Summary(bytes(outpoint_smallest36), pubkey_sum33, input_hash32, tweak33)
 
-
-# ---- backend: the pure-Python code above stays reachable as *_reference ----
-from . import native  # noqa: E402
-
-summarize_reference = summarize
-if native.ENABLED:
-    summarize = native.summarize  # type: ignore[assignment]
