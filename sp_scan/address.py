@@ -8,9 +8,7 @@ from bitcoin.segwit_addr import CHARSET, bech32_hrp_expand, bech32_polymod, conv
 
 from . import crypto
 from .errors import InvalidAddressError
-
-HRPS = ("sp", "tsp")
-"""Mainnet and testnet/signet/regtest human-readable parts."""
+from .network import HRPS
 
 MAX_LENGTH = 1023
 _BECH32M_CONST = 0x2BC830A3
