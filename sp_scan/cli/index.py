@@ -17,7 +17,8 @@ from sp_scan.index.scan import DASK_PARTITION_BLOCKS, DEFAULT_PARTITION_BLOCKS
 from sp_scan.index.sync import network_of
 from sp_scan.workers import signals_held
 
-from . import EXIT_INTERRUPTED, KEYS_HELP, descriptor_option, key_options, key_options_typed, node_client, node_options, output, refuse_key_like, sources, wallet_of, wallets
+from . import output, sources, wallets
+from .options import EXIT_INTERRUPTED, KEYS_HELP, Group, descriptor_option, key_options, key_options_typed, node_client, node_options, refuse_key_like, wallet_of
 from .run import Interrupted, Progress
 
 DB_OPTION = click.option("--db", required=True, metavar="PATH", help="The index file.")
@@ -31,7 +32,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated
 
 
-@click.group(help="""A tweak index: every block's silent-payments data computed once and kept in a file.
+@click.group(cls=Group, help="""A tweak index: every block's silent-payments data computed once and kept in a file.
 
 \b
 sp-scan index sync --db tweaks.db --rest http://127.0.0.1:8332 --follow
@@ -163,8 +164,8 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
             raise click.UsageError("give --wallets or one wallet's --scan-key-file/--spend-pubkey/--label/--descriptor-file, not both")
         load = functools.partial(wallets.read_wallets, wallets_file)
     else:
-        receiver_of, birthday = wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file)
-        load = lambda: [wallets.NamedWallet("", receiver_of(), birthday)]  # noqa: E731
+        wallet = wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file)
+        load = lambda: [wallets.NamedWallet("", wallet.receiver(), wallet.birthday, wallet.family)]  # noqa: E731
     if partition_blocks is None:
         partition_blocks = DEFAULT_PARTITION_BLOCKS if cluster is None else DASK_PARTITION_BLOCKS
     with Index.open(db, readonly=True) as idx, contextlib.ExitStack() as stack:  # a bad --db fails before the key is asked for

@@ -14,34 +14,12 @@ from pathlib import Path
 
 import click
 
-from sp_scan import descriptor as sp_descriptor
 from sp_scan import psbt as sp_psbt
 from sp_scan.errors import InvalidKeyError
 
+from .options import Group, read_descriptor, read_secret
+
 _KEY_LINE = re.compile(r"\s*([0-9]+)\s+([0-9a-fA-F]{64})\s*")
-
-
-def read_secret_file(path: str, what: str) -> str:
-    """Read a text file that holds secrets ("-" is stdin); a missing file is named without its text.
-
-    Raises:
-        click.UsageError: no such file (the argument is not echoed: it may be the secret itself).
-        OSError: the file cannot be read.
-    """
-    if path == "-":
-        return sys.stdin.read()
-    if not Path(path).is_file():
-        raise click.UsageError(f"{what}: no such file (not shown: {what} is read from a file or stdin, never from an argument)")
-    return Path(path).read_text()
-
-
-def read_descriptor(path: str) -> sp_descriptor.SPDescriptor:
-    """Decode the sp() descriptor held in a file ("-" is stdin).
-
-    Raises:
-        DescriptorError, click.UsageError, OSError: as the library and `read_secret_file`.
-    """
-    return sp_descriptor.decode(read_secret_file(path, "the descriptor file"))
 
 
 def _read_psbt(path: str) -> sp_psbt.Psbt:
@@ -60,7 +38,7 @@ def _write_psbt(p: sp_psbt.Psbt, out: str | None) -> None:
 def _read_keys(path: str) -> dict[int, bytes]:
     """Input index -> private key from lines "INDEX HEX64" ("#" starts a comment)."""
     keys: dict[int, bytes] = {}
-    for n, line in enumerate(read_secret_file(path, "the key file").splitlines(), 1):
+    for n, line in enumerate(read_secret(path, "--key-file").splitlines(), 1):
         line = line.split("#", 1)[0]
         if not line.strip():
             continue
@@ -75,7 +53,7 @@ def _read_keys(path: str) -> dict[int, bytes]:
     return keys
 
 
-@click.group(name="psbt", help="Silent-payment outputs in PSBT version 2 (BIP375): verify, add ECDH shares, compute outputs.")
+@click.group(name="psbt", cls=Group, help="Silent-payment outputs in PSBT version 2 (BIP375): verify, add ECDH shares, compute outputs.")
 def psbt() -> None:
     pass
 
@@ -125,7 +103,7 @@ def compute_outputs(psbt_file, out):
     _write_psbt(sp_psbt.compute_outputs(_read_psbt(psbt_file)), out)
 
 
-@click.group(name="descriptor", help="sp() wallet descriptors (BIP392, annotations BIP393). Read from files or stdin only.")
+@click.group(name="descriptor", cls=Group, help="sp() wallet descriptors (BIP392, annotations BIP393). Read from files or stdin only.")
 def descriptor() -> None:
     pass
 
@@ -137,7 +115,7 @@ JSON: {"network", "scan_pubkey", "spend_pubkey", "address", "birthday_height", "
 @click.argument("descriptor_file", metavar="FILE|-")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def show(descriptor_file, as_json):
-    d = read_descriptor(descriptor_file)
+    d = read_descriptor(descriptor_file, "FILE")
     record = {
         "network": d.network,
         "scan_pubkey": d.scan_pubkey33.hex(),
