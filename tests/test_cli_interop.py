@@ -87,7 +87,7 @@ def _block_paying(p: psbt.Psbt, coins: list[pf.Coin]) -> bf.TestBlock:
         serialized = bytes([len(witness)]) + b"".join(bytes([len(w)]) + w for w in witness)
         vin.append({"txid": c.outpoint.txid32[::-1].hex(), "vout": c.outpoint.vout, "scriptSig": "", "txinwitness": serialized.hex(),
                     "prevout": {"scriptPubKey": {"hex": c.prevout.script.hex()}}})  # fmt: skip
-    outputs = [m[pf.key(psbt.OUT_SCRIPT)][2:].hex() for m in p.outputs if m[pf.key(psbt.OUT_SCRIPT)][:2] == b"\x51\x20"]
+    outputs = [m[pf.key(psbt.fields.OUT_SCRIPT)][2:].hex() for m in p.outputs if m[pf.key(psbt.fields.OUT_SCRIPT)][:2] == b"\x51\x20"]
     return bf.build([{"given": {"vin": vin, "outputs": outputs}}])
 
 
@@ -122,7 +122,7 @@ def test_compute_outputs_fills_scripts_or_names_what_is_missing(tmp_path):
     partial = psbt.add_shares(p, {0: alice.private_key32})
     assert_fails(invoke("psbt", "compute-outputs", write(tmp_path, "p.psbt", partial.to_base64())), "ecdh coverage: ", "eligible input 1 has no ECDH share")
     both = psbt.add_shares(partial, {1: bob.private_key32})
-    without_scripts = psbt.Psbt(both.global_map, both.inputs, [{k: v for k, v in m.items() if k != pf.key(psbt.OUT_SCRIPT)} for m in both.outputs])
+    without_scripts = psbt.Psbt(both.global_map, both.inputs, [{k: v for k, v in m.items() if k != pf.key(psbt.fields.OUT_SCRIPT)} for m in both.outputs])
     result = invoke("psbt", "compute-outputs", write(tmp_path, "q.psbt", without_scripts.to_base64()))
     assert result.exit_code == 0 and psbt.Psbt.from_base64(result.stdout) == both
 
@@ -147,7 +147,7 @@ def test_a_proof_for_the_wrong_key_exits_2(tmp_path):
     good = psbt.add_shares(pf.build([alice, pf.coin("bob")], [pf.receiver_address()]), {0: alice.private_key32})
     forged = psbt.add_shares(pf.build([mallory, pf.coin("bob")], [pf.receiver_address()]), {0: mallory.private_key32})
     scan33 = pf.receiver_address().scan_pubkey33
-    first = {**good.inputs[0], pf.key(psbt.IN_SP_DLEQ, scan33): forged.inputs[0][pf.key(psbt.IN_SP_DLEQ, scan33)]}
+    first = {**good.inputs[0], pf.key(psbt.fields.IN_SP_DLEQ, scan33): forged.inputs[0][pf.key(psbt.fields.IN_SP_DLEQ, scan33)]}
     bad = psbt.Psbt(good.global_map, [first, good.inputs[1]], good.outputs)
     assert_fails(invoke("psbt", "verify", write(tmp_path, "bad.psbt", bad.to_base64())), "ecdh coverage: input 0", "does not verify")
 
