@@ -230,7 +230,11 @@ def _extended(text: str, where: str) -> _ExtKey:
 
 
 def _derive(key: _ExtKey, path: tuple[int, ...], where: str) -> _ExtKey:
-    """BIP32 child key derivation along `path`."""
+    """BIP32 child key derivation along `path` (CKDpriv, or CKDpub without a secret).
+
+    The child secret k + I_L and the child point K + I_L·G come from libsecp256k1's tweak-add
+    (coincurve), constant-time, which refuses I_L >= n and a zero or infinite child as BIP32 does.
+    """
     for i in path:
         if i & HARDENED:
             if key.secret32 is None:
@@ -240,12 +244,10 @@ def _derive(key: _ExtKey, path: tuple[int, ...], where: str) -> _ExtKey:
             data = key.pubkey33 + i.to_bytes(4, "big")
         digest = hmac.new(key.chain32, data, hashlib.sha512).digest()
         tweak, chain = digest[:32], digest[32:]
-        if int.from_bytes(tweak, "big") >= crypto.N:
-            raise DescriptorError(f"{where}: derivation step {i} gives an invalid key")
         try:
             if key.secret32 is not None:
-                secret = ((int.from_bytes(key.secret32, "big") + int.from_bytes(tweak, "big")) % crypto.N).to_bytes(32, "big")
-                key = _ExtKey(key.network, key.depth + 1, chain, secret, PrivateKey(secret).public_key.format())
+                child = PrivateKey(key.secret32).add(tweak)
+                key = _ExtKey(key.network, key.depth + 1, chain, child.secret, child.public_key.format())
             else:
                 key = _ExtKey(key.network, key.depth + 1, chain, None, PublicKey(key.pubkey33).add(tweak).format())
         except ValueError:
