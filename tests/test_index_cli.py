@@ -14,7 +14,7 @@ import pytest
 
 from cli_support import NodeServer, RestHandler, closed_port_url, spending_chain
 from index_support import SCAN_HEX, SPEND_HEX, WALLET, write_files
-from sp_scan import block
+from sp_scan import block, descriptor
 from sp_scan.cli.index import _show_progress
 from sp_scan.cli.run import Progress
 from sp_scan.index import Index, SyncStats
@@ -188,6 +188,26 @@ def test_block_files_with_a_gap_are_refused(tmp_path, files):
 
 def test_index_scan_outside_the_indexed_heights_is_one_line_exit_2(db, key):
     assert_fails(invoke("index", "scan", "--db", str(db), "--scan-key-file", key, "--spend-pubkey", SPEND_HEX, "--to", "50"), "not all indexed")
+
+
+def test_index_scan_from_above_the_tip_says_so(db, key):
+    line = assert_fails(invoke("index", "scan", "--db", str(db), "--scan-key-file", key, "--spend-pubkey", SPEND_HEX, "--from", "500"))
+    assert f"the first height 500 is above the index's tip {CHAIN.tip} (it holds 0..{CHAIN.tip})" in line
+    assert_fails(invoke("index", "scan", "--db", str(db), "--scan-key-file", key, "--spend-pubkey", SPEND_HEX, "--from", "3", "--to", "2"), "--to is below --from")
+
+
+def test_a_descriptor_of_another_network_than_the_index_is_refused(db, tmp_path):
+    mainnet = descriptor.from_keys(bytes.fromhex(SCAN_HEX), bytes.fromhex(SPEND_HEX), network="main")
+    (tmp_path / "main.desc").write_text(str(mainnet) + "\n")
+    line = assert_fails(invoke("index", "scan", "--db", str(db), "--descriptor-file", str(tmp_path / "main.desc")), "the descriptor is for mainnet, the index for regtest")
+    assert str(mainnet) not in line
+    (tmp_path / "wallets.txt").write_text(f"keys scan-key-file=w.scan spend-pubkey={SPEND_HEX}\nsaver descriptor-file=main.desc\n")
+    (tmp_path / "w.scan").write_text(SCAN_HEX)
+    assert_fails(invoke("index", "scan", "--db", str(db), "--wallets", str(tmp_path / "wallets.txt")), "wallet saver's descriptor is for mainnet")
+    testnet = descriptor.from_keys(bytes.fromhex(SCAN_HEX), bytes.fromhex(SPEND_HEX), network="test")
+    (tmp_path / "test.desc").write_text(str(testnet))
+    result = invoke("index", "scan", "--db", str(db), "--descriptor-file", str(tmp_path / "test.desc"), "--json")
+    assert result.exit_code == 0 and json_lines(result.stdout) == expected_matches()
 
 
 def test_sigterm_stops_a_following_sync_cleanly(tmp_path):

@@ -18,7 +18,10 @@ from sp_scan.index.sync import network_of
 from sp_scan.workers import signals_held
 
 from . import output, sources, wallets
-from .options import EXIT_INTERRUPTED, KEYS_HELP, Group, descriptor_option, key_options, key_options_typed, node_client, node_options, refuse_key_like, wallet_of
+from .options import (
+    EXIT_INTERRUPTED, KEYS_HELP, Group, check_network, descriptor_option, key_options, key_options_typed, node_client, node_options,
+    refuse_key_like, wallet_of,
+)  # fmt: skip
 from .run import Interrupted, Progress
 
 DB_OPTION = click.option("--db", required=True, metavar="PATH", help="The index file.")
@@ -158,6 +161,8 @@ label m or null, spent true once an indexed block spent it); spend a found outpu
 @click.option("--dask-tls-key", metavar="F", help="The private key (PEM) of --dask-tls-cert.")
 @click.option("--insecure", is_flag=True, help="Allow --dask tcp:// to another machine: the scan keys cross the network in the clear.")
 def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure):
+    if start is not None and stop is not None and stop < start:
+        raise click.UsageError("--to is below --from")
     cluster = _cluster(dask_address, (dask_tls_ca, dask_tls_cert, dask_tls_key), insecure)
     if wallets_file is not None:
         if key_options_typed(scan_key_file, labels) or descriptor_file:
@@ -170,6 +175,8 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
         partition_blocks = DEFAULT_PARTITION_BLOCKS if cluster is None else DASK_PARTITION_BLOCKS
     with Index.open(db, readonly=True) as idx, contextlib.ExitStack() as stack:  # a bad --db fails before the key is asked for
         named = load()
+        for w in named:
+            check_network(w.family, idx.network, f"wallet {w.name}'s descriptor" if w.name else "the descriptor")
         starts = [w.start for w in named] if start is None else None
         if starts is not None and None not in starts:
             start = min(starts)
