@@ -226,6 +226,34 @@ def test_bare_sp_scan_prints_help_and_exits_0():
     assert result.exit_code == 0 and result.stdout.startswith("Usage: sp-scan") and "tweaks" in result.stdout
 
 
+def test_h_is_help_everywhere():
+    for args in ([], ["scan"], ["index"], ["index", "scan"], ["psbt", "verify"], ["descriptor", "create"]):
+        result = invoke(*args, "-h")
+        assert result.exit_code == 0 and result.stdout.startswith("Usage: sp-scan") and result.stdout == invoke(*args, "--help").stdout
+
+
+def test_an_unknown_first_word_is_an_unknown_command_with_suggestions_unless_it_names_a_file(tmp_path, monkeypatch):
+    assert_fails(invoke("scna", "f.hex"), "No such command 'scna'. Did you mean 'scan'?")
+    assert_fails(invoke("indx", "info", "--db", "x"), "No such command 'indx'. Did you mean 'index'?")
+    assert_fails(invoke("index", "snyc", "--db", "x"), "No such command 'snyc'. Did you mean 'sync'?")
+    assert "auto" not in assert_fails(invoke("aut", "x"))  # the hidden command is not suggested
+    assert_fails(invoke("frobnicate"), "No such command 'frobnicate'.")
+    result = invoke(SCAN_HEX)
+    assert_fails(result, "looks like a key") and SCAN_HEX not in result.output
+    monkeypatch.chdir(tmp_path)
+    write_block(tmp_path, name="scna")  # a block file of that name runs `auto`
+    assert json_lines(invoke("scna.hex", "--json").stdout) == expected_tweaks(TB)
+
+
+def test_errors_name_the_option_given_not_the_library_parameter(tmp_path):
+    path = str(write_block(tmp_path))
+    off_curve = "02" + "ff" * 32
+    assert_fails(invoke("scan", path, "--spend-pubkey", off_curve, env={"SP_SCAN_KEY": SCAN_HEX}), "--spend-pubkey is not a valid compressed point")
+    assert_fails(invoke("address", "encode", "--spend-pubkey", off_curve, env={"SP_SCAN_KEY": SCAN_HEX}), "--spend-pubkey is not a valid")
+    assert_fails(invoke("scan", path, "--spend-pubkey", SPEND_PUB, env={"SP_SCAN_KEY": "00" * 32}), "the scan key is not a valid secret key")
+    assert_fails(invoke("scan", path, "--spend-pubkey", SPEND_PUB, "--label", "-1", env={"SP_SCAN_KEY": SCAN_HEX}), "'--label'")
+
+
 def test_bare_block_lists_tweaks_without_keys_and_scans_with_them(tmp_path):
     path = str(write_block(tmp_path))
     tweaks = invoke(path, "--json")

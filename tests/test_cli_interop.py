@@ -172,6 +172,69 @@ def test_descriptor_show_prints_the_public_side_only(tmp_path):
     assert table.exit_code == 0 and "gap_limit       -" in table.stdout and str(WALLET.scan) not in table.output
 
 
+# --- descriptor create ---
+
+
+def test_descriptor_create_from_key_files_writes_the_backup_the_other_commands_read(tmp_path):
+    scan_file = write(tmp_path, "scan.key", pf.RECEIVER_SCAN.hex() + "\n")
+    spend_file = write(tmp_path, "spend.key", pf.RECEIVER_SPEND.hex())
+    out = tmp_path / "wallet.desc"
+    args = ["--scan-key-file", scan_file, "--spend-key-file", spend_file, "--network", "main", "--birthday", "3", "--max-label", "1"]
+    result = invoke("descriptor", "create", *args, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == WALLET_TEXT + "\n" and out.stat().st_mode & 0o777 == 0o600
+    assert result.stdout == "" and WALLET.address() in result.stderr
+    for secret in (pf.RECEIVER_SCAN.hex(), pf.RECEIVER_SPEND.hex(), str(WALLET.scan)):
+        assert secret not in result.output
+    assert json.loads(invoke("descriptor", "show", str(out), "--json").stdout)["address"] == WALLET.address()
+    alice, bob = pf.coin("alice", "p2wpkh"), pf.coin("bob", "p2tr")
+    signed = psbt.add_shares(pf.build([alice, bob], [pf.receiver_address(), pf.receiver_address(1)]), {0: alice.private_key32, 1: bob.private_key32})
+    tb = _block_paying(signed, [alice, bob])
+    block_path = write(tmp_path, "block.hex", tb.raw.hex())
+    write(tmp_path, "block.spent.hex", tb.spent_bytes.hex())
+    found = invoke("scan", block_path, "--descriptor-file", str(out), "--json")
+    assert sorted((r["vout"], r["label"]) for r in map(json.loads, found.stdout.splitlines())) == [(1, None), (2, 1)]
+    assert_fails(invoke("descriptor", "create", *args, "--out", str(out)), "wallet.desc", "exists")  # never overwritten
+    watch = invoke("descriptor", "create", "--scan-key-file", "-", "--spend-pubkey", WALLET.spend_pubkey33.hex(), "--network", "signet", "-o", "-", input=pf.RECEIVER_SCAN.hex())
+    assert watch.exit_code == 0, watch.output
+    watching = descriptor.decode(watch.stdout)
+    assert (watching.network, watching.spend_key32, watching.scan_key32) == ("test", None, pf.RECEIVER_SCAN)
+
+
+def test_descriptor_create_from_an_xprv_file_derives_bip352s_paths(tmp_path):
+    from test_descriptor import BIP32_MASTER
+
+    xprv = write(tmp_path, "master.xprv", BIP32_MASTER + "\n")
+    result = invoke("descriptor", "create", "--xprv-file", xprv, "--account", "2", "--birthday", "900000", "--gap-limit", "5", "-o", "-")
+    assert result.exit_code == 0, result.output
+    expected = descriptor.from_master(BIP32_MASTER, account=2, annotations=(("bh", 900000), ("gl", 5)))
+    assert result.stdout == str(expected) + "\n" and BIP32_MASTER not in result.stderr
+    watch = invoke("descriptor", "create", "--xprv-file", xprv, "--watch-only", "-o", "-")
+    assert descriptor.decode(watch.stdout).spend_key32 is None
+    assert_fails(invoke("descriptor", "create", "--xprv-file", xprv, "--network", "signet", "-o", "-"), "is for mainnet")
+
+
+def test_descriptor_create_takes_secrets_from_files_only_and_checks_its_options(tmp_path):
+    key = write(tmp_path, "k", pf.RECEIVER_SCAN.hex())
+    hexkey = pf.RECEIVER_SPEND.hex()
+    for args, needle in (
+        (["--scan-key-file", hexkey, "--spend-pubkey", WALLET.spend_pubkey33.hex(), "--network", "main"], "looks like a key"),
+        (["--scan-key-file", key, "--spend-key-file", hexkey, "--network", "main"], "looks like a key"),
+        (["--xprv-file", "xprv9s21ZrQH143K" + "a" * 95], "looks like a key"),
+        (["--scan-key-file", key, "--spend-key-file", key], "give --network"),
+        (["--scan-key-file", key], "--spend-key-file or --spend-pubkey"),
+        (["--scan-key-file", key, "--spend-key-file", key, "--spend-pubkey", WALLET.spend_pubkey33.hex(), "--network", "main"], "--spend-key-file or --spend-pubkey"),
+        (["--scan-key-file", key, "--xprv-file", key], "not both"),
+        (["--scan-key-file", "-", "--spend-key-file", "-", "--network", "main"], "only one of the key files"),
+        (["--scan-key-file", key, "--spend-pubkey", "02" + "ff" * 32, "--network", "main"], "--spend-pubkey is not a valid"),
+        (["--scan-key-file", write(tmp_path, "z", "00" * 32), "--spend-key-file", key, "--network", "main"], "the scan key is not a valid secret key"),
+        (["--scan-key-file", key, "--spend-key-file", key, "--network", "main", "--watch-only"], "--xprv-file"),
+    ):
+        result = invoke("descriptor", "create", *args, "-o", "-")
+        assert_fails(result, needle)
+        assert hexkey not in result.output and result.stdout == ""
+
+
 def test_a_descriptor_on_argv_is_refused_and_never_echoed(tmp_path):
     block = write(tmp_path, "b.hex", "00")
     for args in (

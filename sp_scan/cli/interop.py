@@ -2,22 +2,26 @@
 
 Thin adapters over sp_scan.psbt and sp_scan.descriptor. Private keys and
 descriptors are read from files or stdin only; neither a key nor a
-descriptor is ever printed, even in an error.
+descriptor is ever printed, even in an error, except the descriptor
+`descriptor create` writes where --out says.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
 
 import click
 
+from sp_scan import descriptor as sp_descriptor
+from sp_scan import network
 from sp_scan import psbt as sp_psbt
 from sp_scan.errors import InvalidKeyError
 
-from .options import Group, read_descriptor, read_secret
+from .options import Group, parse_pubkey, private_key, read_descriptor, read_secret
 
 _KEY_LINE = re.compile(r"\s*([0-9]+)\s+([0-9a-fA-F]{64})\s*")
 
@@ -130,3 +134,62 @@ def show(descriptor_file, as_json):
     else:
         for k, v in record.items():
             click.echo(f"{k:<16}{'-' if v is None else v}")
+
+
+@descriptor.command(help="""Write a new sp() descriptor (BIP392) with its annotations (BIP393): the wallet backup
+the other commands read with --descriptor-file.
+
+\b
+From key files:  --scan-key-file F  and  --spend-key-file F (spspend: can spend)
+                 or --spend-pubkey HEX (spscan: watch-only), with --network N;
+from a BIP32 master key:  --xprv-file F (xprv/tprv; BIP352's paths m/352h/coinh/accounth/1h/0 (scan)
+                 and .../0h/0 (spend)), with --account N and --watch-only.
+
+Key files hold 64 hex digits, the xprv file the extended key (- reads stdin); secrets are never taken
+from arguments. The descriptor holds private keys: it goes to --out FILE (created readable by you
+only, never overwritten), or to stdout with --out -; the wallet's address is printed on stderr.""")
+@click.option("--scan-key-file", metavar="F", help="File holding the 64-hex scan key; - reads stdin.")
+@click.option("--spend-key-file", metavar="F", help="File holding the 64-hex spend private key; - reads stdin.")
+@click.option("--spend-pubkey", metavar="HEX", help="33-byte spend public key, hex: a watch-only descriptor.")
+@click.option("--xprv-file", metavar="F", help="File holding a BIP32 master xprv/tprv; - reads stdin.")
+@click.option("--account", type=click.IntRange(0, 2**31 - 1), metavar="N", help="BIP352 account under --xprv-file [default: 0].")
+@click.option("--watch-only", is_flag=True, help="With --xprv-file: keep only the spend public key (spscan).")
+@click.option("--network", "network_name", type=click.Choice(sorted([*network.NETWORKS, *network.ALIASES])), help="The network of key files (an xprv/tprv says its own).")
+@click.option("--birthday", type=click.IntRange(min=0), metavar="H", help="bh: the first block height to scan.")
+@click.option("--gap-limit", type=click.IntRange(min=0), metavar="N", help="gl: the gap limit (kept for other wallets; unused by silent payments).")
+@click.option("--max-label", type=click.IntRange(0, 2**32 - 1), metavar="M", help="ml: the highest label m to scan (labels 1..M).")
+@click.option("--out", "-o", required=True, metavar="FILE|-", help="Where to write the descriptor; - is stdout.")
+def create(scan_key_file, spend_key_file, spend_pubkey, xprv_file, account, watch_only, network_name, birthday, gap_limit, max_label, out):
+    stdin = [f for f in (scan_key_file, spend_key_file, xprv_file) if f == "-"]
+    if len(stdin) > 1:
+        raise click.UsageError("only one of the key files can come from stdin")
+    annotations = tuple((k, v) for k, v in ((sp_descriptor.BIRTHDAY_HEIGHT, birthday), (sp_descriptor.GAP_LIMIT, gap_limit), (sp_descriptor.MAX_LABEL, max_label)) if v is not None)
+    if xprv_file is not None:
+        if scan_key_file or spend_key_file or spend_pubkey:
+            raise click.UsageError("give --xprv-file or the key options (--scan-key-file with --spend-key-file/--spend-pubkey), not both")
+        master = read_secret(xprv_file, "--xprv-file")
+        wallet = sp_descriptor.from_master(master, account=account or 0, watch_only=watch_only, annotations=annotations)
+        if network_name is not None and network.get(network_name).family != wallet.network:
+            raise click.UsageError(f"--network {network_name}, but the --xprv-file key is for {'mainnet' if wallet.network == network.MAIN else 'the test networks'}")
+    else:
+        if scan_key_file is None or (spend_key_file is None) == (spend_pubkey is None):
+            raise click.UsageError("give --scan-key-file with --spend-key-file or --spend-pubkey, or --xprv-file")
+        if watch_only or account is not None:
+            raise click.UsageError("--account and --watch-only go with --xprv-file (for a watch-only wallet from key files, give --spend-pubkey)")
+        if network_name is None:
+            raise click.UsageError("key files do not say their network: give --network N")
+        scan32 = private_key(read_secret(scan_key_file, "--scan-key-file", one_line=True), "the scan key")
+        spend = private_key(read_secret(spend_key_file, "--spend-key-file", one_line=True), "the spend key") if spend_key_file else parse_pubkey(spend_pubkey, "--spend-pubkey")
+        wallet = sp_descriptor.from_keys(scan32, spend, network=network.get(network_name).family, annotations=annotations)
+    _write_secret(out, str(wallet) + "\n")
+    click.echo(f"{'stdout' if out == '-' else out}: the sp() descriptor of {wallet.address()}", err=True)
+
+
+def _write_secret(out: str, text: str) -> None:
+    """Write text to stdout ("-") or to a new file only its owner can read (an existing file is left alone)."""
+    if out == "-":
+        click.echo(text, nl=False)
+        return
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)

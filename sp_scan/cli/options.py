@@ -104,13 +104,22 @@ def read_scan_key(path: str | None, what: str = "--scan-key-file", base: Path | 
         text = click.prompt("scan key (64 hex digits)", hide_input=True, err=True)
     else:
         text = sys.stdin.readline()
-    text = text.strip()
-    if not text:
+    if not text.strip():
         raise InvalidKeyError(f"no scan key: give it with {SOURCES}")
+    return private_key(text, "the scan key")
+
+
+def private_key(text: str, what: str) -> bytes:
+    """A 32-byte secret key from 64 hex digits (whitespace around ignored); messages name it `what`, never its value.
+
+    Raises:
+        InvalidKeyError: not 64 hex digits, or 0 or >= n.
+    """
+    text = text.strip()
     if len(text) != 64 or any(c not in "0123456789abcdefABCDEF" for c in text):
-        raise InvalidKeyError("the scan key must be 64 hex digits (32 bytes)")
+        raise InvalidKeyError(f"{what} must be 64 hex digits (32 bytes)")
     key = bytes.fromhex(text)
-    crypto.scalar(key, "the scan key")
+    crypto.scalar(key, what)
     return key
 
 
