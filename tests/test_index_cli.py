@@ -148,12 +148,26 @@ def test_a_node_that_stops_answering_exits_2_naming_the_height_to_resume_at(tmp_
     path = tmp_path / "n.db"
     with NodeServer(RestHandler, CHAIN) as rest:
         rest.stop_answering(after=12)
-        line = assert_fails(invoke("index", "sync", "--db", str(path), "--rest", rest.url, "--retries", "1"), "cannot reach the node")
+        result = invoke("index", "sync", "--db", str(path), "--rest", rest.url, "--retries", "1")
+        assert result.exit_code == 2
+        *retried, line = result.stderr.splitlines()
+        assert line.startswith("sp-scan: error: cannot reach the node") and retried and all("retry 1 of 1 in 0.5 s" in r for r in retried)
         tip = Index.open(path, readonly=True).tip()[0]
         assert f"intact up to height {tip}; sync again to resume at {tip + 1}" in line
         rest.resume_answering()
         assert invoke("index", "sync", "--db", str(path), "--rest", rest.url).exit_code == 0
     assert Index.open(path, readonly=True).tip()[0] == CHAIN.tip
+
+
+def test_an_unreachable_node_on_an_existing_index_names_the_resume_height_and_says_each_retry(tmp_path, files):
+    path = tmp_path / "e.db"
+    assert invoke("index", "sync", "--db", str(path), "--network", "regtest", *map(str, files[:3])).exit_code == 0
+    result = invoke("index", "sync", "--db", str(path), "--rest", closed_port_url(), "--retries", "2")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    *retried, line = result.stderr.splitlines()
+    assert line.startswith("sp-scan: error: cannot reach the node") and "intact up to height 2; sync again to resume at 3" in line
+    assert len(retried) == 2 and "cannot reach the node" in retried[0]
+    assert retried[0].endswith("retry 1 of 2 in 0.5 s") and retried[1].endswith("retry 2 of 2 in 1 s")
 
 
 def test_an_unreachable_node_creates_no_index(tmp_path):

@@ -62,6 +62,10 @@ def _source(blocks, network, rest_url, rpc_url, rpc_cookie, rpc_user, existing: 
     return BlockFiles(sources.file_blocks(blocks, None), network)
 
 
+def _retrying(line: str) -> None:
+    click.echo(f"sp-scan: {line}", err=True)
+
+
 def _show_progress(progress: Progress):
     def show(stats: SyncStats) -> None:
         progress.total = max(stats.target - stats.start + 1, stats.blocks)
@@ -92,7 +96,7 @@ followed: blocks of a replaced branch are rolled back. The first height defaults
 def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, start, stop, follow, interval, jobs, retries):
     if start is not None and stop is not None and stop < start:
         raise click.UsageError("--to is below --from")
-    retry = Retry(retries)
+    retry = Retry(retries, report=_retrying)
     path = Path(db)
     existing = Index.open(path) if path.exists() else None
     try:
