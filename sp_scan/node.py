@@ -22,6 +22,8 @@ from .errors import MalformedDataError, NodeError
 
 DEFAULT_TIMEOUT = 120.0
 _MAX_ERROR_TEXT = 200
+_REST_HINT = " (is the node started with -rest? spenttxouts needs Core 30+)"
+_PRUNED_HINT = " (the node has pruned this block: scan it from an unpruned node, or keep more blocks with a larger -prune)"
 # Nodes are reached directly: proxy settings from the environment are not applied.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -78,7 +80,7 @@ class RestNode:
                 return reply.read()
         except urllib.error.HTTPError as exc:
             detail = _first_line(exc.read())
-            hint = " (is the node started with -rest? spenttxouts needs Core 30+)" if exc.code == 404 else ""
+            hint = (_PRUNED_HINT if "pruned" in detail else _REST_HINT) if exc.code == 404 else ""
             raise NodeError(f"REST {path}: HTTP {exc.code} {detail}{hint}".rstrip()) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -189,7 +191,7 @@ class RpcNode:
         error = reply_obj.get("error")
         if error:
             message = error.get("message", error) if isinstance(error, dict) else error
-            raise NodeError(f"RPC {method}: {message}")
+            raise NodeError(f"RPC {method}: {message}{_PRUNED_HINT if 'pruned' in str(message) else ''}")
         return reply_obj["result"]
 
     def chain(self) -> str:

@@ -193,6 +193,9 @@ class RestHandler(_Base):
         found = chain.lookup(hash32)
         if found is None:
             self.error(404, f"{param} not found")
+        elif found[0] < self.server.pruned_below:
+            self.error(404, f"{param} not available (pruned data)")  # Core's rest.cpp
+            return None
         return found
 
     def block(self, chain: ChainView, param: str, fmt: str) -> None:
@@ -263,6 +266,8 @@ class RpcHandler(_Base):
             if found is None:
                 raise LookupError(-5, "Block not found")
             height, raw, spent = found
+            if height < self.server.pruned_below:
+                raise LookupError(-1, "Block not available (pruned data)")
             if params[1] == 0:
                 return raw.hex()
             if spent is None:
@@ -274,13 +279,16 @@ class RpcHandler(_Base):
 class NodeServer:
     """Run a handler over a ChainView on 127.0.0.1 in a background thread; `url` to reach it, `stop()` to end it.
 
+    With `pruned_below`, blocks below that height answer as a pruned Core's do.
+
     The chain is read on every request, so blocks mined or reorganised while a
     client syncs are served as a node would serve them.
     """
 
-    def __init__(self, handler: type[_Base], chain: ChainView, credentials: str = "", delay: float = 0.0) -> None:
+    def __init__(self, handler: type[_Base], chain: ChainView, credentials: str = "", delay: float = 0.0, pruned_below: int = 0) -> None:
         self.httpd = _Server(("127.0.0.1", 0), handler)
         self.httpd.chain = chain
+        self.httpd.pruned_below = pruned_below  # blocks below it answer as a pruned node's do
         self.httpd.credentials = credentials
         self.httpd.delay = delay
         self.httpd.requests = []

@@ -48,6 +48,21 @@ def test_rest_errors_carry_the_status_and_core_text(rest):
         RestNode(rest.url).block("00" * 32)
 
 
+@pytest.mark.parametrize("handler", [RestHandler, RpcHandler])
+def test_a_pruned_block_gets_its_own_hint_not_the_rest_one(handler):
+    with NodeServer(handler, CHAIN, credentials=f"alice:{PASSWORD}", pruned_below=1) as server:
+        node = RestNode(server.url) if handler is RestHandler else RpcNode(server.url, user="alice", password=PASSWORD)
+        with pytest.raises(NodeError, match="not available \\(pruned data\\) \\(the node has pruned this block") as info:
+            node.block(CHAIN.blocks[0].hash_hex)
+        assert "-rest" not in str(info.value) and "Core 30" not in str(info.value)
+        assert node.block(CHAIN.blocks[1].hash_hex) == (CHAIN.blocks[1].raw, CHAIN.blocks[1].spent_bytes)
+
+
+def test_another_rest_404_keeps_the_rest_hint(rest):
+    with pytest.raises(NodeError, match="not found \\(is the node started with -rest\\? spenttxouts needs Core 30\\+\\)"):
+        RestNode(rest.url).block("00" * 32)
+
+
 def test_unreachable_nodes_raise_node_error():
     with pytest.raises(NodeError, match="cannot reach the node"):
         RestNode(closed_port_url()).tip_height()
