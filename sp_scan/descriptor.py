@@ -377,6 +377,9 @@ class SPDescriptor:
 def _one_key(key: Key) -> tuple[str, bytes, bytes | None, bytes]:
     if key.path:
         raise DescriptorError("sp(KEY): an spscan/spspend key takes no derivation steps")
+    if not key.encoded.lower().startswith(tuple(_HRPS)):
+        kind = "an extended key" if key.encoded[:4] in ("xprv", "tprv", "xpub", "tpub") else "a WIF or hex key"
+        raise DescriptorError(f"sp(KEY) takes an spscan or spspend key, not {kind}: give the scan and spend keys as sp(SCAN,SPEND)")
     try:
         hrp, version, payload = address.bech32m_decode(key.encoded, tuple(_HRPS), "sp() key")
     except InvalidAddressError as exc:

@@ -22,6 +22,10 @@ MAX_MONEY = 21_000_000 * 100_000_000
 
 HEADER_BYTES = 80
 """The size of a block header."""
+MAX_TX_WEIGHT = 4_000_000
+"""A block's weight limit, so also a transaction's (BIP141 weight units)."""
+MAX_WITNESS_ITEMS = 1003
+"""The most items a valid witness holds: 1000 stack items (MAX_STACK_SIZE), a script, a control block, an annex."""
 _MIN_TX, _MIN_TXIN, _MIN_TXOUT = 10, 41, 9
 _NULL_OUTPOINT = b"\x00" * 32 + b"\xff" * 4
 
@@ -56,6 +60,12 @@ class Reader:
         self.pos = end
         return out
 
+    def skip(self, n: int) -> None:
+        """Pass over the next n bytes without copying them."""
+        if self.pos + n > len(self.data):
+            raise self.fail(f"truncated: need {n} bytes at offset {self.pos}")
+        self.pos += n
+
     def compact_size(self) -> int:
         """Read a canonical compact size."""
         first = self.read(1)[0]
@@ -84,16 +94,19 @@ class Reader:
             raise self.fail(f"{len(self.data) - self.pos} trailing bytes")
 
 
-def parse_witness(data: bytes) -> tuple[bytes, ...]:
+def parse_witness(data: bytes, max_items: int | None = None) -> tuple[bytes, ...]:
     """Parse a serialized witness stack (count, then length-prefixed items); b"" is no witness.
 
     Raises:
-        MalformedDataError: truncated or trailing bytes.
+        MalformedDataError: truncated, trailing bytes, or more than `max_items` items (when given).
     """
     if not data:
         return ()
     r = Reader(data, what="witness")
-    items = tuple(r.var_bytes() for _ in range(r.count(1)))
+    count = r.count(1)
+    if max_items is not None and count > max_items:
+        raise r.fail(f"{count} items, more than a valid witness holds ({max_items})")
+    items = tuple(r.var_bytes() for _ in range(count))
     r.end()
     return items
 
@@ -200,7 +213,8 @@ def _txout(r: Reader) -> TxOut:
     return TxOut(amount, r.var_bytes())
 
 
-def _tx(r: Reader) -> RawTx:
+def _tx_head(r: Reader) -> tuple[int, bytes, int, int, bool]:
+    """Read a transaction's version and input count: (start, version, body offset, inputs, segwit)."""
     start = r.pos
     version = r.read(4)
     body = r.pos
@@ -213,6 +227,11 @@ def _tx(r: Reader) -> RawTx:
         n_in = r.count(_MIN_TXIN)
         if n_in == 0:
             raise r.fail(f"transaction at offset {start} has no inputs")
+    return start, version, body, n_in, segwit
+
+
+def _tx(r: Reader) -> RawTx:
+    start, version, body, n_in, segwit = _tx_head(r)
     raw_inputs = [(r.read(36), r.var_bytes(), r.read(4)) for _ in range(n_in)]
     outputs = tuple(_txout(r) for _ in range(r.count(_MIN_TXOUT)))
     body_end = r.pos
@@ -235,6 +254,41 @@ def parse_tx(tx_bytes: bytes) -> RawTx:
         MalformedDataError: truncated, trailing bytes, non-canonical compact size, bad amount.
     """
     return _whole(tx_bytes, "transaction", _tx)
+
+
+def tx_output(tx_bytes: bytes, vout: int) -> tuple[bytes, TxOut | None]:
+    """The txid of one serialized transaction and its output `vout` (None past its outputs).
+
+    The transaction is checked as `parse_tx` checks it, but read without building its inputs,
+    outputs and witnesses: the memory it takes does not grow with the transaction.
+
+    Raises:
+        MalformedDataError: as `parse_tx`.
+    """
+    r = Reader(bytes(tx_bytes), what="transaction")
+    start, version, body, n_in, segwit = _tx_head(r)
+    for _ in range(n_in):
+        r.skip(36)
+        r.skip(r.compact_size())
+        r.skip(4)
+    wanted = None
+    for i in range(r.count(_MIN_TXOUT)):
+        out = _txout(r)
+        wanted = out if i == vout else wanted
+    body_end = r.pos
+    items = 0
+    for _ in range(n_in if segwit else 0):
+        for _ in range(r.count(1)):
+            items += 1
+            r.skip(r.compact_size())
+    if segwit and not items:
+        raise r.fail(f"transaction at offset {start}: superfluous witness record")
+    locktime = r.read(4)
+    r.end()
+    digest = hashlib.sha256(version)
+    digest.update(memoryview(r.data)[body:body_end])
+    digest.update(locktime)
+    return hashlib.sha256(digest.digest()).digest(), wanted
 
 
 def parse_txout(txout_bytes: bytes) -> TxOut:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections import defaultdict
 from decimal import Decimal
 
@@ -12,9 +13,9 @@ from bitcoin.core import CMutableTransaction, CScript, CTxIn, CTxOut, COutPoint
 import blockfactory as bf
 from conftest import CASES, SENDING, SENDING_IDS, tx_inputs
 from sp_scan import block, extract, formats, reference, wire
-from sp_scan.wire import TxOut
 from sp_scan.errors import MalformedBlockError, MalformedDataError, PrevoutsError, SPError
 from sp_scan.scan import Receiver
+from sp_scan.wire import TxOut
 
 ALL = bf.build(bf.receiving_cases())
 KEYS = CASES[0]["receiving"][0]["given"]["key_material"]
@@ -355,3 +356,21 @@ def test_block_backends_raise_the_same_error_type(name, raw, spent):
     with pytest.raises(SPError) as got:
         block.tweaks(raw, spent)
     assert type(got.value) is type(ref.value)
+
+
+def test_tx_output_reads_a_large_transaction_in_constant_memory():
+    outputs = [TxOut(n, b"\x51") for n in range(40_000)]
+    raw = b"\x02\x00\x00\x00\x01" + bytes(36) + b"\x00" + bytes(4) + wire.compact_size(len(outputs)) + b"".join(o.to_bytes() for o in outputs) + bytes(4)
+    tracemalloc.start()
+    try:
+        txid32, out = wire.tx_output(raw, 12_345)
+        lean = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        full = wire.parse_tx(raw)
+        built = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (txid32, out) == (full.txid32, full.outputs[12_345]) and wire.tx_output(raw, 40_000) == (txid32, None)
+    assert lean < 64 * 1024 < len(raw) and built > 5 * len(raw)
+    with pytest.raises(MalformedDataError, match="trailing"):
+        wire.tx_output(raw + b"\x00", 0)

@@ -75,6 +75,20 @@ def test_truncated_and_version_0_psbts_exit_2(tmp_path):
     assert_fails(invoke("psbt", "verify", write(tmp_path, "junk.psbt", "hello")), "psbt structure: ")
 
 
+def test_the_issues_hostile_psbt_and_running_out_of_memory_are_one_line_exit_2(tmp_path, monkeypatch):
+    n = 2_000_000
+    kv = lambda k, v: bytes([len(k)]) + k + bytes([len(v)]) + v  # noqa: E731  (the issue's reproduction, scaled down)
+    g = kv(b"\x02", (2).to_bytes(4, "little")) + kv(b"\x04", b"\xfe" + n.to_bytes(4, "little")) + kv(b"\x05", b"\x00") + kv(b"\xfb", (2).to_bytes(4, "little")) + b"\x00"
+    hostile = write(tmp_path, "em.psbt", b"psbt\xff" + g + bytes(n))
+    assert_fails(invoke("psbt", "verify", hostile), "psbt structure: 2,000,000 inputs: more than a transaction can hold")
+
+    def exhausted(data):
+        raise MemoryError
+
+    monkeypatch.setattr(psbt, "parse", exhausted)
+    assert_fails(invoke("psbt", "verify", hostile), "out of memory")
+
+
 # --- signing round trip through the CLI, found by `scan --descriptor-file` ---
 
 

@@ -91,6 +91,14 @@ def test_bip392_invalid_form_is_refused(text, needle):
         descriptor.decode(text)
 
 
+@pytest.mark.parametrize(("key", "kind"), [(XPUB, "an extended key"), (XPRV, "an extended key"), (WIF, "a WIF or hex key"), (PUB, "a WIF or hex key")])
+def test_one_key_that_is_not_spscan_or_spspend_says_what_it_is(key, kind):
+    with pytest.raises(DescriptorError, match=f"sp\\(KEY\\) takes an spscan or spspend key, not {kind}: give the scan and spend keys as sp\\(SCAN,SPEND\\)"):
+        descriptor.decode(f"sp({key})")
+    with pytest.raises(DescriptorError, match="mixed-case"):
+        descriptor.decode(f"sp({SPSCAN[:3].upper()}{SPSCAN[3:]})")
+
+
 VALID_BIP393 = [
     ("wpkh([deadbeef/84h/0h/0h]xpub6ERApfZwUNrhLCkDtcHTcxd75RbzS1ed54G1LkBUHQVHQKqhMkhgbmJbZRkrgZw4koxb5JaHWkY4ALHY2grBGRjaDMzQLcgJvLJuZZvRcEL/0/*)?bh=800000&gl=30#v35n46d2", (("bh", 800000), ("gl", 30))),
     ("wpkh([deadbeef/84h/0h/0h]xpub6ERApfZwUNrhLCkDtcHTcxd75RbzS1ed54G1LkBUHQVHQKqhMkhgbmJbZRkrgZw4koxb5JaHWkY4ALHY2grBGRjaDMzQLcgJvLJuZZvRcEL/0/*)#kf3v6fpx", ()),

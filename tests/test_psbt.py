@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import tracemalloc
 
 import pytest
 from coincurve import PrivateKey
@@ -12,6 +13,7 @@ import psbtfactory as pf
 from conftest import ROOT
 from sp_scan import descriptor, psbt, scan, summary
 from sp_scan.errors import InvalidKeyError, PSBTError
+from sp_scan.wire import TxOut, compact_size, sha256d
 
 CASES = json.loads((ROOT / "vectors" / "bip375" / "bip375_test_vectors.json").read_text())
 CHECKS = {
@@ -240,3 +242,102 @@ def test_a_p2pkh_input_gets_its_key_through_non_witness_utxo_and_bip32_derivatio
     info = p.input_info()[0]
     assert info.eligible and info.pubkey == bytes.fromhex(case["supplementary"]["inputs"][0]["public_key"])
     assert PrivateKey(bytes.fromhex(case["supplementary"]["inputs"][0]["private_key"])).public_key.format() == info.pubkey
+
+
+# ---- hostile PSBTs cost bounded memory (issue: 50 MB claiming 50 million input maps grew to ~7 GB) ----
+
+SLACK = 1 << 20
+"""Allocations of the parse that do not grow with the PSBT (one InputInfo, a traceback)."""
+
+
+def _kv(k: bytes, v: bytes) -> bytes:
+    return compact_size(len(k)) + k + compact_size(len(v)) + v
+
+
+def _globals(n_in: int, n_out: int) -> bytes:
+    version = (2).to_bytes(4, "little")
+    return _kv(b"\x02", version) + _kv(b"\x04", compact_size(n_in)) + _kv(b"\x05", compact_size(n_out)) + _kv(b"\xfb", version) + b"\x00"
+
+
+def _claiming_empty_maps(n: int) -> bytes:
+    """The issue's reproduction, scaled: n input maps claimed, each an empty map (one 0x00)."""
+    return psbt.MAGIC + _globals(n, 0) + bytes(n)
+
+
+def _every_map_a_transaction_holds() -> bytes:
+    return psbt.MAGIC + _globals(psbt.codec.MAX_INPUTS, psbt.codec.MAX_OUTPUTS) + bytes(psbt.codec.MAX_INPUTS + psbt.codec.MAX_OUTPUTS)
+
+
+def _one_map_of_tiny_entries(n: int) -> bytes:
+    """One input map of n unknown 4-byte keys with empty values: 6 bytes each on the wire."""
+    entries = b"".join(b"\x04\xf0" + i.to_bytes(3, "little") + b"\x00" for i in range(n))
+    return psbt.MAGIC + _globals(1, 0) + entries + b"\x00"
+
+
+def _spaced_base64(data: bytes) -> bytes:
+    """Base64 with a space after every character (whitespace is allowed anywhere)."""
+    text = base64.b64encode(data)
+    spaced = bytearray(b" ") * (2 * len(text))
+    spaced[::2] = text
+    return bytes(spaced)
+
+
+def _peak_of_parse(data: bytes) -> tuple[int, PSBTError | None]:
+    """The parse's peak traced memory (the PSBT itself not included) and its error."""
+    tracemalloc.start()
+    try:
+        psbt.parse(data)
+        error = None
+    except PSBTError as exc:
+        error = exc
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak, error
+
+
+@pytest.mark.parametrize(
+    ("build", "needle"),
+    [
+        (lambda: _claiming_empty_maps(3_000_000), "3,000,000 inputs: more than a transaction can hold (24,390 in 4,000,000 weight units)"),
+        (_every_map_a_transaction_holds, "too many small maps or entries for the PSBT's size"),
+        (lambda: _one_map_of_tiny_entries(500_000), "input 0: too many small maps or entries"),
+        (lambda: _spaced_base64(_one_map_of_tiny_entries(300_000)), "input 0: too many small maps or entries"),
+    ],
+    ids=["the issue's reproduction", "every map a transaction holds, empty", "half a million tiny entries", "spaced base64"],
+)
+def test_a_hostile_psbt_is_refused_within_4x_its_size_plus_a_constant(build, needle):
+    data = build()
+    peak, error = _peak_of_parse(data)
+    assert error is not None and error.rule == psbt.STRUCTURE and needle in str(error)
+    assert len(data) + peak <= 4 * len(data) + psbt.codec.MAP_ALLOWANCE + SLACK, (len(data), peak)
+
+
+def test_a_psbt_with_a_large_previous_transaction_verifies_within_the_bound():
+    alice = pf.coin("alice")
+    many = [TxOut(1, b"")] * 20_000 + [alice.prevout]
+    prev = b"\x02\x00\x00\x00" + compact_size(1) + bytes(36) + b"\x00" + bytes(4) + compact_size(len(many)) + b"".join(o.to_bytes() for o in many) + bytes(4)
+    spending = {
+        pf.key(psbt.fields.IN_PREVIOUS_TXID): sha256d(prev),
+        pf.key(psbt.fields.IN_OUTPUT_INDEX): (len(many) - 1).to_bytes(4, "little"),
+        pf.key(psbt.fields.IN_NON_WITNESS_UTXO): prev,
+        **{k: v for k, v in alice.input_map().items() if k[0] == psbt.fields.IN_BIP32_DERIVATION},
+    }
+    base = pf.build([alice], [pf.receiver_address()])
+    data = psbt.Psbt(base.global_map, [spending], base.outputs).to_bytes()
+    tracemalloc.start()
+    try:
+        status = psbt.verify(psbt.parse(data))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert status.sp_outputs == (0,) and psbt.parse(data).input_info()[0].eligible
+    assert len(data) + peak <= 4 * len(data) + psbt.codec.MAP_ALLOWANCE + SLACK, (len(data), peak)
+
+
+def test_a_one_byte_version_field_says_its_width_not_a_version():
+    version = b"\x02"
+    data = psbt.MAGIC + _kv(b"\x02", (2).to_bytes(4, "little")) + _kv(b"\xfb", version) + b"\x00"
+    with pytest.raises(PSBTError, match="PSBT_GLOBAL_VERSION is 1 bytes, expected 4") as info:
+        psbt.parse(data)
+    assert "need 2" not in str(info.value)

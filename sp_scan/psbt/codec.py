@@ -3,6 +3,12 @@
 Parsing (and building a `Psbt`) refuses what BIP174/BIP370/BIP375 forbid in the encoding itself:
 truncation, trailing bytes, duplicate keys, wrong key or value widths, version 0, missing
 version-2 fields, an output with neither a script nor silent-payment data (rule "psbt structure").
+
+A hostile PSBT costs bounded memory: input and output counts are checked against what a
+transaction of MAX_TX_WEIGHT can hold before any map is read, every map and entry is charged
+against a budget of 3× the PSBT's size plus MAP_ALLOWANCE as it is read, and a previous
+transaction (PSBT_IN_NON_WITNESS_UTXO) is read without being built. Parsing takes at most
+4× the PSBT's size plus a constant, the PSBT included.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from dataclasses import dataclass, field
 
 from .. import crypto
 from ..errors import MalformedDataError, PSBTError
-from ..wire import MAX_MONEY, Reader, compact_size, parse_tx, parse_txout, parse_witness
+from ..wire import MAX_MONEY, MAX_TX_WEIGHT, MAX_WITNESS_ITEMS, Reader, compact_size, parse_txout, parse_witness, tx_output
 from .fields import (
     GLOBAL_INPUT_COUNT, GLOBAL_OUTPUT_COUNT, GLOBAL_SP_DLEQ, GLOBAL_SP_ECDH_SHARE, GLOBAL_TX_MODIFIABLE,
     GLOBAL_TX_VERSION, GLOBAL_UNSIGNED_TX, GLOBAL_VERSION, IN_FINAL_SCRIPTWITNESS, IN_NON_WITNESS_UTXO,
@@ -24,6 +30,15 @@ from .fields import (
 from .inputs import InputInfo, classify
 
 _LOCKTIME_THRESHOLD = 500_000_000
+MAX_INPUTS = MAX_TX_WEIGHT // (4 * 41)
+"""24,390: the most inputs a transaction holds (each takes at least 41 bytes of non-witness data)."""
+MAX_OUTPUTS = MAX_TX_WEIGHT // (4 * 9)
+"""111,111: the most outputs a transaction holds (each takes at least 9 bytes)."""
+MAP_ALLOWANCE = 8 << 20
+"""The bytes of parsed maps every PSBT may take beyond 3× its size (a few hundred thousand entries)."""
+_MAP_COST, _ENTRY_COST = 600, 160
+"""What a parsed map (a dict, and the Psbt's copy of it) and an entry (two bytes objects, two dict
+slots) take in memory beyond their bytes, rounded up from CPython 3.11's sizes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +100,18 @@ class Psbt:
             version = global_map.get(field_key(GLOBAL_VERSION))
             if version is None:
                 raise structure_error("PSBT version 0 is not supported: BIP375 needs PSBT version 2 (BIP370)")
+            _check_widths("global", GLOBAL_VERSION, b"", version, "global map")
             if version != (2).to_bytes(4, "little"):
-                raise structure_error(f"PSBT version {int.from_bytes(version[:4], 'little')} is not supported (need 2)")
+                raise structure_error(f"PSBT version {int.from_bytes(version, 'little')} is not supported (need 2)")
             n_in, n_out = (_count(global_map, t) for t in (GLOBAL_INPUT_COUNT, GLOBAL_OUTPUT_COUNT))
-            inputs = tuple(_read_map(r, f"input {i}") for i in range(n_in))
-            outputs = tuple(_read_map(r, f"output {i}") for i in range(n_out))
+            for n, most, what in ((n_in, MAX_INPUTS, "inputs"), (n_out, MAX_OUTPUTS, "outputs")):
+                if n > most:
+                    raise structure_error(f"{n:,} {what}: more than a transaction can hold ({most:,} in {MAX_TX_WEIGHT:,} weight units)")
+            if n_in + n_out > len(r.data) - r.pos:
+                raise structure_error(f"{n_in:,} input and {n_out:,} output maps do not fit in the {len(r.data) - r.pos:,} bytes left")
+            budget = _Budget(len(r.data))
+            inputs = tuple(_read_map(r, f"input {i}", budget) for i in range(n_in))
+            outputs = tuple(_read_map(r, f"output {i}", budget) for i in range(n_out))
             r.end()
         except PSBTError:
             raise
@@ -104,11 +126,7 @@ class Psbt:
         Raises:
             PSBTError: not base64, or as `from_bytes`.
         """
-        try:
-            data = base64.b64decode("".join(text.split()), validate=True)
-        except (binascii.Error, ValueError):
-            raise structure_error("not base64") from None
-        return cls.from_bytes(data)
+        return cls.from_bytes(_from_base64(text.encode("ascii", "replace")))
 
     def to_bytes(self) -> bytes:
         """Serialize: the magic, then every map in order, each key in its stored order."""
@@ -146,16 +164,39 @@ def parse(data: bytes) -> Psbt:
     """
     if bytes(data[:5]) == MAGIC:
         return Psbt.from_bytes(data)
+    return Psbt.from_bytes(_from_base64(bytes(data)))
+
+
+def _from_base64(text: bytes) -> bytes:
+    """Decode base64 with whitespace anywhere (one copy without it, no list of pieces)."""
     try:
-        text = bytes(data).decode("ascii")
-    except UnicodeDecodeError:
+        return base64.b64decode(text.translate(None, _WHITESPACE), validate=True)
+    except (binascii.Error, ValueError):
         raise structure_error("neither a binary PSBT nor base64 text") from None
-    return Psbt.from_base64(text)
 
 
-def _read_map(r: Reader, where: str) -> dict[bytes, bytes]:
+_WHITESPACE = b" \t\n\r\v\f"
+
+
+class _Budget:
+    """The memory parsed maps may still take: 3× the PSBT's size plus MAP_ALLOWANCE, charged as read."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, size: int) -> None:
+        self.left = 3 * size + MAP_ALLOWANCE
+
+    def charge(self, cost: int, where: str) -> None:
+        self.left -= cost
+        if self.left < 0:
+            raise structure_error(f"{where}: too many small maps or entries for the PSBT's size (parsed, they would take more than 3× its size in memory)")
+
+
+def _read_map(r: Reader, where: str, budget: _Budget | None = None) -> dict[bytes, bytes]:
     m: dict[bytes, bytes] = {}
     r.what = f"PSBT {where}"
+    if budget is not None:
+        budget.charge(_MAP_COST, where)
     while True:
         key = r.var_bytes()
         if not key:
@@ -167,6 +208,8 @@ def _read_map(r: Reader, where: str) -> dict[bytes, bytes]:
         if key in m:
             raise structure_error(f"{where}: duplicate key {key.hex()}")
         m[key] = r.var_bytes()
+        if budget is not None:
+            budget.charge(_ENTRY_COST + len(key) + len(m[key]), where)
 
 
 def _count(global_map: Map, key_type: int) -> int:
@@ -256,17 +299,17 @@ def _check_input(i: int, m: Map) -> None:
         from_witness = parse_txout(utxo).script if utxo is not None else None
         full = m.get(field_key(IN_NON_WITNESS_UTXO))
         if full is not None:
-            tx = parse_tx(full)
             vout = int.from_bytes(m[field_key(IN_OUTPUT_INDEX)], "little")
-            if tx.txid32 != m[field_key(IN_PREVIOUS_TXID)]:
+            txid32, spent = tx_output(full, vout)
+            if txid32 != m[field_key(IN_PREVIOUS_TXID)]:
                 raise structure_error(f"input {i}: PSBT_IN_NON_WITNESS_UTXO is not the transaction PSBT_IN_PREVIOUS_TXID names")
-            if vout >= len(tx.outputs):
+            if spent is None:
                 raise structure_error(f"input {i}: PSBT_IN_OUTPUT_INDEX {vout} is past the outputs of PSBT_IN_NON_WITNESS_UTXO")
-            if from_witness is not None and tx.outputs[vout].script != from_witness:
+            if from_witness is not None and spent.script != from_witness:
                 raise structure_error(f"input {i}: PSBT_IN_WITNESS_UTXO and PSBT_IN_NON_WITNESS_UTXO disagree")
         witness = m.get(field_key(IN_FINAL_SCRIPTWITNESS))
         if witness is not None:
-            parse_witness(witness)
+            parse_witness(witness, MAX_WITNESS_ITEMS)
     except PSBTError:
         raise
     except MalformedDataError as exc:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from .. import crypto, extract
 from ..extract import NUMS_H, ScriptType
 from ..types import OutPoint
-from ..wire import parse_tx, parse_txout, parse_witness
+from ..wire import parse_txout, parse_witness, tx_output
 from .fields import (
     IN_BIP32_DERIVATION, IN_FINAL_SCRIPTSIG, IN_FINAL_SCRIPTWITNESS, IN_NON_WITNESS_UTXO, IN_OUTPUT_INDEX, IN_PREVIOUS_TXID,
     IN_REDEEM_SCRIPT, IN_TAP_INTERNAL_KEY, IN_WITNESS_UTXO, Map, entries, field_key, structure_error,
@@ -51,7 +51,7 @@ def _prevout_script(m: Map) -> bytes | None:
         return parse_txout(utxo).script
     full = m.get(field_key(IN_NON_WITNESS_UTXO))
     if full is not None:
-        return parse_tx(full).outputs[int.from_bytes(m[field_key(IN_OUTPUT_INDEX)], "little")].script
+        return tx_output(full, int.from_bytes(m[field_key(IN_OUTPUT_INDEX)], "little"))[1].script
     return None
 
 
