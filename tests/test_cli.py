@@ -245,6 +245,15 @@ def test_an_unknown_first_word_is_an_unknown_command_with_suggestions_unless_it_
     assert json_lines(invoke("scna.hex", "--json").stdout) == expected_tweaks(TB)
 
 
+def test_shell_completion_as_the_readme_sets_it_up_completes_commands():
+    env = {**os.environ, "_SP_SCAN_COMPLETE": "bash_complete", "COMP_WORDS": "sp-scan index s", "COMP_CWORD": "2"}
+    out = subprocess.run([sys.executable, "-m", "sp_scan.cli"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.split() == ["plain,scan", "plain,sync"]
+    script = subprocess.run([sys.executable, "-m", "sp_scan.cli"], env={**os.environ, "_SP_SCAN_COMPLETE": "bash_source"}, capture_output=True, text=True, timeout=60)
+    assert "_sp_scan_completion" in script.stdout and "_SP_SCAN_COMPLETE=bash_complete" in script.stdout
+    assert 'eval "$(_SP_SCAN_COMPLETE=bash_source sp-scan)"' in (ROOT / "README.md").read_text()
+
+
 def test_errors_name_the_option_given_not_the_library_parameter(tmp_path):
     path = str(write_block(tmp_path))
     off_curve = "02" + "ff" * 32
