@@ -145,3 +145,11 @@ def test_the_checks_catch_a_cycle_and_an_upward_import():
     found = modules()
     assert "index" in imports("cli.index", found["cli.index"], set(found))
     assert "_checks" in imports("native", found["native"], set(found))
+
+
+def test_every_package_is_installed():
+    import tomllib
+
+    declared = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    found = {".".join(("sp_scan", *p.parent.relative_to(PACKAGE).parts)) for p in PACKAGE.rglob("__init__.py")}
+    assert sorted(declared) == sorted(found)
