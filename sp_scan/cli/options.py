@@ -11,6 +11,7 @@ import difflib
 import functools
 import os
 import re
+import string
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -115,12 +116,16 @@ def private_key(text: str, what: str) -> bytes:
     Raises:
         InvalidKeyError: not 64 hex digits, or 0 or >= n.
     """
-    text = text.strip()
-    if len(text) != 64 or any(c not in "0123456789abcdefABCDEF" for c in text):
-        raise InvalidKeyError(f"{what} must be 64 hex digits (32 bytes)")
-    key = bytes.fromhex(text)
+    key = _hex(text, 32, what, "32 bytes")
     crypto.scalar(key, what)
     return key
+
+
+def _hex(text: str, width: int, what: str, kind: str) -> bytes:
+    text = text.strip()
+    if len(text) != 2 * width or any(c not in string.hexdigits for c in text):
+        raise InvalidKeyError(f"{what} must be {2 * width} hex digits ({kind})")
+    return bytes.fromhex(text)
 
 
 def read_descriptor(path: str, what: str = "--descriptor-file", base: Path | None = None) -> sp_descriptor.SPDescriptor:
@@ -139,10 +144,7 @@ def parse_pubkey(text: str, what: str) -> bytes:
     Raises:
         InvalidKeyError: not 66 hex digits, or not a valid point (the value is not echoed).
     """
-    text = text.strip()
-    if len(text) != 66 or any(c not in "0123456789abcdefABCDEF" for c in text):
-        raise InvalidKeyError(f"{what} must be 66 hex digits (a 33-byte compressed key)")
-    key = bytes.fromhex(text)
+    key = _hex(text, 33, what, "a 33-byte compressed key")
     crypto.pubkey(key, what)
     return key
 
