@@ -17,9 +17,9 @@ from _harness import ROOT, run
 
 with atheris.instrument_imports(include=["sp_scan"]):
     from sp_scan import crypto, extract, native, reference, summary
-    from sp_scan.wire import parse_witness
     from sp_scan.errors import MalformedDataError
     from sp_scan.types import OutPoint, TxInput
+    from sp_scan.wire import parse_witness
 
 
 def _field(data: bytes, pos: int) -> tuple[bytes, int]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sp_scan.wire import parse_witness
 from sp_scan.types import OutPoint, TxInput
+from sp_scan.wire import parse_witness
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "vectors" / "bip352" / "send_and_receive_test_vectors.json"

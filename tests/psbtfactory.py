@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from coincurve import PrivateKey
 
 from sp_scan import address, crypto, psbt
-from sp_scan.wire import TxOut, compact_size
 from sp_scan.scan import Receiver
 from sp_scan.types import OutPoint
+from sp_scan.wire import TxOut, compact_size
 
 RECEIVER_SCAN = hashlib.sha256(b"receiver scan").digest()
 RECEIVER_SPEND = hashlib.sha256(b"receiver spend").digest()

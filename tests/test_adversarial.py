@@ -19,9 +19,9 @@ from coincurve import PrivateKey
 from helpers import secret
 from sp_scan import address, block, crypto, extract, native, reference, scan, send, wire
 from sp_scan import cli as CLI
-from sp_scan.wire import TxOut, compact_size, serialize_spent
 from sp_scan.errors import MalformedBlockError, MalformedDataError, PrevoutsError, SPError
 from sp_scan.types import OutPoint, TxInput
+from sp_scan.wire import TxOut, compact_size, serialize_spent
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCKS = ROOT / "vectors" / "blocks"

@@ -16,9 +16,9 @@ import kernelchain as kc
 from cli_support import ROOT
 from helpers import load_script
 from sp_scan import block, cli, wire
-from sp_scan.wire import TxOut, parse_spent
 from sp_scan.errors import NodeError
 from sp_scan.node import RestNode, RpcNode
+from sp_scan.wire import TxOut, parse_spent
 
 SAMPLE_CHAIN = ROOT / "vectors" / "chain"
 

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from helpers import BECH32_CONST, bech32_string, secret
 from sp_scan import address, block, crypto, descriptor, extract, psbt, reference, scan, send, summary, wire
 from sp_scan import cli as CLI
-from sp_scan.wire import Reader, parse_witness
 from sp_scan.errors import DescriptorError, InvalidAddressError, MalformedDataError, PrevoutsError, PSBTError, SPError
 from sp_scan.types import OutPoint, TxInput
+from sp_scan.wire import Reader, parse_witness
 
 FUZZ_EXAMPLES = int(os.environ.get("SP_SCAN_FUZZ_EXAMPLES", "0"))
 

@@ -17,8 +17,8 @@ from sp_scan.address import SPAddress, labelled_spend_pubkey
 from sp_scan.crypto import hash160
 from sp_scan.errors import SendError
 from sp_scan.extract import NUMS_H
-from sp_scan.scan import Receiver
 from sp_scan.reference.send import create_outputs
+from sp_scan.scan import Receiver
 from sp_scan.types import InputKey
 from sp_scan.types import OutPoint, TxInput
 
