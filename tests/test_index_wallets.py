@@ -104,6 +104,8 @@ HEX64 = "ab" * 32
         (f"{HEX64} scan-key-file=keys/wallet.scan", "starts with the wallet's name"),
         ("alice descriptor-file=sp(spscan1qqqqqq)", "looks like a key"),
         (f"alice scan-key-file=keys/wallet.scan spend-pubkey={kc.TEST_WALLET.spend_pubkey33.hex()} labels=1,x", "labels= takes"),
+        (f"alice scan-key-file=keys/wallet.scan spend-pubkey={kc.TEST_WALLET.spend_pubkey33.hex()} labels=99999999999", "labels= are integers below 2**32"),
+        (f"alice scan-key-file=keys/wallet.scan spend-pubkey={'02' + 'ff' * 32}", "spend-pubkey= is not a valid compressed point"),
         ("alice scan-key-file=keys/wallet.scan", "needs scan-key-file= and spend-pubkey="),
         ("alice descriptor-file=keys/late.desc labels=1", "not both"),
         ("alice descriptor-file=keys/late.desc descriptor-file=keys/late.desc", "given twice"),
@@ -113,7 +115,8 @@ HEX64 = "ab" * 32
         ("# nothing but a comment", "no wallets"),
     ],
     ids=[
-        "key-in-place-of-a-path", "key-as-a-field", "key-as-the-name", "descriptor-in-place-of-a-path", "bad-label",
+        "key-in-place-of-a-path", "key-as-a-field", "key-as-the-name", "descriptor-in-place-of-a-path", "bad-label", "label-above-2**32",
+        "spend-key-off-the-curve",
         "no-spend-key", "descriptor-and-labels", "field-twice", "missing-key-file", "bad-spend-key", "duplicate-name", "empty",
     ],
 )  # fmt: skip
