@@ -74,6 +74,27 @@ def content(path: Path) -> dict[str, list]:
         conn.close()
 
 
+def living_children(pid: int) -> list[int]:
+    """The pids of the process's children that have not ended (zombies count as ended), from Linux's /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, ppid = stat.read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile
+        if int(ppid) == pid and state != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def ended(pid: int) -> bool:
+    """True once the process is gone or a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
 SYNC = [sys.executable, "-c", "from sp_scan.cli import main; main()", "index", "sync"]
 """`sp-scan index sync` in a new process."""
 

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from cli_support import NodeServer, RestHandler, closed_port_url, load_cli, spending_chain
-from index_support import SCAN_HEX, SPEND_HEX, WALLET, write_files
+from cli_support import Chain, Misreported, NodeServer, RestHandler, RpcHandler, closed_port_url, load_cli, spending_chain
+from index_support import SCAN_HEX, SPEND_HEX, SYNC, WALLET, committed_tip, content, ended, living_children, wait_until, write_files
 from sp_scan import block
 from sp_scan.index import Index, SyncStats
 from test_cli import assert_fails, invoke, json_lines
@@ -215,3 +215,118 @@ def test_sync_progress_shows_height_rates_and_eta():
     line = stream.getvalue()
     assert "5/11 blocks (45%)" in line and "0.50 blocks/s" in line and "ETA 0:00:12" in line
     assert "height 104" in line and " tx/s" in line
+
+
+# ---- a source behind the index never shrinks it ----
+
+
+def node_args(kind: str, server: NodeServer) -> list[str]:
+    return ["--rest", server.url] if kind == "rest" else ["--rpc", server.url, "--rpc-user", "u:p"]
+
+
+@pytest.mark.parametrize("kind", ["rest", "rpc"])
+@pytest.mark.parametrize(
+    "node_chain",
+    [Chain(blocks=CHAIN.blocks[:2]), spending_chain(4, CHAIN, fork_height=3, salt=5), Misreported(CHAIN, -5)],
+    ids=["a node at height 1 under an index from 2", "a shorter branch", "blocks -5"],
+)
+def test_sync_from_a_node_behind_the_index_exits_2_and_keeps_every_block(tmp_path, files, kind, node_chain):
+    path = tmp_path / "b.db"
+    assert invoke("index", "sync", "--db", str(path), "--network", "regtest", "--from", "2", *map(str, files[2:])).exit_code == 0
+    before = content(path)
+    handler = RestHandler if kind == "rest" else RpcHandler
+    with NodeServer(handler, node_chain, credentials="u:p") as server:
+        line = assert_fails(invoke("index", "sync", "--db", str(path), *node_args(kind, server), "--retries", "0"), f"intact up to height {CHAIN.tip}")
+    assert f"below the index's tip {CHAIN.tip}" in line or "is -5, not a height" in line
+    assert content(path) == before
+
+
+def test_block_files_below_the_index_tip_exit_2_and_keep_every_block(tmp_path, files, db):
+    path = tmp_path / "f.db"
+    path.write_bytes(db.read_bytes())
+    line = assert_fails(invoke("index", "sync", "--db", str(path), "--network", "regtest", *map(str, files[:3])), "never roll it back")
+    assert f"the block files end at height 2, below the index's tip {CHAIN.tip}" in line
+    assert content(path) == content(db)
+
+
+@pytest.mark.parametrize("kind", ["rest", "rpc"])
+def test_sync_follow_waits_for_a_node_behind_saying_so_then_goes_on_when_it_catches_up(tmp_path, db, kind):
+    path = tmp_path / "w.db"
+    path.write_bytes(db.read_bytes())
+    longer = spending_chain(len(CHAIN.blocks) + 2, CHAIN, fork_height=len(CHAIN.blocks))
+    handler = RestHandler if kind == "rest" else RpcHandler
+    with NodeServer(handler, Chain(blocks=CHAIN.blocks[:3]), credentials="u:p") as server:
+        args = [*SYNC, "--db", str(path), *node_args(kind, server), "--follow", "--interval", "0.05"]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            line = proc.stderr.readline()  # the event: the sync says it waits
+            assert line.strip() == f"sp-scan: the node's chain ends at height 2, below the index's tip {CHAIN.tip}; waiting for it"
+            assert committed_tip(path) == CHAIN.tip
+            server.httpd.chain = longer
+            wait_until(lambda: committed_tip(path) == longer.tip, proc, "the sync reached the node's new tip")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+    assert rest.strip() == f"sp-scan: stopped; the index is at height {longer.tip} (sync again to resume)"
+
+
+# ---- every stop ends within seconds, whatever the node does ----
+
+
+def hanging_sync(path, server: NodeServer, kind: str, hold_at: int, *extra: str) -> subprocess.Popen:
+    """`index sync --jobs 2` running until the node hangs at `hold_at`: the index is then at hold_at - 1."""
+    server.hold(hold_at)
+    proc = subprocess.Popen([*SYNC, "--db", str(path), *node_args(kind, server), "--jobs", "2", *extra], stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: committed_tip(path) == hold_at - 1 and server.held.is_set(), proc, "the sync waiting on the hanging node")
+    assert len(living_children(proc.pid)) == 2  # the workers, one of them stuck in the node's request
+    return proc
+
+
+@pytest.mark.parametrize("kind", ["rest", "rpc"])
+@pytest.mark.parametrize(("signum", "code", "said"), [(signal.SIGTERM, 0, "stopped"), (signal.SIGINT, 130, "interrupted")])
+def test_a_signal_stops_a_sync_with_jobs_2_while_the_node_hangs(tmp_path, kind, signum, code, said):
+    path = tmp_path / "h.db"
+    handler = RestHandler if kind == "rest" else RpcHandler
+    with NodeServer(handler, CHAIN, credentials="u:p") as server:
+        proc = hanging_sync(path, server, kind, 3)
+        workers = living_children(proc.pid)
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=60)  # a failure bound: the node hangs until the server stops
+        assert server.held.is_set() and not server.httpd.released.is_set()  # it ended while the node still hung
+    assert proc.returncode == code, stderr
+    assert stderr.strip() == f"sp-scan: {said}; the index is at height 2 (sync again to resume)"
+    wait_until(lambda: all(ended(w) for w in workers), what="the workers ended")
+    assert committed_tip(path) == 2
+
+
+def test_a_second_signal_while_the_first_is_handled_exits_at_once_with_143(tmp_path):
+    path = tmp_path / "twice.db"
+    with NodeServer(RestHandler, CHAIN) as server:
+        proc = hanging_sync(path, server, "rest", 4, "--follow")
+        workers = living_children(proc.pid)
+        before = content(path)
+        proc.send_signal(signal.SIGSTOP)  # both signals are pending when it runs again: SIGINT is handled first
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGCONT)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert stderr.strip().splitlines()[-1] == "sp-scan: stopped at once; the index is as of its last committed block (sync again to resume)"
+    assert "Traceback" not in stderr
+    wait_until(lambda: all(ended(w) for w in workers), what="the workers ended")
+    assert content(path) == before and committed_tip(path) == 3
+
+
+def test_ctrl_c_stops_a_block_scan_with_jobs_2_while_the_node_hangs(tmp_path):
+    with NodeServer(RestHandler, CHAIN) as server:
+        server.hold(2)
+        cmd = [sys.executable, "-c", "from sp_scan.cli import main; main()", "tweaks", "--rest", server.url, "--from", "0", "--jobs", "2", "--json"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until(server.held.is_set, proc, "a request for the held block")
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+        assert not server.httpd.released.is_set()
+    assert proc.returncode == 130, stderr
+    assert stderr.strip() == "sp-scan: interrupted; resume with --from 2"
+    assert [r["txid"] for r in json_lines(stdout)] == [r["txid"] for r in CHAIN.expected_tweaks(0, 1)]
