@@ -259,9 +259,13 @@ def _cluster(address: str | None, tls_files: tuple[str | None, ...], insecure: b
 @index.command(help="""Describe the index: network, heights, tip hash, transactions, size on disk.""")
 @DB_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def info(db, as_json):
+@click.option("--check", is_flag=True, help='Check the whole file first (SQLite\'s quick_check and every row); "check": "ok" or exit 2 naming the first problem.')
+def info(db, as_json, check):
     with Index.open(db, readonly=True) as idx:
+        checked = idx.check() if check else None
         record = idx.info()
+    if check:
+        record["check"] = "ok"
     if as_json:
         click.echo(json.dumps(record))
         return
@@ -273,6 +277,7 @@ def info(db, as_json):
         ("blocks", f"{record['blocks']:,}"),
         ("transactions", f"{record['transactions']:,} ({record['eligible_transactions']:,} eligible)"),
         ("size on disk", f"{record['bytes']:,} bytes"),
+        *([("check", f"ok ({checked:,} blocks)")] if check else []),
     ]
     for name, value in rows:
         click.echo(f"{name:<14}{'-' if value is None else value}")
