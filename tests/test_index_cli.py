@@ -9,11 +9,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
 from cli_support import Chain, Misreported, NodeServer, RestHandler, RpcHandler, closed_port_url, load_cli, spending_chain
-from index_support import SCAN_HEX, SPEND_HEX, SYNC, WALLET, committed_tip, content, ended, living_children, wait_until, write_files
+from index_support import AS_A_USER, SCAN_HEX, SPEND_HEX, SYNC, WALLET, committed_tip, content, ended, living_children, wait_until, write_files
 from sp_scan import block
 from sp_scan.index import Index, SyncStats
 from test_cli import assert_fails, invoke, json_lines
@@ -330,3 +331,66 @@ def test_ctrl_c_stops_a_block_scan_with_jobs_2_while_the_node_hangs(tmp_path):
     assert proc.returncode == 130, stderr
     assert stderr.strip() == "sp-scan: interrupted; resume with --from 2"
     assert [r["txid"] for r in json_lines(stdout)] == [r["txid"] for r in CHAIN.expected_tweaks(0, 1)]
+
+
+# ---- an index in a read-only directory ----
+
+
+@pytest.fixture
+def read_only(tmp_path, db):
+    """A copy of the index in a directory nobody may write (mode 0555), restored for cleanup."""
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    (directory / "chain.db").write_bytes(db.read_bytes())
+    directory.chmod(0o555)
+    yield directory / "chain.db"
+    directory.chmod(0o755)
+
+
+def as_a_user(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*AS_A_USER, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_index_info_and_scan_read_an_index_in_a_read_only_directory(read_only, db, key):
+    probe = as_a_user("index", "sync", "--db", str(read_only.parent / "new.db"), "--network", "regtest", str(read_only))
+    assert probe.returncode == 2 and not (read_only.parent / "new.db").exists(), probe.stderr  # the directory is read-only
+    info = as_a_user("index", "info", "--db", str(read_only), "--json")
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout) == {**json.loads(invoke("index", "info", "--db", str(db), "--json").stdout), "bytes": json.loads(info.stdout)["bytes"]}
+    scan = as_a_user("index", "scan", "--db", str(read_only), "--scan-key-file", key, "--spend-pubkey", SPEND_HEX, "--json")
+    assert scan.returncode == 0, scan.stderr
+    assert json_lines(scan.stdout) == expected_matches()
+    assert sorted(p.name for p in read_only.parent.iterdir()) == ["chain.db"]  # no -wal or -shm could be made, none was needed
+
+
+def test_serve_serves_an_index_in_a_read_only_directory(read_only):
+    proc = subprocess.Popen([*AS_A_USER, "serve", "--db", str(read_only), "--port", "0"], stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()  # the event: serving
+        url = line.split()[2] if line.startswith("sp-scan serve: http") else pytest.fail(line + proc.stderr.read())
+        with urllib.request.urlopen(f"{url}/block-height", timeout=30) as reply:
+            assert json.loads(reply.read()) == {"block_height": CHAIN.tip}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+
+
+def test_a_write_ahead_log_without_its_shm_in_a_read_only_directory_is_refused_saying_why(tmp_path, db):
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    (directory / "chain.db").write_bytes(db.read_bytes())
+    (directory / "chain.db-wal").write_bytes(b"\x37\x7f\x06\x82" + bytes(28))  # a log a killed sync left
+    directory.chmod(0o555)
+    try:
+        result = as_a_user("index", "info", "--db", str(directory / "chain.db"))
+    finally:
+        directory.chmod(0o755)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "the directory is not writable and chain.db-wal (blocks not yet in the file) is there without chain.db-shm" in result.stderr
+
+
+def test_sync_in_a_read_only_directory_says_the_index_can_be_read_there_not_synced(read_only, files):
+    result = as_a_user("index", "sync", "--db", str(read_only), "--network", "regtest", *map(str, files))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "read-only: the index can be read there, not synced" in result.stderr
