@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from cli_support import Chain, Misreported, NodeServer, RestHandler, RpcHandler, closed_port_url, load_cli, spending_chain
+from cli_support import Chain, Misreported, NodeServer, RestHandler, RpcHandler, StaleHeights, closed_port_url, load_cli, spending_chain
 from index_support import AS_A_USER, SCAN_HEX, SPEND_HEX, SYNC, WALLET, committed_tip, content, ended, living_children, wait_until, write_files
 from sp_scan import block
 from sp_scan.index import Index, SyncStats
@@ -270,6 +270,16 @@ def test_sync_follow_waits_for_a_node_behind_saying_so_then_goes_on_when_it_catc
             _, rest = proc.communicate(timeout=60)
     assert proc.returncode == 0, rest
     assert rest.strip() == f"sp-scan: stopped; the index is at height {longer.tip} (sync again to resume)"
+
+
+@pytest.mark.parametrize("kind", ["rest", "rpc"])
+def test_a_node_whose_blocks_do_not_link_exits_2_naming_both_hashes(tmp_path, kind):
+    branch = spending_chain(len(CHAIN.blocks), CHAIN, fork_height=3, salt=4)
+    handler = RestHandler if kind == "rest" else RpcHandler
+    with NodeServer(handler, StaleHeights(CHAIN, branch, {4}), credentials="u:p") as server:
+        line = assert_fails(invoke("index", "sync", "--db", str(tmp_path / "l.db"), *node_args(kind, server), "--retries", "1"), "seen 2 times")
+    assert f"block 4 ({branch.blocks[4].hash_hex}) names {branch.blocks[3].hash_hex} as its parent, but its block 3 is {CHAIN.blocks[3].hash_hex}" in line
+    assert committed_tip(tmp_path / "l.db") == 3
 
 
 # ---- every stop ends within seconds, whatever the node does ----
