@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -155,6 +156,19 @@ keys travel to the scheduler and workers, so a scheduler on another machine must
 --dask-tls-ca/--dask-tls-cert/--dask-tls-key or Dask's configuration) unless --insecure is given."""
 
 
+DASK_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class _DaskLines(logging.Handler):
+    """Dask's log records as one line each on stderr: `sp-scan: dask LEVEL: message` (no traceback)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(f"sp-scan: dask {record.levelname.lower()}: {' '.join(record.getMessage().split())}", err=True)
+        except Exception:  # noqa: BLE001  (logging's contract: a failing handler reports, never raises)
+            self.handleError(record)
+
+
 @index.command("scan", help=f"""Find every indexed output paying the wallet, in block order, with its spent status.
 
 JSON Lines: {{"height", "txid", "vout", "amount", "output", "tweak", "label", "spent"}} (amount in sats,
@@ -177,7 +191,8 @@ label m or null, spent true once an indexed block spent it); spend a found outpu
 @click.option("--dask-tls-cert", metavar="F", help="This client's certificate (PEM), signed by that CA.")
 @click.option("--dask-tls-key", metavar="F", help="The private key (PEM) of --dask-tls-cert.")
 @click.option("--insecure", is_flag=True, help="Allow --dask tcp:// to another machine: the scan keys cross the network in the clear.")
-def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure):
+@click.option("--dask-log-level", type=click.Choice(DASK_LOG_LEVELS), default="error", show_default=True, help="Show Dask's own log lines from this level on (a lost worker logs warnings; its tasks run again).")
+def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure, dask_log_level):
     cluster = _cluster(dask_address, (dask_tls_ca, dask_tls_cert, dask_tls_key), insecure)
     if wallets_file is not None:
         if key_options_typed(scan_key_file, labels) or descriptor_file:
@@ -202,6 +217,7 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
             matches = idx.scan_wallets(receivers, start, stop, jobs, partition_blocks, starts=starts, progress=show)
         else:
             tls = cluster.security(dask_tls_ca, dask_tls_cert, dask_tls_key) if dask_tls_ca else None
+            stack.enter_context(cluster.dask_logs(_DaskLines(), getattr(logging, dask_log_level.upper())))
             client = stack.enter_context(cluster.connect(dask_address, tls=tls, insecure=insecure))
             matches = cluster.scan(client, idx, receivers, start, stop, starts=starts, threads=jobs, partition_blocks=partition_blocks, progress=show)
         stack.enter_context(contextlib.closing(matches))  # on any exit, its cleanup runs before the client and index close
