@@ -194,16 +194,11 @@ def test_index_scan_outside_the_indexed_heights_is_one_line_exit_2(db, key):
 
 def test_sigterm_stops_a_following_sync_cleanly(tmp_path):
     path = tmp_path / "follow.db"
-    code = "from sp_scan.cli import main; main()"
     with NodeServer(RestHandler, CHAIN) as rest:
-        proc = subprocess.Popen([sys.executable, "-c", code, "index", "sync", "--db", str(path), "--rest", rest.url, "--follow", "--interval", "0.1"], stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if path.exists() and (tip := Index.open(path, readonly=True).tip()) and tip[0] == CHAIN.tip:
-                break
-            time.sleep(0.05)
+        proc = subprocess.Popen([*SYNC, "--db", str(path), "--rest", rest.url, "--follow", "--interval", "0.1"], stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: committed_tip(path) == CHAIN.tip, proc, "the sync reached the node's tip")
         proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=20)
+        _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert stderr.strip() == f"sp-scan: stopped; the index is at height {CHAIN.tip} (sync again to resume)"
 

@@ -14,7 +14,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import distributed
@@ -87,12 +86,16 @@ def test_a_worker_killed_mid_scan_has_its_partitions_run_again_with_nothing_miss
         def kill_a_busy_worker(lo: int, hi: int) -> None:
             if killed:
                 return
-            deadline = time.monotonic() + 5
-            while not (busy := {w: keys for w, keys in client.processing().items() if keys}) and time.monotonic() < deadline:
-                time.sleep(0.005)
-            victim = sorted(busy)[0]
+            held: dict = {}
+
+            def busy() -> bool:  # a worker running this scan's tasks, or holding results not yet taken
+                held.update({w: keys for w, keys in client.processing().items() if keys} or {w: keys for w, keys in client.has_what().items() if keys})
+                return bool(held)
+
+            index_support.wait_until(busy, what="a worker holding a task")
+            victim = sorted(held)[0]
             os.kill(pids[victim], signal.SIGKILL)
-            killed.append((victim, busy[victim]))
+            killed.append((victim, held[victim]))
 
         found = list(cluster.scan(client, idx, receivers, 101, starts=starts, partition_blocks=1, in_flight=4, progress=kill_a_busy_worker))
         stories = {key: client.story(key) for key in killed[0][1]}
@@ -104,10 +107,11 @@ def test_a_worker_killed_mid_scan_has_its_partitions_run_again_with_nothing_miss
 
 
 @pytest.mark.parametrize("address", ["192.0.2.7:8786", "tcp://192.0.2.7:8786", "tcp://scheduler.example:8786", "tcp://[2001:db8::1]:8786"])
-def test_a_plaintext_scheduler_on_another_machine_is_refused_before_anything_is_sent(kernel_index, wallets, address):
-    began = time.monotonic()
+def test_a_plaintext_scheduler_on_another_machine_is_refused_before_anything_is_sent(kernel_index, wallets, address, monkeypatch):
+    clients = []
+    monkeypatch.setattr(distributed, "Client", lambda *args, **kwargs: clients.append(args))  # nothing may connect
     message = assert_fails(invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), "--dask", address), "unencrypted", "tls://", "--insecure")
-    assert time.monotonic() - began < 2 and kc.TEST_WALLET.scan_key32.hex() not in message
+    assert clients == [] and kc.TEST_WALLET.scan_key32.hex() not in message
 
 
 def test_scheduler_addresses_allowed_and_refused():

@@ -87,7 +87,7 @@ def dask_logs(handler: logging.Handler, level: int) -> Iterator[None]:
     The loggers are put back as they were afterwards.
     """
     manager = logging.getLogger().manager
-    names = [n for n in manager.loggerDict if n.split(".")[0] in DASK_LOGGERS] + list(DASK_LOGGERS)
+    names = [n for n in list(manager.loggerDict) if n.split(".")[0] in DASK_LOGGERS] + list(DASK_LOGGERS)
     loggers = {logging.getLogger(n) for n in names}
     saved = {lg: (lg.handlers[:], lg.level, lg.propagate) for lg in loggers}
     try:
