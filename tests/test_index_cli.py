@@ -306,6 +306,20 @@ def test_a_signal_stops_a_sync_with_jobs_2_while_the_node_hangs(tmp_path, kind, 
     assert committed_tip(path) == 2
 
 
+def test_serve_with_its_sync_stuck_on_a_hanging_node_stops_at_sigterm(tmp_path):
+    path = tmp_path / "served.db"
+    with NodeServer(RestHandler, CHAIN) as server:
+        server.hold(3)
+        cmd = [sys.executable, "-m", "sp_scan.cli", "serve", "--db", str(path), "--port", "0", "--rest", server.url, "--interval", "0.1"]
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: committed_tip(path) == 2 and server.held.is_set(), proc, "the sync beside the server waiting on the node")
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+        assert not server.httpd.released.is_set()  # it ended while the node still hung
+    assert proc.returncode == 0, stderr
+    assert "sp-scan: stopped; the index is at height 2 (sync again to resume)" in stderr and "Traceback" not in stderr
+
+
 def test_a_second_signal_while_the_first_is_handled_exits_at_once_with_143(tmp_path):
     path = tmp_path / "twice.db"
     with NodeServer(RestHandler, CHAIN) as server:
