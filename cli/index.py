@@ -92,16 +92,18 @@ def _show_progress(progress: Progress):
 @index.command(help="""Fetch blocks from Bitcoin Core (or BLOCK files with their spent outputs) into the index.
 
 Creates --db when it does not exist (the network comes from the node, or --network for files). Each block
-is committed with the new tip, so an interrupted or killed sync resumes where it stopped. Reorgs are
-followed: blocks of a replaced branch are rolled back. The first height defaults to taproot activation
-(709,632) on mainnet and 0 elsewhere (the lowest file's height for BLOCK files).""")
+is committed with the new tip, so an interrupted or killed sync resumes where it stopped (a second Ctrl-C
+or SIGTERM exits at once). Reorgs are followed: blocks of a competing branch at least as long as the index
+replace its own; a node behind the index is waited for with --follow and refused otherwise, and BLOCK files
+must extend the index. The first height defaults to taproot activation (709,632) on mainnet and 0 elsewhere
+(the lowest file's height for BLOCK files).""")
 @DB_OPTION
 @click.argument("blocks", metavar="[BLOCK...]", nargs=-1)
 @node_options
 @click.option("--network", type=click.Choice(NETWORKS), help="The network of BLOCK files (a node names its own).")
 @click.option("--from", "start", type=click.IntRange(min=0), metavar="H", help="First height of a new index.")
 @click.option("--to", "stop", type=click.IntRange(min=0), metavar="H", help="Last height (default: the node's tip).")
-@click.option("--follow", is_flag=True, help="Keep polling for new blocks until Ctrl-C or SIGTERM.")
+@click.option("--follow", is_flag=True, help="Keep polling for new blocks (and wait for a node behind the index) until Ctrl-C or SIGTERM.")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between polls with --follow.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes fetching and computing blocks.")
 @click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing node call (0.5 s, doubling) before giving up.")
