@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
+import multiprocessing
+import os
 import signal
 import sys
 import time
@@ -31,8 +34,20 @@ class _Terminated(Exception):
     """SIGTERM during a sync."""
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise _Terminated
+def _on_stop(signum: int, frame: object) -> None:
+    """The first Ctrl-C or SIGTERM: the sync unwinds (its workers are killed) and says where the index is."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _exit_now)
+    raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
+
+
+def _exit_now(signum: int, frame: object) -> None:
+    """A second Ctrl-C or SIGTERM: exit at once (130 or 143); the index is as of its last commit."""
+    for child in multiprocessing.active_children():
+        child.kill()
+    sys.stderr.write("sp-scan: stopped at once; the index is as of its last committed block (sync again to resume)\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 @click.group(cls=Group, help="""A tweak index: every block's silent-payments data computed once and kept in a file.
@@ -67,7 +82,13 @@ def _retrying(line: str) -> None:
 
 
 def _show_progress(progress: Progress):
+    behind: list[int | None] = [None]
+
     def show(stats: SyncStats) -> None:
+        if stats.behind is not None and behind[0] is None:
+            progress.close()
+            click.echo(f"sp-scan: the node's chain ends at height {stats.behind}, below the index's tip {stats.height}; waiting for it", err=True)
+        behind[0] = stats.behind
         progress.total = max(stats.target - stats.start + 1, stats.blocks)
         rate = stats.txs / max(time.monotonic() - stats.began, 1e-9)
         label = f"height {stats.height}  {rate:,.0f} tx/s" + ("  (waiting for blocks)" if stats.waiting else "")
@@ -79,16 +100,18 @@ def _show_progress(progress: Progress):
 @index.command(help="""Fetch blocks from Bitcoin Core (or BLOCK files with their spent outputs) into the index.
 
 Creates --db when it does not exist (the network comes from the node, or --network for files). Each block
-is committed with the new tip, so an interrupted or killed sync resumes where it stopped. Reorgs are
-followed: blocks of a replaced branch are rolled back. The first height defaults to taproot activation
-(709,632) on mainnet and 0 elsewhere (the lowest file's height for BLOCK files).""")
+is committed with the new tip, so an interrupted or killed sync resumes where it stopped (a second Ctrl-C
+or SIGTERM exits at once). Reorgs are followed: blocks of a competing branch at least as long as the index
+replace its own; a node behind the index is waited for with --follow and refused otherwise, and BLOCK files
+must extend the index. The first height defaults to taproot activation (709,632) on mainnet and 0 elsewhere
+(the lowest file's height for BLOCK files).""")
 @DB_OPTION
 @click.argument("blocks", metavar="[BLOCK...]", nargs=-1)
 @node_options
 @click.option("--network", type=click.Choice(NETWORKS), help="The network of BLOCK files (a node names its own).")
 @click.option("--from", "start", type=click.IntRange(min=0), metavar="H", help="First height of a new index.")
 @click.option("--to", "stop", type=click.IntRange(min=0), metavar="H", help="Last height (default: the node's tip).")
-@click.option("--follow", is_flag=True, help="Keep polling for new blocks until Ctrl-C or SIGTERM.")
+@click.option("--follow", is_flag=True, help="Keep polling for new blocks (and wait for a node behind the index) until Ctrl-C or SIGTERM.")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between polls with --follow.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes fetching and computing blocks.")
 @click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing node call (0.5 s, doubling) before giving up.")
@@ -107,7 +130,7 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, star
             existing.close()
         raise
     progress = Progress(0, sys.stderr, sys.stderr.isatty())
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = {s: signal.signal(s, _on_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     code = 0
     try:
         stats = idx.sync(source, start, stop, follow, jobs=jobs, interval=interval, retry=retry, progress=_show_progress(progress))
@@ -124,7 +147,8 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, star
         at = f"at height {tip[0]} ({tip[1][::-1].hex()})" if tip else "empty"
         click.echo(f"index {at}: {stats.blocks} block(s), {stats.txs} transaction(s) added{reorgs}")
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         idx.close()
     ctx.exit(code)
 
@@ -140,6 +164,19 @@ DASK_HELP = """With --dask, this process reads the index and a Dask cluster scan
 blocks, results in height order as without it (pip install 'sp-scan[dist]' here and on the workers). The scan
 keys travel to the scheduler and workers, so a scheduler on another machine must be tls:// (mutual TLS with
 --dask-tls-ca/--dask-tls-cert/--dask-tls-key or Dask's configuration) unless --insecure is given."""
+
+
+DASK_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class _DaskLines(logging.Handler):
+    """Dask's log records as one line each on stderr: `sp-scan: dask LEVEL: message` (no traceback)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(f"sp-scan: dask {record.levelname.lower()}: {' '.join(record.getMessage().split())}", err=True)
+        except Exception:  # noqa: BLE001  (logging's contract: a failing handler reports, never raises)
+            self.handleError(record)
 
 
 @index.command("scan", help=f"""Find every indexed output paying the wallet, in block order, with its spent status.
@@ -164,7 +201,8 @@ label m or null, spent true once an indexed block spent it); spend a found outpu
 @click.option("--dask-tls-cert", metavar="F", help="This client's certificate (PEM), signed by that CA.")
 @click.option("--dask-tls-key", metavar="F", help="The private key (PEM) of --dask-tls-cert.")
 @click.option("--insecure", is_flag=True, help="Allow --dask tcp:// to another machine: the scan keys cross the network in the clear.")
-def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure):
+@click.option("--dask-log-level", type=click.Choice(DASK_LOG_LEVELS), default="error", show_default=True, help="Show Dask's own log lines from this level on (a lost worker logs warnings; its tasks run again).")
+def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure, dask_log_level):
     if start is not None and stop is not None and stop < start:
         raise click.UsageError("--to is below --from")
     cluster = _cluster(dask_address, (dask_tls_ca, dask_tls_cert, dask_tls_key), insecure)
@@ -193,6 +231,7 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
             matches = idx.scan_wallets(receivers, start, stop, jobs, partition_blocks, starts=starts, progress=show)
         else:
             tls = cluster.security(dask_tls_ca, dask_tls_cert, dask_tls_key) if dask_tls_ca else None
+            stack.enter_context(cluster.dask_logs(_DaskLines(), getattr(logging, dask_log_level.upper())))
             client = stack.enter_context(cluster.connect(dask_address, tls=tls, insecure=insecure))
             matches = cluster.scan(client, idx, receivers, start, stop, starts=starts, threads=jobs, partition_blocks=partition_blocks, progress=show)
         stack.enter_context(contextlib.closing(matches))  # on any exit, its cleanup runs before the client and index close
@@ -250,9 +289,13 @@ def _cluster(address: str | None, tls_files: tuple[str | None, ...], insecure: b
 @index.command(help="""Describe the index: network, heights, tip hash, transactions, size on disk.""")
 @DB_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def info(db, as_json):
+@click.option("--check", is_flag=True, help='Check the whole file first (SQLite\'s quick_check and every row); "check": "ok" or exit 2 naming the first problem.')
+def info(db, as_json, check):
     with Index.open(db, readonly=True) as idx:
+        checked = idx.check() if check else None
         record = idx.info()
+    if check:
+        record["check"] = "ok"
     if as_json:
         click.echo(json.dumps(record))
         return
@@ -264,6 +307,7 @@ def info(db, as_json):
         ("blocks", f"{record['blocks']:,}"),
         ("transactions", f"{record['transactions']:,} ({record['eligible_transactions']:,} eligible)"),
         ("size on disk", f"{record['bytes']:,} bytes"),
+        *([("check", f"ok ({checked:,} blocks)")] if check else []),
     ]
     for name, value in rows:
         click.echo(f"{name:<14}{'-' if value is None else value}")
