@@ -389,6 +389,9 @@ class Index:
         interval: float = 10.0,
         retry: Retry = Retry(),
         progress: Callable[[SyncStats], None] | None = None,
+        mempool: bool = False,
+        zmq: str | None = None,
+        log: Callable[[str], None] | None = None,
     ) -> SyncStats:
         """Bring the index to the source's tip (or `stop`), following reorgs; with `follow`, keep polling.
 
@@ -404,17 +407,40 @@ class Index:
             jobs: worker processes.
             retry: how a failing source is retried before giving up.
             progress: called with the stats after each committed block (and while waiting).
+            mempool: with follow, keep the index's mempool table in step with the node's mempool
+                while caught up (see `mempool_tweaks` and `sp_scan.index.mempool`); the source must
+                be a node (RestNode or RpcNode). The table is emptied when the sync ends.
+            zmq: with mempool, Core's -zmqpubsequence endpoint (tcp://HOST:PORT) to learn of
+                mempool changes at once; polled every `interval` without it (or while it is down).
+            log: where the mempool's one-line notices go (a ZMQ connection that drops or comes back).
 
         Returns:
             What was done.
 
         Raises:
+            ValueError: mempool without follow or without a node, or zmq without mempool.
             IndexStoreError: another network, another first height, or another sync is writing the file.
             HeightError: stop is beyond the source's tip (without follow).
             NodeError: the source fails after the retries; the message names the height to resume at.
             MalformedDataError, PrevoutsError: a block or its spent outputs do not parse.
         """
-        return Syncer(self._store, source, jobs, retry, progress).run(start, stop, follow, interval)
+        if zmq is not None and not mempool:
+            raise ValueError("zmq goes with mempool=True")
+        if not mempool:
+            return Syncer(self._store, source, jobs, retry, progress).run(start, stop, follow, interval)
+        if not follow:
+            raise ValueError("mempool=True needs follow=True (the table is kept only while the sync runs)")
+        if not all(callable(getattr(source, m, None)) for m in ("mempool_txids", "transactions", "utxos")):
+            raise ValueError("the mempool needs a node (RestNode or RpcNode), not block files")
+        from .mempool import MempoolFollower
+
+        follower = MempoolFollower(self._store, source, retry, zmq, log)
+        syncer = Syncer(self._store, source, jobs, retry, progress, idle=follower.wait)
+        syncer.stats.mempool = follower.stats
+        try:
+            return syncer.run(start, stop, follow, interval)
+        finally:
+            follower.close()
 
     def info(self) -> dict:
         """{"network", "first_height", "tip_height", "tip_hash" (display hex), "blocks", "transactions",

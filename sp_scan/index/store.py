@@ -533,6 +533,14 @@ class Store:
             return self._mempool_bump()
 
     @_checked
+    def mempool_clear(self) -> bool:
+        """Empty the mempool table (one transaction, version bumped) unless it is empty; True when it was not."""
+        if self._conn.execute("SELECT 1 FROM mempool LIMIT 1").fetchone() is None:
+            return False
+        self.mempool_update([], [], clear=True)
+        return True
+
+    @_checked
     def mempool_version(self) -> int:
         """The mempool table's version: it changes with every change of the table (0 before any)."""
         return self._mempool_version()

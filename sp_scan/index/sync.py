@@ -177,6 +177,7 @@ class SyncStats:
         store_s: seconds spent committing.
         reorgs, rolled_back: branch switches seen and blocks removed by them.
         waiting: True while following and caught up.
+        mempool: what the mempool follower did (sync with mempool=True), else None.
     """
 
     height: int | None = None
@@ -192,6 +193,7 @@ class SyncStats:
     rolled_back: int = 0
     waiting: bool = False
     began: float = field(default_factory=time.monotonic)
+    mempool: object | None = None
 
 
 def network_of(source: Source, retry: Retry) -> str:
@@ -225,10 +227,18 @@ class Syncer:
     """One sync run of a store from a source (see `run`)."""
 
     def __init__(
-        self, store: Store, source: Source, jobs: int, retry: Retry, progress: Callable[[SyncStats], None] | None
+        self,
+        store: Store,
+        source: Source,
+        jobs: int,
+        retry: Retry,
+        progress: Callable[[SyncStats], None] | None,
+        idle: Callable[[float], None] = time.sleep,
     ) -> None:
+        """`idle(interval)` is called while following and caught up, instead of sleeping (the mempool's hook)."""
         self.store, self.source, self.jobs, self.retry = store, source, jobs, retry
         self.progress = progress or (lambda stats: None)
+        self.idle = idle
         self.stats = SyncStats()
 
     def _node_hash(self, height: int) -> bytes:
@@ -297,6 +307,7 @@ class Syncer:
         pool = multiprocessing.Pool(self.jobs, initializer=_init_worker) if self.jobs > 1 else None
         try:
             self.store.lock_writer()  # after the fork: workers must not inherit the lock
+            self.store.mempool_clear()  # a mempool a killed sync left is never trusted
             tip = self.store.tip()
             self.stats.height = tip[0] if tip else None
             self.stats.start = tip[0] + 1 if tip else begin
@@ -334,4 +345,4 @@ class Syncer:
                 return self.stats
             self.stats.waiting = True
             self.progress(self.stats)
-            time.sleep(interval)
+            self.idle(interval)

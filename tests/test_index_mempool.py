@@ -1,0 +1,271 @@
+"""The index's mempool table kept in step with a stand-in node's mempool, on a chain the kernel validates.
+
+Every tx put in the stand-in's mempool is signed by the kernel chain's builder, and the ones that
+stay are mined afterwards: the kernel accepting the block proves they were valid. What the index
+lists is compared with what the sender side recorded (payments, tweaks from private keys).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+import kernelchain as kc
+from node_mempool import NodeMempool
+from sp_scan.index import Index, mempool, store
+from sp_scan.node import RestNode, RpcNode
+
+INTERVAL = 0.05
+PATIENCE = 120.0  # a failsafe for waits on events (a committed height, a listed tx), never a measured window
+
+
+def wait_for(what: str, condition: Callable[[], object]) -> object:
+    """Wait until condition() is truthy (checked every few ms) and return it; fail after PATIENCE."""
+    end = time.monotonic() + PATIENCE
+    while not (found := condition()):
+        assert time.monotonic() < end, f"gave up waiting for {what}"
+        time.sleep(0.01)
+    return found
+
+
+class Following:
+    """`Index.sync(follow=True, mempool=True)` in a thread over a stand-in node, and a reader of the same file."""
+
+    def __init__(self, path, node, **options) -> None:
+        self.path, self.node, self.options = path, node, options
+        self.stats = None
+        self.logged: list[str] = []
+        self._stop = threading.Event()
+        self.error: BaseException | None = None
+        self.index = Index.open(path) if path.exists() else Index.create(path, "regtest")
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        self.reader = Index.open(path, readonly=True)
+
+    def _progress(self, stats) -> None:
+        self.stats = stats
+        if self._stop.is_set():
+            raise KeyboardInterrupt
+
+    def _run(self) -> None:
+        try:
+            self.index.sync(self.node, follow=True, interval=INTERVAL, progress=self._progress, mempool=True, log=self.logged.append, **self.options)
+        except KeyboardInterrupt:
+            pass
+        except BaseException as exc:  # noqa: BLE001  (reported by the test)
+            self.error = exc
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(PATIENCE)
+        assert not self.thread.is_alive()
+        self.index.close()
+        self.reader.close()
+        assert self.error is None, self.error
+
+    def listed(self) -> set[bytes]:
+        return {t.txid32 for t in self.reader.mempool_tweaks().txs}
+
+    def at(self, height: int) -> bool:
+        assert self.error is None, self.error
+        tip = self.reader.tip()
+        return tip is not None and tip[0] == height and self.stats is not None and self.stats.waiting
+
+
+@contextlib.contextmanager
+def following(path, chain: kc.KernelChain, pool: NodeMempool, rpc: bool = False, **options):
+    server = kc.rpc_server(chain, mempool=pool) if rpc else kc.rest_server(chain, mempool=pool)
+    with server:
+        node = RpcNode(server.url, user="user", password="pass") if rpc else RestNode(server.url)
+        f = Following(path, node, **options)
+        try:
+            wait_for("the first listing", lambda: f.at(chain.tip_height) and f.stats.mempool.polls > 0)
+            yield f
+        finally:
+            f.stop()
+
+
+def mine(chain: kc.KernelChain, pool: NodeMempool, txs) -> int:
+    """Mine `txs` (the kernel validates them) and let the node's mempool follow; return the new height."""
+    height = chain.mine(list(txs)).height
+    pool.chain_moved()
+    return height
+
+
+def paid(chain: kc.KernelChain, tx: kc.TxRecord, wallet: kc.Wallet = kc.TEST_WALLET) -> list[tuple]:
+    """(txid32, vout, amount, output32, tweak32, label) of what `tx` paid `wallet`, in vout order."""
+    return [(tx.txid32, p.vout, p.amount, p.output32, p.tweak32, p.label) for p in sorted(tx.payments, key=lambda p: p.vout) if p.wallet == wallet.name]
+
+
+def rows(matches) -> list[tuple]:
+    return [(m.height, m.txid32, m.vout, m.amount, m.found.output32, m.found.tweak32, m.found.label, m.spent) for m in matches]
+
+
+def unconfirmed(chain, *txs) -> list[tuple]:
+    return [(None, *p[:5], p[5], False) for tx in txs for p in paid(chain, tx)]
+
+
+def test_a_payment_is_listed_unconfirmed_then_at_its_height_never_twice(kernel_copy, tmp_path):
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    with following(tmp_path / "m.db", chain, pool) as f:
+        parent = chain.transaction("parent", [chain.reserve.pop()], [("wallet", None), ("other",)])
+        other = next(p for p in parent.payments if p.wallet == "other")
+        child = chain.transaction("child", [chain.coin(parent.txid32, other.vout)], [("wallet", 1), ("p2wpkh",)])
+        pool.accept(parent.tx.serialize())
+        pool.accept(child.tx.serialize())
+        wait_for("parent and child listed", lambda: f.listed() == {parent.txid32, child.txid32})
+        view = f.reader.mempool_tweaks()
+        assert [(t.txid32, t.tweak33) for t in view.txs] == [(parent.txid32, parent.tweak33), (child.txid32, child.tweak33)]
+        assert view.tip_height == chain.tip_height and view.version > 0
+        assert [[v for v, _, _ in t.outputs] for t in view.txs] == [parent.taproot_vouts, child.taproot_vouts]
+        confirmed = rows(f.reader.scan(kc.TEST_WALLET.receiver()))
+        found = rows(f.reader.scan(kc.TEST_WALLET.receiver(), mempool=True))
+        assert found == confirmed + unconfirmed(chain, parent, child)
+        assert {r[6] for r in found[len(confirmed) :]} == {None, 1}  # the child pays the wallet's label 1
+        assert rows(f.reader.scan(kc.OTHER_WALLET.receiver(), mempool=True))[-1][1:3] == (parent.txid32, other.vout)
+
+        height = mine(chain, pool, [parent, child])
+        wait_for("the block indexed and the mempool emptied", lambda: f.at(height) and not f.listed())
+        found = rows(f.reader.scan(kc.TEST_WALLET.receiver(), mempool=True))
+        assert found == rows(f.reader.scan(kc.TEST_WALLET.receiver()))
+        mined = [(height, *p[:5], p[5], False) for tx in (parent, child) for p in paid(chain, tx)]
+        assert found[-len(mined) :] == mined and len({r[1:3] for r in found}) == len(found)
+        assert [(f.height, f.txid32, f.vout) for f in chain.found()] == [r[:3] for r in found]
+
+
+def test_rbf_replaces_and_eviction_removes(kernel_copy, tmp_path):
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    with following(tmp_path / "r.db", chain, pool) as f:
+        coin = chain.reserve.pop()
+        first = chain.transaction("first", [coin], [("wallet", None), ("p2wpkh",)])
+        pool.accept(first.tx.serialize())
+        wait_for("the first tx listed", lambda: f.listed() == {first.txid32})
+        bumped = chain.transaction("bumped", [coin], [("wallet", 7)])
+        pool.accept(bumped.tx.serialize(), replace=True)
+        wait_for("the replacement listed instead", lambda: f.listed() == {bumped.txid32})
+        assert rows(f.reader.scan(kc.TEST_WALLET.receiver(), mempool=True))[-1:] == unconfirmed(chain, bumped)
+
+        evicted = chain.transaction("evicted", [chain.reserve.pop()], [("wallet", 1), ("other",)])
+        pool.accept(evicted.tx.serialize())
+        wait_for("the tx to evict listed", lambda: f.listed() == {bumped.txid32, evicted.txid32})
+        pool.evict(evicted.txid32)
+        wait_for("the evicted tx gone", lambda: f.listed() == {bumped.txid32})
+        height = mine(chain, pool, [bumped])  # the replacement was valid
+        wait_for("the replacement confirmed", lambda: f.at(height) and not f.listed())
+
+
+def test_a_chain_of_25_unconfirmed_txs_over_rpc(kernel_copy, tmp_path):
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    with following(tmp_path / "c.db", chain, pool, rpc=True) as f:
+        coin = max(chain.reserve, key=lambda s: s.prevout.nValue)
+        chain.reserve.remove(coin)
+        txs = []
+        for n in range(25):
+            outs = [("other",), ("wallet", None if n % 2 else 7)] if n % 5 == 0 else [("other",)]
+            txs.append(chain.transaction(f"chained-{n}", [coin], outs))
+            nxt = next(p for p in txs[-1].payments if p.wallet == "other")
+            coin = chain.coin(txs[-1].txid32, nxt.vout)
+        for tx in txs:
+            pool.accept(tx.tx.serialize())
+        wait_for("all 25 listed", lambda: len(f.listed()) == 25)
+        assert [t.tweak33 for t in f.reader.mempool_tweaks().txs] == [t.tweak33 for t in txs]
+        assert rows(f.reader.scan(kc.TEST_WALLET.receiver(), mempool=True))[-5:] == unconfirmed(chain, *txs)
+        height = mine(chain, pool, txs)
+        wait_for("the chain confirmed", lambda: f.at(height) and not f.listed())
+
+
+def test_a_missing_parent_is_skipped_counted_and_retried(kernel_copy, tmp_path):
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    with following(tmp_path / "p.db", chain, pool) as f:
+        parent = chain.transaction("parent", [chain.reserve.pop()], [("other",)])
+        child = chain.transaction("child", [chain.coin(parent.txid32, parent.payments[0].vout)], [("wallet", None)])
+        pool.accept(child.tx.serialize(), check=False)  # the node no longer gives its parent
+        polls = f.stats.mempool.polls
+        wait_for("a poll that skipped the child", lambda: f.stats.mempool.polls > polls + 1 and f.stats.mempool.missing == 1)
+        assert f.listed() == set()
+        pool.accept(parent.tx.serialize())
+        wait_for("the child retried", lambda: f.listed() == {parent.txid32, child.txid32})
+        assert f.stats.mempool.missing == 0
+
+
+def test_a_node_restarted_with_an_empty_mempool_empties_the_table(kernel_copy, tmp_path):
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    with following(tmp_path / "e.db", chain, pool) as f:
+        tx = chain.transaction("lost", [chain.reserve.pop()], [("wallet", None)])
+        pool.accept(tx.tx.serialize())
+        wait_for("the tx listed", lambda: f.listed() == {tx.txid32})
+        pool.restart()
+        wait_for("the table emptied", lambda: not f.listed())
+        pool.accept(tx.tx.serialize())  # rebroadcast
+        wait_for("the tx listed again", lambda: f.listed() == {tx.txid32})
+
+
+def test_a_reorg_brings_its_disconnected_tx_back_unconfirmed(kernel_copy, tmp_path):
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    with following(tmp_path / "g.db", chain, pool) as f:
+        reorg = kc.make_reorg(chain)
+        pool.chain_moved()
+        wait_for("the new branch indexed, the dropped tx listed", lambda: f.at(chain.tip_height) and f.listed() == {reorg.dropped.txid32})
+        assert rows(f.reader.scan(kc.TEST_WALLET.receiver(), mempool=True))[-1:] == unconfirmed(chain, reorg.dropped)
+        height = mine(chain, pool, [reorg.dropped])
+        wait_for("it confirmed again", lambda: f.at(height) and not f.listed())
+
+
+def test_the_table_is_rebuilt_after_a_restart_and_a_killed_syncs_rows_are_not_trusted(kernel_copy, tmp_path):
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    path = tmp_path / "k.db"
+    tx = chain.transaction("kept", [chain.reserve.pop()], [("wallet", None)])
+    pool.accept(tx.tx.serialize())
+    with following(path, chain, pool) as f:
+        wait_for("the tx listed", lambda: f.listed() == {tx.txid32})
+    with Index.open(path, readonly=True) as idx:
+        assert idx.mempool_tweaks().txs == () and idx.mempool_version() == 0  # a clean stop empties it
+    stale = (b"\x01" * 32, kc.TEST_WALLET.spend_pubkey33, b"\x02" * 64, b"\x00" * 4, b"\x03" * 32, b"\x00" * 8)
+    with Index.open(path) as idx:  # rows a killed sync left behind (it held the file; now nobody does)
+        idx._store.lock_writer()
+        idx._store.mempool_update([stale], [])
+        assert idx.mempool_tweaks().txs[0].txid32 == stale[0]
+    with Index.open(path, readonly=True) as idx:
+        assert idx.mempool_tweaks().txs == () and idx.mempool_version() == 0
+        assert len(sqlite3.connect(path).execute("SELECT * FROM mempool").fetchall()) == 1
+    with following(path, chain, pool) as f:
+        assert f.listed() == {tx.txid32}  # the first listing replaced the stale row
+
+
+def test_a_version_1_index_is_upgraded_by_a_writer_and_read_as_is_by_a_reader(kernel_index, tmp_path):
+    path = tmp_path / "v1.db"
+    path.write_bytes(kernel_index.read_bytes())
+    conn = sqlite3.connect(path)
+    conn.executescript("DROP TABLE mempool; UPDATE meta SET value = 1 WHERE key = 'format'; PRAGMA user_version = 1;")
+    conn.close()
+    with Index.open(path, readonly=True) as idx:
+        assert idx.mempool_tweaks().txs == () and idx.tip() is not None
+        before = [(m.height, m.txid32, m.vout) for m in idx.scan(kc.TEST_WALLET.receiver(), mempool=True)]
+    with Index.open(path):
+        pass
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.FORMAT_VERSION
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0] == store.FORMAT_VERSION
+    assert conn.execute("SELECT COUNT(*) FROM mempool").fetchone()[0] == 0
+    conn.close()
+    with Index.open(path, readonly=True) as idx:
+        assert [(m.height, m.txid32, m.vout) for m in idx.scan(kc.TEST_WALLET.receiver())] == before
+
+
+def test_the_pseudo_block_gives_the_blocks_own_rows(kernel_chain):
+    """The mempool's batch computes through block_index: a block's txs as a batch give the block's columns."""
+    from bitcoin.core import CBlock
+
+    from sp_scan import block
+
+    for h in range(101, kc.SAMPLE_TIP + 1):
+        raw, spent = kernel_chain.block(h), kernel_chain.spent(h)
+        txs = [t.serialize() for t in CBlock.deserialize(raw).vtx[1:]]
+        got = mempool.eligible_rows(txs, block.parse_spent(spent)[1:])
+        data = block.block_index(raw, spent)
+        assert [b"".join(r[i] for r in got) for i in range(6)] == [data.txids, data.tweaks33, data.tweaks64, data.out_vouts, data.out_keys, data.out_values]
