@@ -16,13 +16,23 @@ import struct
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from bitcoin.core import CBlock, CTransaction
 
 from sp_scan.block import RawTx, TxOut, parse_block, parse_tx, sha256d
 
 MEMPOOL_HEIGHT = 0x7FFFFFFF  # Core's height of a coin that exists only in the mempool
+PATIENCE = 120.0  # a failsafe for waits on events (a committed height, a listed tx), never a measured window
+
+
+def wait_for(what: str, condition: Callable[[], object]) -> object:
+    """Wait until condition() is truthy (checked every few ms) and return it; fail after PATIENCE."""
+    end = time.monotonic() + PATIENCE
+    while not (found := condition()):
+        assert time.monotonic() < end, f"gave up waiting for {what}"
+        time.sleep(0.01)
+    return found
 
 
 class Rejected(ValueError):

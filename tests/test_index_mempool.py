@@ -8,29 +8,19 @@ lists is compared with what the sender side recorded (payments, tweaks from priv
 from __future__ import annotations
 
 import contextlib
+import signal
 import sqlite3
+import subprocess
 import threading
-import time
-from collections.abc import Callable
 
 import pytest
 
 import kernelchain as kc
-from node_mempool import NodeMempool
+from node_mempool import PATIENCE, NodeMempool, wait_for
 from sp_scan.index import Index, mempool, store
 from sp_scan.node import RestNode, RpcNode
 
 INTERVAL = 0.05
-PATIENCE = 120.0  # a failsafe for waits on events (a committed height, a listed tx), never a measured window
-
-
-def wait_for(what: str, condition: Callable[[], object]) -> object:
-    """Wait until condition() is truthy (checked every few ms) and return it; fail after PATIENCE."""
-    end = time.monotonic() + PATIENCE
-    while not (found := condition()):
-        assert time.monotonic() < end, f"gave up waiting for {what}"
-        time.sleep(0.01)
-    return found
 
 
 class Following:
@@ -269,3 +259,57 @@ def test_the_pseudo_block_gives_the_blocks_own_rows(kernel_chain):
         got = mempool.eligible_rows(txs, block.parse_spent(spent)[1:])
         data = block.block_index(raw, spent)
         assert [b"".join(r[i] for r in got) for i in range(6)] == [data.txids, data.tweaks33, data.tweaks64, data.out_vouts, data.out_keys, data.out_values]
+
+
+def _record(tx: kc.TxRecord, p: kc.Payment) -> dict:
+    return {"height": None, "txid": tx.txid32[::-1].hex(), "vout": p.vout, "amount": p.amount, "output": p.output32.hex(), "tweak": p.tweak32.hex(), "label": p.label, "spent": False}
+
+
+def test_the_cli_syncs_the_mempool_and_scan_lists_it_with_height_null_also_with_wallets_and_dask(kernel_copy, tmp_path):
+    import distributed
+
+    from index_support import SYNC
+    from test_cli import invoke, json_lines
+    from test_index_wallets import write_wallets
+
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    db = tmp_path / "cli.db"
+    key = tmp_path / "wallet.scan"
+    key.write_text(kc.TEST_WALLET.scan_key32.hex() + "\n")
+    key_args = ["--scan-key-file", str(key), "--spend-pubkey", kc.TEST_WALLET.spend_pubkey33.hex(), "--label", "1", "--label", "7"]
+    tx = chain.transaction("cli", [chain.reserve.pop()], [("wallet", 7), ("other",)])
+    pool.accept(tx.tx.serialize())
+    with kc.rest_server(chain, mempool=pool) as node:
+        proc = subprocess.Popen([*SYNC, "--db", str(db), "--rest", node.url, "--follow", "--mempool", "--interval", "0.05"], stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for("the index file", db.exists)
+            with Index.open(db, readonly=True) as idx:
+                wait_for("the tx listed", lambda: [t.txid32 for t in idx.mempool_tweaks().txs] == [tx.txid32])
+            result = invoke("index", "scan", "--db", str(db), *key_args, "--mempool", "--json")
+            assert result.exit_code == 0, result.output
+            confirmed = [f.to_json() for f in chain.found()]
+            mine_ = [_record(tx, p) for p in tx.payments if p.wallet == "wallet"]
+            assert json_lines(result.stdout) == confirmed + mine_
+            table = invoke("index", "scan", "--db", str(db), *key_args, "--mempool")
+            assert table.stdout.splitlines()[-1].split()[:2] == ["-", tx.txid32[::-1].hex()]
+            wallets = write_wallets(tmp_path)
+            local = invoke("index", "scan", "--db", str(db), "--wallets", str(wallets), "--mempool", "--json")
+            assert local.exit_code == 0, local.output
+            rows = json_lines(local.stdout)
+            unconfirmed = [r for r in rows if r["height"] is None]
+            expected = [(p.vout, w, name) for p in tx.payments for w, name in enumerate(("wallet", "other", "late")) if p.wallet == ("other" if name == "other" else "wallet")]
+            assert [(r["vout"], r["wallet"]) for r in unconfirmed] == [(v, name) for v, _, name in sorted(expected)]  # vout, then wallet order
+            with distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0") as c:
+                dask = invoke("index", "scan", "--db", str(db), "--wallets", str(wallets), "--mempool", "--json", "--dask", c.scheduler_address, "--partition-blocks", "50")
+            assert dask.exit_code == 0, dask.output
+            assert dask.stdout == local.stdout
+            assert "--mempool lists what is unconfirmed" in invoke("index", "scan", "--db", str(db), *key_args, "--mempool", "--to", "5").stderr
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=PATIENCE)
+    assert proc.returncode == 0, err
+    with Index.open(db, readonly=True) as idx:
+        assert idx.mempool_tweaks().txs == ()
+    for args, needle in ((["--mempool"], "--mempool goes with --follow"), (["--follow", "--zmq", "tcp://127.0.0.1:1"], "--zmq goes with --mempool")):
+        result = invoke("index", "sync", "--db", str(tmp_path / "x.db"), "--rest", "http://127.0.0.1:1", *args)
+        assert result.exit_code == 2 and needle in result.stderr, result.output
