@@ -80,7 +80,7 @@ followed: blocks of a replaced branch are rolled back. The first height defaults
 
 With --follow --mempool, the index file also holds the node's mempool (its eligible txs, for `index scan
 --mempool`), polled every --interval, or followed through Core's ZMQ `sequence` topic with --zmq
-(-zmqpubsequence; pip install pyzmq) with a full poll every 6 intervals as a safety net. It is rebuilt
+(-zmqpubsequence; pip install 'sp-scan[zmq]') with a full poll every 6 intervals as a safety net. It is rebuilt
 from the node at each start and emptied when the sync stops.""")
 @DB_OPTION
 @click.argument("blocks", metavar="[BLOCK...]", nargs=-1)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import sqlite3
+import struct
 import subprocess
 import threading
 
 import pytest
 
 import kernelchain as kc
-from node_mempool import PATIENCE, NodeMempool, wait_for
+from node_mempool import MEMPOOL_HEIGHT, PATIENCE, NodeMempool, wait_for
 from sp_scan.index import Index, mempool, store
 from sp_scan.node import RestNode, RpcNode
 
@@ -313,3 +314,102 @@ def test_the_cli_syncs_the_mempool_and_scan_lists_it_with_height_null_also_with_
     for args, needle in ((["--mempool"], "--mempool goes with --follow"), (["--follow", "--zmq", "tcp://127.0.0.1:1"], "--zmq goes with --mempool")):
         result = invoke("index", "sync", "--db", str(tmp_path / "x.db"), "--rest", "http://127.0.0.1:1", *args)
         assert result.exit_code == 2 and needle in result.stderr, result.output
+
+
+def test_zmq_lists_a_tx_without_a_poll_falls_back_to_polling_when_it_drops_and_comes_back(kernel_copy, tmp_path, monkeypatch):
+    from node_mempool import ZmqPublisher
+
+    monkeypatch.setattr(mempool, "SAFETY_POLLS", 10**6)  # no safety listing during the test: only events and drops list
+    chain, publisher = kernel_copy, ZmqPublisher()
+    pool = NodeMempool(chain, zmq=publisher)
+    try:
+        with following(tmp_path / "z.db", chain, pool, zmq=publisher.url) as f:
+            wait_for("the ZMQ connection", lambda: f.stats.mempool.zmq == "connected")
+            warm = chain.transaction("warm-up", [chain.reserve.pop()], [("wallet", None)])
+            pool.accept(warm.tx.serialize())  # the first message after connecting lists the mempool once
+            wait_for("the warm-up tx listed", lambda: f.listed() == {warm.txid32})
+            polls, events = f.stats.mempool.polls, f.stats.mempool.events
+            fast = chain.transaction("fast", [chain.reserve.pop()], [("wallet", 1)])
+            pool.accept(fast.tx.serialize())
+            wait_for("the tx listed from its A message", lambda: f.listed() == {warm.txid32, fast.txid32})
+            assert f.stats.mempool.polls == polls and f.stats.mempool.events > events
+            pool.evict(fast.txid32)
+            wait_for("the evicted tx gone at its R message", lambda: f.listed() == {warm.txid32})
+            assert f.stats.mempool.polls == polls
+
+            publisher.drop()
+            wait_for("the drop noticed", lambda: f.stats.mempool.zmq == "polling")
+            late = chain.transaction("while-dropped", [chain.reserve.pop()], [("other",)])
+            pool.accept(late.tx.serialize())  # no message reaches the follower: polling finds it
+            wait_for("the tx listed by polling", lambda: late.txid32 in f.listed())
+            polls = f.stats.mempool.polls
+            wait_for("more polls while dropped", lambda: f.stats.mempool.polls > polls + 2)
+            assert [line for line in f.logged if "dropped" in line] == [f"sp-scan: ZMQ {publisher.url} dropped; polling the mempool every {INTERVAL:g} s until it is back"]
+
+            publisher.restart()  # a restarted node: numbering from 0, the mempool kept here
+            wait_for("the reconnection", lambda: f.stats.mempool.zmq == "connected")
+            assert f.logged[-1] == f"sp-scan: ZMQ {publisher.url} is back"
+            height = mine(chain, pool, [warm, late])  # C: the loop syncs the block, then lists again
+            wait_for("the block indexed, the mempool empty", lambda: f.at(height) and not f.listed())
+    finally:
+        publisher.close()
+
+
+def test_rest_and_rpc_mempool_calls_answer_alike_in_cores_formats(kernel_copy):
+    """getutxos without checkmempool still gives an output a mempool tx spends; with it, the mempool's view."""
+    import json
+    import urllib.request
+
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    coin = chain.reserve.pop()
+    parent = chain.transaction("parent", [coin], [("other",), ("wallet", None)])
+    pool.accept(parent.tx.serialize())
+    confirmed = [op for op, (h, _, _) in list(pool.utxo_set().items())[:19]]
+    spent = coin.outpoint.hash + coin.outpoint.n.to_bytes(4, "little")  # confirmed, spent by the mempool tx
+    unknown = b"\x07" * 32 + b"\x00" * 4
+    in_mempool = parent.txid32 + b"\x00" * 4  # only in the mempool
+    outpoints = [*confirmed[:7], spent, unknown, in_mempool, *confirmed[7:]]
+    with kc.rest_server(chain, mempool=pool) as rest, kc.rpc_server(chain, mempool=pool) as rpc:
+        nodes = (RestNode(rest.url), RpcNode(rpc.url, user="user", password="pass"))
+        answers = [n.utxos(outpoints) for n in nodes]
+        assert answers[0] == answers[1]
+        utxos = pool.utxo_set()
+        assert answers[0] == [utxos[op][1] if op in utxos else None for op in outpoints]
+        assert answers[0][7] is not None and answers[0][8] is None and answers[0][9] is None
+        assert sum(1 for r in rest.requests if r.startswith("/rest/getutxos/")) == 2  # 23 outpoints: 15 + 8
+        assert [n.mempool_txids() for n in nodes] == [[parent.txid32]] * 2
+        assert [n.transactions([parent.txid32, unknown[:32]]) for n in nodes] == [{parent.txid32: parent.tx.serialize()}] * 2
+
+        def get(path: str) -> tuple[int, bytes]:
+            try:
+                with urllib.request.urlopen(rest.url + path) as reply:
+                    return reply.status, reply.read()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read()
+
+        def op_text(op: bytes) -> str:
+            return f"{op[:32][::-1].hex()}-{int.from_bytes(op[32:], 'little')}"
+
+        four = "/".join(op_text(op) for op in (confirmed[0], spent, unknown, in_mempool))
+        status, body = get(f"/rest/getutxos/{four}.json")
+        reply = json.loads(body)
+        assert status == 200 and reply["bitmap"] == "1100" and len(reply["utxos"]) == 2 and reply["chainHeight"] == chain.tip_height
+        assert json.loads(get(f"/rest/getutxos/checkmempool/{four}.json")[1])["bitmap"] == "1001"  # the mempool's view
+        raw = get(f"/rest/getutxos/checkmempool/{four}.bin")[1]
+        assert raw[:4] == chain.tip_height.to_bytes(4, "little") and raw[4:36] == chain.tip_hash and raw[36:38] == b"\x01\x09"
+        height0, out0, _ = utxos[confirmed[0]]
+        coins = struct.pack("<II", 0, height0) + out0.to_bytes() + struct.pack("<II", 0, MEMPOOL_HEIGHT) + parent.tx.vout[0].serialize()
+        assert raw[38:] == b"\x02" + coins  # CCoin: u32 0, u32 height (a mempool coin's is 0x7fffffff), CTxOut
+        assert get(f"/rest/getutxos/{four}.hex")[1].strip() == get(f"/rest/getutxos/{four}.bin")[1].hex().encode()
+        too_many = "/".join(op_text(op) for op in confirmed[:16])
+        assert get(f"/rest/getutxos/{too_many}.bin") == (400, b"Error: max outpoints exceeded (max: 15, tried: 16)\r\n")
+        assert get("/rest/getutxos/nothex-0.bin") == (400, b"Parse error\r\n")
+        assert get("/rest/getutxos.bin") == (400, b"Error: empty request\r\n")
+        assert json.loads(get("/rest/mempool/contents.json?verbose=false&mempool_sequence=true")[1]) == {"txids": [parent.txid32[::-1].hex()], "mempool_sequence": pool.sequence}
+        entry = json.loads(get("/rest/mempool/contents.json")[1])[parent.txid32[::-1].hex()]
+        assert entry["depends"] == [] and entry["spentby"] == [] and entry["fees"]["base"] > 0
+        assert json.loads(get("/rest/mempool/info.json")[1])["size"] == 1
+        assert get("/rest/mempool/contents.json?verbose=true&mempool_sequence=true")[0] == 400
+        assert get("/rest/mempool/other.json")[0] == 400
+        assert get(f"/rest/tx/{unknown[:32][::-1].hex()}.bin") == (404, f"{unknown[:32][::-1].hex()} not found\r\n".encode())
+        assert get(f"/rest/tx/{parent.txid32[::-1].hex()}.hex")[1] == parent.tx.serialize().hex().encode() + b"\n"

@@ -357,7 +357,7 @@ class ZmqSequence:
         try:
             import zmq
         except ImportError:
-            raise NodeError("--zmq needs pyzmq: pip install pyzmq") from None
+            raise NodeError("--zmq needs pyzmq: pip install 'sp-scan[zmq]'") from None
         self._zmq = zmq
         self.url = url
         self.connected = self.dropped = False
