@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import multiprocessing
+import os
 import signal
 import sys
 import time
@@ -27,8 +29,20 @@ class _Terminated(Exception):
     """SIGTERM during a sync."""
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise _Terminated
+def _on_stop(signum: int, frame: object) -> None:
+    """The first Ctrl-C or SIGTERM: the sync unwinds (its workers are killed) and says where the index is."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _exit_now)
+    raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
+
+
+def _exit_now(signum: int, frame: object) -> None:
+    """A second Ctrl-C or SIGTERM: exit at once (130 or 143); the index is as of its last commit."""
+    for child in multiprocessing.active_children():
+        child.kill()
+    sys.stderr.write("sp-scan: stopped at once; the index is as of its last committed block (sync again to resume)\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 @click.group(help="""A tweak index: every block's silent-payments data computed once and kept in a file.
@@ -59,7 +73,13 @@ def _source(blocks, network, rest_url, rpc_url, rpc_cookie, rpc_user, existing: 
 
 
 def _show_progress(progress: Progress):
+    behind: list[int | None] = [None]
+
     def show(stats: SyncStats) -> None:
+        if stats.behind is not None and behind[0] is None:
+            progress.close()
+            click.echo(f"sp-scan: the node's chain ends at height {stats.behind}, below the index's tip {stats.height}; waiting for it", err=True)
+        behind[0] = stats.behind
         progress.total = max(stats.target - stats.start + 1, stats.blocks)
         rate = stats.txs / max(time.monotonic() - stats.began, 1e-9)
         label = f"height {stats.height}  {rate:,.0f} tx/s" + ("  (waiting for blocks)" if stats.waiting else "")
@@ -113,7 +133,7 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, star
             existing.close()
         raise
     progress = Progress(0, sys.stderr, sys.stderr.isatty())
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = {s: signal.signal(s, _on_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     code = 0
     try:
         stats = idx.sync(
@@ -133,7 +153,8 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, star
         at = f"at height {tip[0]} ({tip[1][::-1].hex()})" if tip else "empty"
         click.echo(f"index {at}: {stats.blocks} block(s), {stats.txs} transaction(s) added{reorgs}")
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         idx.close()
     ctx.exit(code)
 

@@ -72,6 +72,13 @@ def _txids(listed: object, what: str) -> list[bytes]:
         raise NodeError(str(exc)) from None
 
 
+def _tip_height(height: int, what: str) -> int:
+    """A node's tip height, refused when negative (Core counts from its genesis block, height 0)."""
+    if height < 0:
+        raise NodeError(f"{what} is {height}, not a height")
+    return height
+
+
 def _first_line(data: bytes) -> str:
     text = data.decode("utf-8", "replace").strip().splitlines()
     return text[0][:_MAX_ERROR_TEXT] if text else ""
@@ -121,7 +128,7 @@ class RestNode:
 
     def tip_height(self) -> int:
         """The height of the node's best block (`/rest/chaininfo.json`)."""
-        return self._chaininfo("blocks", int)
+        return _tip_height(self._chaininfo("blocks", int), "REST /rest/chaininfo.json: `blocks`")
 
     def block_hash(self, height: int) -> str:
         """The display-hex hash of the active chain's block at `height`."""
@@ -382,9 +389,9 @@ class RpcNode:
     def tip_height(self) -> int:
         """The height of the node's best block (`getblockcount`)."""
         height = self.call("getblockcount")
-        if not isinstance(height, int):
+        if not isinstance(height, int) or isinstance(height, bool):
             raise NodeError("RPC getblockcount: not an integer")
-        return height
+        return _tip_height(height, "RPC getblockcount")
 
     def block_hash(self, height: int) -> str:
         """The display-hex hash of the block at `height` (`getblockhash`)."""

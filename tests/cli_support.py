@@ -101,6 +101,38 @@ class Chain:
         return out
 
 
+class Misreported:
+    """`chain` whose node reports its tip at another height than it holds (a broken node or proxy: `"blocks": -5`)."""
+
+    def __init__(self, chain: ChainView, height: int) -> None:
+        self.chain, self.height = chain, height
+
+    def best(self) -> tuple[int, bytes]:
+        return self.height, self.chain.best()[1]
+
+    def hash_at(self, height: int) -> bytes | None:
+        return self.chain.hash_at(height)
+
+    def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes | None] | None:
+        return self.chain.lookup(hash32)
+
+
+class StaleHeights:
+    """`chain` behind a cache that answers the block hash at some heights from another branch (a stale proxy)."""
+
+    def __init__(self, chain: ChainView, stale: ChainView, heights: set[int]) -> None:
+        self.chain, self.stale, self.heights = chain, stale, heights
+
+    def best(self) -> tuple[int, bytes]:
+        return self.chain.best()
+
+    def hash_at(self, height: int) -> bytes | None:
+        return (self.stale if height in self.heights else self.chain).hash_at(height)
+
+    def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes | None] | None:
+        return self.chain.lookup(hash32) or self.stale.lookup(hash32)
+
+
 def spending_chain(length: int, fork: Chain | None = None, fork_height: int = 0, salt: int = 0) -> Chain:
     """A chain of blocks paying the vectors' first wallet, where every third block spends earlier taproot outputs.
 
@@ -151,6 +183,13 @@ class _Base(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def gate(self, height: int) -> None:
+        """Hold a request for a block hash at `height` or above while the server holds them (see NodeServer.hold)."""
+        server = self.server
+        if server.hold_from is not None and height >= server.hold_from:
+            server.held.set()
+            server.released.wait()
 
     def answering(self) -> bool:
         """False once the server was told to stop answering: the connection is then closed unanswered."""
@@ -283,6 +322,7 @@ class RestHandler(_Base):
     def blockhashbyheight(self, chain: ChainView, param: str, fmt: str) -> None:
         if not param.isdigit():
             return self.error(400, f"Invalid height: {param}")
+        self.gate(int(param))
         hash32 = chain.hash_at(int(param))
         if hash32 is None:
             return self.error(404, "Block height out of range")
@@ -367,6 +407,7 @@ class RpcHandler(_Base):
             height, hash32 = chain.best()
             return {"chain": "regtest", "blocks": height, "headers": height, "bestblockhash": hash32[::-1].hex()}
         if method == "getblockhash":
+            self.gate(params[0])
             hash32 = chain.hash_at(params[0])
             if hash32 is None:
                 raise LookupError(-8, "Block height out of range")
@@ -463,6 +504,8 @@ class NodeServer:
         self.httpd.requests = []
         self.httpd.lock = threading.Lock()
         self.httpd.budget = None
+        self.httpd.hold_from = None
+        self.httpd.held, self.httpd.released = threading.Event(), threading.Event()
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
@@ -485,7 +528,24 @@ class NodeServer:
         with self.httpd.lock:
             self.httpd.budget = None
 
+    def hold(self, height: int) -> None:
+        """Hang every request for the block hash at `height` or above (a node that stops answering without
+        closing the connection) until `release`; `held` is set once one hangs."""
+        self.httpd.released.clear()
+        self.httpd.held.clear()
+        self.httpd.hold_from = height
+
+    @property
+    def held(self) -> threading.Event:
+        return self.httpd.held
+
+    def release(self) -> None:
+        """Answer the held requests and hold no more."""
+        self.httpd.hold_from = None
+        self.httpd.released.set()
+
     def stop(self) -> None:
+        self.release()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)

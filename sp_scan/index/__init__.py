@@ -396,14 +396,19 @@ class Index:
         """Bring the index to the source's tip (or `stop`), following reorgs; with `follow`, keep polling.
 
         Each block is committed in one transaction with the new tip, so a killed sync resumes where
-        it stopped. Several blocks are fetched and computed in `jobs` worker processes.
+        it stopped. Several blocks are fetched and computed in `jobs` worker processes, killed on
+        any exit (an interrupt included), so a stop never waits for the node. A source never
+        shrinks the index: blocks are rolled back only for a competing branch at least as long
+        as the index's; a shorter node is waited for (`follow`) or refused; block files must
+        extend the index.
 
         Args:
             source: a `RestNode`, `RpcNode` or `BlockFiles`.
             start: the first height of an empty index (default: taproot activation on main, else 0,
                 or the lowest block file); on a non-empty index it must be its first height.
             stop: the last height (default: the source's tip, re-read every round).
-            follow: poll for new blocks every `interval` seconds until interrupted.
+            follow: poll for new blocks every `interval` seconds until interrupted (and wait for a node
+                whose chain is shorter than the index's).
             jobs: worker processes.
             retry: how a failing source is retried before giving up.
             progress: called with the stats after each committed block (and while waiting).
@@ -421,8 +426,11 @@ class Index:
             ValueError: mempool without follow or without a node, or zmq without mempool.
             IndexStoreError: another network, another first height, or another sync is writing the file.
             HeightError: stop is beyond the source's tip (without follow).
-            NodeError: the source fails after the retries; the message names the height to resume at.
+            NodeError: the source fails after the retries, is behind the index (without follow), serves
+                blocks that do not link, or is block files that do not extend the index; the message
+                names the height to resume at.
             MalformedDataError, PrevoutsError: a block or its spent outputs do not parse.
+            WorkerDiedError: a worker process was killed.
         """
         if zmq is not None and not mempool:
             raise ValueError("zmq goes with mempool=True")
