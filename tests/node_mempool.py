@@ -57,6 +57,7 @@ class NodeMempool:
         self.lock = threading.RLock()
         self.txs: OrderedDict[bytes, tuple[bytes, RawTx, float]] = OrderedDict()  # txid32 -> (raw, parsed, time)
         self.sequence = 1  # Core's mempool sequence starts at 1
+        self.spent_by: dict[bytes, bytes] = {}
         self._utxos: tuple[bytes, dict[bytes, tuple[int, TxOut, bool]]] | None = None
         self._seen = self._active()
 
@@ -87,7 +88,8 @@ class NodeMempool:
     # ---- changes ----
 
     def _spenders(self) -> dict[bytes, bytes]:
-        return {i.outpoint.to_bytes(): t for t, (_, tx, _) in self.txs.items() for i in tx.inputs}
+        """outpoint36 -> the mempool tx spending it (kept up to date as txs come and go)."""
+        return self.spent_by
 
     def accept(self, raw: bytes, *, replace: bool = False, check: bool = True) -> bytes:
         """Add a tx (announced with A); return its txid32.
@@ -117,6 +119,7 @@ class NodeMempool:
                     if op.to_bytes() not in utxos and (parent is None or op.vout >= len(parent[1].outputs)):
                         raise Rejected("missing-inputs")
             self.txs[tx.txid32] = (raw, tx, time.time())
+            self.spent_by.update((i.outpoint.to_bytes(), tx.txid32) for i in tx.inputs)
             self._announce(tx.txid32, "A")
             return tx.txid32
 
@@ -130,8 +133,12 @@ class NodeMempool:
             return
         for child in [t for t, (_, tx, _) in self.txs.items() if any(i.outpoint.txid32 == txid32 for i in tx.inputs)]:
             self._remove(child)
-        del self.txs[txid32]
+        self._forget(txid32)
         self._announce(txid32, "R")
+
+    def _forget(self, txid32: bytes) -> None:
+        for i in self.txs.pop(txid32)[1].inputs:
+            self.spent_by.pop(i.outpoint.to_bytes(), None)
 
     def _announce(self, txid32: bytes, label: str) -> None:
         self.sequence += 1
@@ -142,6 +149,7 @@ class NodeMempool:
         """The node restarted without its mempool file: empty, sequence from 1, ZMQ numbering from 0."""
         with self.lock:
             self.txs.clear()
+            self.spent_by.clear()
             self.sequence = 1
             if self.zmq is not None:
                 self.zmq.restart()
@@ -166,7 +174,7 @@ class NodeMempool:
             self._seen = active
             spent = self._chain_spends(active[fork:])
             for t in [t for t in self.txs if t in mined]:
-                del self.txs[t]
+                self._forget(t)
                 self.sequence += 1  # Core counts removals for a block, without a message
             for t, (_, tx, _) in list(self.txs.items()):
                 if t in self.txs and any(i.outpoint.to_bytes() in spent for i in tx.inputs):
