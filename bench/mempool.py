@@ -26,6 +26,7 @@ import os
 import random
 import resource
 import statistics
+import struct
 import sys
 import tempfile
 import threading
@@ -35,12 +36,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bitcoin.core import CBlock, COutPoint, CTransaction, CTxIn, CTxInWitness, CTxOut, CTxWitness, CMutableTransaction  # noqa: E402
+from bitcoin.core import CMutableTransaction, COutPoint, CTxIn, CTxInWitness, CTxOut, CTxWitness  # noqa: E402
 from bitcoin.core.script import CScript, CScriptWitness  # noqa: E402
 from coincurve import PrivateKey  # noqa: E402
 
 from sp_scan import native  # noqa: E402
-from sp_scan.block import sha256d  # noqa: E402
+from sp_scan.block import TxOut, compact_size, sha256d  # noqa: E402
 from sp_scan.crypto import hash160  # noqa: E402
 
 KEYS = [PrivateKey(hashlib.sha256(b"bench mempool %d" % n).digest()) for n in range(64)]
@@ -53,21 +54,23 @@ class BenchChain:
         outs = []
         for i in range(n):
             pub = KEYS[i % len(KEYS)].public_key.format()
-            script = CScript(b"\x00\x14" + hash160(pub)) if i % 2 else CScript(b"\x51\x20" + pub[1:])
-            outs.append(CTxOut(100_000 + i, script))
-        genesis = self._block(b"\x00" * 32, [CTxOut(0, CScript(b"\x6a"))], 0)
+            outs.append(TxOut(100_000 + i, b"\x00\x14" + hash160(pub) if i % 2 else b"\x51\x20" + pub[1:]))
+        genesis = self._block(b"\x00" * 32, [TxOut(0, b"\x6a")], 0)
         funding = self._block(sha256d(genesis[:80]), outs, 1)
         self.blocks = [genesis, funding]
         self.hashes = [sha256d(b[:80]) for b in self.blocks]
-        coinbase = CBlock.deserialize(funding).vtx[0]
-        self.funding = [(coinbase.GetTxid(), i, o) for i, o in enumerate(coinbase.vout)]
+        txid = sha256d(funding[81:])  # the block's only tx
+        self.funding = [(txid, i, CTxOut(o.amount, CScript(o.script))) for i, o in enumerate(outs)]
 
     @staticmethod
     def _block(prev: bytes, outs: list, height: int) -> bytes:
-        cb = CTransaction([CTxIn(COutPoint(), CScript([height, b"bench"]), 0xFFFFFFFF)], outs, nVersion=2)
-        blk = CBlock(nVersion=0x20000000, hashPrevBlock=prev, nTime=1_700_000_000 + height, nBits=0x207FFFFF, vtx=[cb])
-        blk = CBlock(nVersion=blk.nVersion, hashPrevBlock=prev, hashMerkleRoot=blk.calc_merkle_root(), nTime=blk.nTime, nBits=blk.nBits, vtx=[cb])
-        return blk.serialize()
+        """A one-tx block: its coinbase (no witness) pays `outs`; its merkle root is that tx's id."""
+        coinbase = b"".join([
+            struct.pack("<I", 2), b"\x01", b"\x00" * 32, b"\xff" * 4, b"\x02\x01" + bytes([height]), b"\xff" * 4,
+            compact_size(len(outs)), *(o.to_bytes() for o in outs), b"\x00" * 4,
+        ])  # fmt: skip
+        header = struct.pack("<I", 0x20000000) + prev + sha256d(coinbase) + struct.pack("<III", 1_700_000_000 + height, 0x207FFFFF, 0)
+        return header + b"\x01" + coinbase
 
     def best(self):
         return len(self.blocks) - 1, self.hashes[-1]
