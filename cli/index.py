@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -94,9 +95,11 @@ def _show_progress(progress: Progress):
 @index.command(help="""Fetch blocks from Bitcoin Core (or BLOCK files with their spent outputs) into the index.
 
 Creates --db when it does not exist (the network comes from the node, or --network for files). Each block
-is committed with the new tip, so an interrupted or killed sync resumes where it stopped. Reorgs are
-followed: blocks of a replaced branch are rolled back. The first height defaults to taproot activation
-(709,632) on mainnet and 0 elsewhere (the lowest file's height for BLOCK files).
+is committed with the new tip, so an interrupted or killed sync resumes where it stopped (a second Ctrl-C
+or SIGTERM exits at once). Reorgs are followed: blocks of a competing branch at least as long as the index
+replace its own; a node behind the index is waited for with --follow and refused otherwise, and BLOCK files
+must extend the index. The first height defaults to taproot activation (709,632) on mainnet and 0 elsewhere
+(the lowest file's height for BLOCK files).
 
 With --follow --mempool, the index file also holds the node's mempool (its eligible txs, for `index scan
 --mempool`), polled every --interval, or followed through Core's ZMQ `sequence` topic with --zmq
@@ -108,7 +111,7 @@ from the node at each start and emptied when the sync stops.""")
 @click.option("--network", type=click.Choice(NETWORKS), help="The network of BLOCK files (a node names its own).")
 @click.option("--from", "start", type=click.IntRange(min=0), metavar="H", help="First height of a new index.")
 @click.option("--to", "stop", type=click.IntRange(min=0), metavar="H", help="Last height (default: the node's tip).")
-@click.option("--follow", is_flag=True, help="Keep polling for new blocks until Ctrl-C or SIGTERM.")
+@click.option("--follow", is_flag=True, help="Keep polling for new blocks (and wait for a node behind the index) until Ctrl-C or SIGTERM.")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between polls with --follow.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes fetching and computing blocks.")
 @click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing node call (0.5 s, doubling) before giving up.")
@@ -172,6 +175,19 @@ keys travel to the scheduler and workers, so a scheduler on another machine must
 --dask-tls-ca/--dask-tls-cert/--dask-tls-key or Dask's configuration) unless --insecure is given."""
 
 
+DASK_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class _DaskLines(logging.Handler):
+    """Dask's log records as one line each on stderr: `sp-scan: dask LEVEL: message` (no traceback)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(f"sp-scan: dask {record.levelname.lower()}: {' '.join(record.getMessage().split())}", err=True)
+        except Exception:  # noqa: BLE001  (logging's contract: a failing handler reports, never raises)
+            self.handleError(record)
+
+
 @index.command("scan", help=f"""Find every indexed output paying the wallet, in block order, with its spent status.
 
 JSON Lines: {{"height", "txid", "vout", "amount", "output", "tweak", "label", "spent"}} (amount in sats,
@@ -196,8 +212,9 @@ block found meanwhile is scanned first).
 @click.option("--dask-tls-cert", metavar="F", help="This client's certificate (PEM), signed by that CA.")
 @click.option("--dask-tls-key", metavar="F", help="The private key (PEM) of --dask-tls-cert.")
 @click.option("--insecure", is_flag=True, help="Allow --dask tcp:// to another machine: the scan keys cross the network in the clear.")
+@click.option("--dask-log-level", type=click.Choice(DASK_LOG_LEVELS), default="error", show_default=True, help="Show Dask's own log lines from this level on (a lost worker logs warnings; its tasks run again).")
 @click.option("--mempool", is_flag=True, help="Then the unconfirmed payments in the node's mempool (height null), as a running `index sync --follow --mempool` keeps it.")
-def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure, mempool):
+def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure, dask_log_level, mempool):
     cluster = _cluster(dask_address, (dask_tls_ca, dask_tls_cert, dask_tls_key), insecure)
     if mempool and stop is not None:
         raise click.UsageError("--mempool lists what is unconfirmed above the tip: it does not go with --to")
@@ -224,6 +241,7 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
             matches = idx.scan_wallets(receivers, start, stop, jobs, partition_blocks, starts=starts, progress=show, mempool=mempool)
         else:
             tls = cluster.security(dask_tls_ca, dask_tls_cert, dask_tls_key) if dask_tls_ca else None
+            stack.enter_context(cluster.dask_logs(_DaskLines(), getattr(logging, dask_log_level.upper())))
             client = stack.enter_context(cluster.connect(dask_address, tls=tls, insecure=insecure))
             matches = cluster.scan(client, idx, receivers, start, stop, starts=starts, threads=jobs, partition_blocks=partition_blocks, progress=show, mempool=mempool)
         stack.enter_context(contextlib.closing(matches))  # on any exit, its cleanup runs before the client and index close
@@ -281,9 +299,13 @@ def _cluster(address: str | None, tls_files: tuple[str | None, ...], insecure: b
 @index.command(help="""Describe the index: network, heights, tip hash, transactions, size on disk.""")
 @DB_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def info(db, as_json):
+@click.option("--check", is_flag=True, help='Check the whole file first (SQLite\'s quick_check and every row); "check": "ok" or exit 2 naming the first problem.')
+def info(db, as_json, check):
     with Index.open(db, readonly=True) as idx:
+        checked = idx.check() if check else None
         record = idx.info()
+    if check:
+        record["check"] = "ok"
     if as_json:
         click.echo(json.dumps(record))
         return
@@ -295,6 +317,7 @@ def info(db, as_json):
         ("blocks", f"{record['blocks']:,}"),
         ("transactions", f"{record['transactions']:,} ({record['eligible_transactions']:,} eligible)"),
         ("size on disk", f"{record['bytes']:,} bytes"),
+        *([("check", f"ok ({checked:,} blocks)")] if check else []),
     ]
     for name, value in rows:
         click.echo(f"{name:<14}{'-' if value is None else value}")

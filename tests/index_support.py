@@ -74,6 +74,40 @@ def content(path: Path) -> dict[str, list]:
         conn.close()
 
 
+def living_children(pid: int) -> list[int]:
+    """The pids of the process's children that have not ended (zombies count as ended), from Linux's /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, ppid = stat.read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile
+        if int(ppid) == pid and state != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def ended(pid: int) -> bool:
+    """True once the process is gone or a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+_AS_A_USER = """
+import ctypes, os, sys
+if os.geteuid() == 0:  # root ignores file modes: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH for the command
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP: gone from the command exec'd next
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+os.execv(sys.executable, [sys.executable, "-m", "sp_scan.cli", *sys.argv[1:]])
+"""
+AS_A_USER = [sys.executable, "-c", _AS_A_USER]
+"""`sp-scan` in a new process that file modes bind even when the tests run as root (a read-only directory is read-only)."""
+
+
 SYNC = [sys.executable, "-c", "from sp_scan.cli import main; main()", "index", "sync"]
 """`sp-scan index sync` in a new process."""
 

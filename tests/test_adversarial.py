@@ -115,12 +115,14 @@ BACKENDS = {
 
 
 def assert_every_backend_raises(error: type[SPError], block_bytes: bytes, spent_bytes: bytes, seconds: float = 1.0) -> None:
+    """Each backend raises exactly `error`, spending less than `seconds` of CPU on it (CPU time: what the input
+    costs, whatever else the machine runs)."""
     for name, f in BACKENDS.items():
-        start = time.perf_counter()
+        start = time.process_time()
         with pytest.raises(error) as caught:
             f(block_bytes, spent_bytes)
         assert type(caught.value) is error, (name, caught.value)  # the exact class, not a subclass
-        assert time.perf_counter() - start < seconds, name
+        assert time.process_time() - start < seconds, name
 
 
 def invoke(*args: str, env: dict | None = None, input: str | None = None):
@@ -165,9 +167,9 @@ def huge_tx():
 def test_a_23250_output_tx_with_2323_change_label_matches_scans_in_bounded_time(huge_tx):
     raw, prev, inputs, outputs32, paid = huge_tx
     assert native.ENABLED
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the bound holds on a loaded machine too
     found = scan.scan_tx(inputs, outputs32, RECEIVER)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert len(found) == scan.K_MAX == 2323
     assert {f.output32 for f in found} == set(paid) and {f.label for f in found} == {0}
     assert elapsed < 10, elapsed
@@ -177,9 +179,9 @@ def test_a_23250_output_tx_with_2323_change_label_matches_scans_in_bounded_time(
 def test_the_23250_output_tx_in_a_block_scans_in_bounded_time_from_the_library_and_the_cli(huge_tx, tmp_path):
     raw, prev, _, _, paid = huge_tx
     block_bytes, spent_bytes = make_block(raw), spent_for(prev)
-    start = time.perf_counter()
+    start = time.process_time()
     found = block.scan(block_bytes, spent_bytes, RECEIVER)
-    assert time.perf_counter() - start < 10
+    assert time.process_time() - start < 10
     assert len(found) == 2323 and {m.found.output32 for m in found} == set(paid)
     assert [m.vout for m in found] == sorted(m.vout for m in found)
     result = invoke(*scan_args(write(tmp_path, "huge", block_bytes, spent_bytes)), env=KEY_ENV)
@@ -199,9 +201,9 @@ def test_the_10000_byte_p2pkh_script_sig_gives_the_key_from_both_backends_quickl
     spk = b"\x76\xa9\x14" + crypto.hash160(key33) + b"\x88\xac"
     assert len(sig) == 10_000
     for f in (extract.input_pubkey, extract.input_pubkey_reference):
-        start = time.perf_counter()
+        start = time.process_time()
         assert f(spk, sig, ()) == key33
-        assert time.perf_counter() - start < 0.5
+        assert time.process_time() - start < 0.5
 
 
 def test_a_10000_byte_script_sig_without_the_key_or_with_a_truncated_tail_gives_none():

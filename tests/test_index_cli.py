@@ -9,11 +9,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
-from cli_support import NodeServer, RestHandler, closed_port_url, load_cli, spending_chain
-from index_support import SCAN_HEX, SPEND_HEX, WALLET, write_files
+from cli_support import Chain, Misreported, NodeServer, RestHandler, RpcHandler, StaleHeights, closed_port_url, load_cli, spending_chain
+from index_support import AS_A_USER, SCAN_HEX, SPEND_HEX, SYNC, WALLET, committed_tip, content, ended, living_children, wait_until, write_files
 from sp_scan import block
 from sp_scan.index import Index, SyncStats
 from test_cli import assert_fails, invoke, json_lines
@@ -193,16 +194,11 @@ def test_index_scan_outside_the_indexed_heights_is_one_line_exit_2(db, key):
 
 def test_sigterm_stops_a_following_sync_cleanly(tmp_path):
     path = tmp_path / "follow.db"
-    code = "from sp_scan.cli import main; main()"
     with NodeServer(RestHandler, CHAIN) as rest:
-        proc = subprocess.Popen([sys.executable, "-c", code, "index", "sync", "--db", str(path), "--rest", rest.url, "--follow", "--interval", "0.1"], stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if path.exists() and (tip := Index.open(path, readonly=True).tip()) and tip[0] == CHAIN.tip:
-                break
-            time.sleep(0.05)
+        proc = subprocess.Popen([*SYNC, "--db", str(path), "--rest", rest.url, "--follow", "--interval", "0.1"], stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: committed_tip(path) == CHAIN.tip, proc, "the sync reached the node's tip")
         proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=20)
+        _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert stderr.strip() == f"sp-scan: stopped; the index is at height {CHAIN.tip} (sync again to resume)"
 
@@ -215,3 +211,208 @@ def test_sync_progress_shows_height_rates_and_eta():
     line = stream.getvalue()
     assert "5/11 blocks (45%)" in line and "0.50 blocks/s" in line and "ETA 0:00:12" in line
     assert "height 104" in line and " tx/s" in line
+
+
+# ---- a source behind the index never shrinks it ----
+
+
+def node_args(kind: str, server: NodeServer) -> list[str]:
+    return ["--rest", server.url] if kind == "rest" else ["--rpc", server.url, "--rpc-user", "u:p"]
+
+
+@pytest.mark.parametrize("kind", ["rest", "rpc"])
+@pytest.mark.parametrize(
+    "node_chain",
+    [Chain(blocks=CHAIN.blocks[:2]), spending_chain(4, CHAIN, fork_height=3, salt=5), Misreported(CHAIN, -5)],
+    ids=["a node at height 1 under an index from 2", "a shorter branch", "blocks -5"],
+)
+def test_sync_from_a_node_behind_the_index_exits_2_and_keeps_every_block(tmp_path, files, kind, node_chain):
+    path = tmp_path / "b.db"
+    assert invoke("index", "sync", "--db", str(path), "--network", "regtest", "--from", "2", *map(str, files[2:])).exit_code == 0
+    before = content(path)
+    handler = RestHandler if kind == "rest" else RpcHandler
+    with NodeServer(handler, node_chain, credentials="u:p") as server:
+        line = assert_fails(invoke("index", "sync", "--db", str(path), *node_args(kind, server), "--retries", "0"), f"intact up to height {CHAIN.tip}")
+    assert f"below the index's tip {CHAIN.tip}" in line or "is -5, not a height" in line
+    assert content(path) == before
+
+
+def test_block_files_below_the_index_tip_exit_2_and_keep_every_block(tmp_path, files, db):
+    path = tmp_path / "f.db"
+    path.write_bytes(db.read_bytes())
+    line = assert_fails(invoke("index", "sync", "--db", str(path), "--network", "regtest", *map(str, files[:3])), "never roll it back")
+    assert f"the block files end at height 2, below the index's tip {CHAIN.tip}" in line
+    assert content(path) == content(db)
+
+
+@pytest.mark.parametrize("kind", ["rest", "rpc"])
+def test_sync_follow_waits_for_a_node_behind_saying_so_then_goes_on_when_it_catches_up(tmp_path, db, kind):
+    path = tmp_path / "w.db"
+    path.write_bytes(db.read_bytes())
+    longer = spending_chain(len(CHAIN.blocks) + 2, CHAIN, fork_height=len(CHAIN.blocks))
+    handler = RestHandler if kind == "rest" else RpcHandler
+    with NodeServer(handler, Chain(blocks=CHAIN.blocks[:3]), credentials="u:p") as server:
+        args = [*SYNC, "--db", str(path), *node_args(kind, server), "--follow", "--interval", "0.05"]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            line = proc.stderr.readline()  # the event: the sync says it waits
+            assert line.strip() == f"sp-scan: the node's chain ends at height 2, below the index's tip {CHAIN.tip}; waiting for it"
+            assert committed_tip(path) == CHAIN.tip
+            server.httpd.chain = longer
+            wait_until(lambda: committed_tip(path) == longer.tip, proc, "the sync reached the node's new tip")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+    assert rest.strip() == f"sp-scan: stopped; the index is at height {longer.tip} (sync again to resume)"
+
+
+@pytest.mark.parametrize("kind", ["rest", "rpc"])
+def test_a_node_whose_blocks_do_not_link_exits_2_naming_both_hashes(tmp_path, kind):
+    branch = spending_chain(len(CHAIN.blocks), CHAIN, fork_height=3, salt=4)
+    handler = RestHandler if kind == "rest" else RpcHandler
+    with NodeServer(handler, StaleHeights(CHAIN, branch, {4}), credentials="u:p") as server:
+        line = assert_fails(invoke("index", "sync", "--db", str(tmp_path / "l.db"), *node_args(kind, server), "--retries", "1"), "seen 2 times")
+    assert f"block 4 ({branch.blocks[4].hash_hex}) names {branch.blocks[3].hash_hex} as its parent, but its block 3 is {CHAIN.blocks[3].hash_hex}" in line
+    assert committed_tip(tmp_path / "l.db") == 3
+
+
+# ---- every stop ends within seconds, whatever the node does ----
+
+
+def hanging_sync(path, server: NodeServer, kind: str, hold_at: int, *extra: str) -> subprocess.Popen:
+    """`index sync --jobs 2` running until the node hangs at `hold_at`: the index is then at hold_at - 1."""
+    server.hold(hold_at)
+    proc = subprocess.Popen([*SYNC, "--db", str(path), *node_args(kind, server), "--jobs", "2", *extra], stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: committed_tip(path) == hold_at - 1 and server.held.is_set(), proc, "the sync waiting on the hanging node")
+    assert len(living_children(proc.pid)) == 2  # the workers, one of them stuck in the node's request
+    return proc
+
+
+@pytest.mark.parametrize("kind", ["rest", "rpc"])
+@pytest.mark.parametrize(("signum", "code", "said"), [(signal.SIGTERM, 0, "stopped"), (signal.SIGINT, 130, "interrupted")])
+def test_a_signal_stops_a_sync_with_jobs_2_while_the_node_hangs(tmp_path, kind, signum, code, said):
+    path = tmp_path / "h.db"
+    handler = RestHandler if kind == "rest" else RpcHandler
+    with NodeServer(handler, CHAIN, credentials="u:p") as server:
+        proc = hanging_sync(path, server, kind, 3)
+        workers = living_children(proc.pid)
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=60)  # a failure bound: the node hangs until the server stops
+        assert server.held.is_set() and not server.httpd.released.is_set()  # it ended while the node still hung
+    assert proc.returncode == code, stderr
+    assert stderr.strip() == f"sp-scan: {said}; the index is at height 2 (sync again to resume)"
+    wait_until(lambda: all(ended(w) for w in workers), what="the workers ended")
+    assert committed_tip(path) == 2
+
+
+def test_serve_with_its_sync_stuck_on_a_hanging_node_stops_at_sigterm(tmp_path):
+    path = tmp_path / "served.db"
+    with NodeServer(RestHandler, CHAIN) as server:
+        server.hold(3)
+        cmd = [sys.executable, "-m", "sp_scan.cli", "serve", "--db", str(path), "--port", "0", "--rest", server.url, "--interval", "0.1"]
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: committed_tip(path) == 2 and server.held.is_set(), proc, "the sync beside the server waiting on the node")
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+        assert not server.httpd.released.is_set()  # it ended while the node still hung
+    assert proc.returncode == 0, stderr
+    assert "sp-scan: stopped; the index is at height 2 (sync again to resume)" in stderr and "Traceback" not in stderr
+
+
+def test_a_second_signal_while_the_first_is_handled_exits_at_once_with_143(tmp_path):
+    path = tmp_path / "twice.db"
+    with NodeServer(RestHandler, CHAIN) as server:
+        proc = hanging_sync(path, server, "rest", 4, "--follow")
+        workers = living_children(proc.pid)
+        before = content(path)
+        proc.send_signal(signal.SIGSTOP)  # both signals are pending when it runs again: SIGINT is handled first
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGCONT)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert stderr.strip().splitlines()[-1] == "sp-scan: stopped at once; the index is as of its last committed block (sync again to resume)"
+    assert "Traceback" not in stderr
+    wait_until(lambda: all(ended(w) for w in workers), what="the workers ended")
+    assert content(path) == before and committed_tip(path) == 3
+
+
+def test_ctrl_c_stops_a_block_scan_with_jobs_2_while_the_node_hangs(tmp_path):
+    printed = [r["txid"] for r in CHAIN.expected_tweaks(0, 1)]
+    assert printed
+    with NodeServer(RestHandler, CHAIN) as server:
+        server.hold(2)
+        cmd = [sys.executable, "-c", "from sp_scan.cli import main; main()", "tweaks", "--rest", server.url, "--from", "0", "--jobs", "2", "--json"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = [json.loads(proc.stdout.readline())["txid"] for _ in printed]  # the event: blocks 0 and 1 are out
+        wait_until(server.held.is_set, proc, "a request for the held block")
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+        assert not server.httpd.released.is_set()
+    assert proc.returncode == 130, stderr
+    assert stderr.strip() == "sp-scan: interrupted; resume with --from 2"
+    assert first == printed and stdout == ""
+
+
+# ---- an index in a read-only directory ----
+
+
+@pytest.fixture
+def read_only(tmp_path, db):
+    """A copy of the index in a directory nobody may write (mode 0555), restored for cleanup."""
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    (directory / "chain.db").write_bytes(db.read_bytes())
+    directory.chmod(0o555)
+    yield directory / "chain.db"
+    directory.chmod(0o755)
+
+
+def as_a_user(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*AS_A_USER, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_index_info_and_scan_read_an_index_in_a_read_only_directory(read_only, db, key):
+    probe = as_a_user("index", "sync", "--db", str(read_only.parent / "new.db"), "--network", "regtest", str(read_only))
+    assert probe.returncode == 2 and not (read_only.parent / "new.db").exists(), probe.stderr  # the directory is read-only
+    info = as_a_user("index", "info", "--db", str(read_only), "--json")
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout) == {**json.loads(invoke("index", "info", "--db", str(db), "--json").stdout), "bytes": json.loads(info.stdout)["bytes"]}
+    scan = as_a_user("index", "scan", "--db", str(read_only), "--scan-key-file", key, "--spend-pubkey", SPEND_HEX, "--json")
+    assert scan.returncode == 0, scan.stderr
+    assert json_lines(scan.stdout) == expected_matches()
+    assert sorted(p.name for p in read_only.parent.iterdir()) == ["chain.db"]  # no -wal or -shm could be made, none was needed
+
+
+def test_serve_serves_an_index_in_a_read_only_directory(read_only):
+    proc = subprocess.Popen([*AS_A_USER, "serve", "--db", str(read_only), "--port", "0"], stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()  # the event: serving
+        url = line.split()[2] if line.startswith("sp-scan serve: http") else pytest.fail(line + proc.stderr.read())
+        with urllib.request.urlopen(f"{url}/block-height", timeout=30) as reply:
+            assert json.loads(reply.read()) == {"block_height": CHAIN.tip}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+
+
+def test_a_write_ahead_log_without_its_shm_in_a_read_only_directory_is_refused_saying_why(tmp_path, db):
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    (directory / "chain.db").write_bytes(db.read_bytes())
+    (directory / "chain.db-wal").write_bytes(b"\x37\x7f\x06\x82" + bytes(28))  # a log a killed sync left
+    directory.chmod(0o555)
+    try:
+        result = as_a_user("index", "info", "--db", str(directory / "chain.db"))
+    finally:
+        directory.chmod(0o755)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "the directory is not writable and chain.db-wal (blocks not yet in the file) is there without chain.db-shm" in result.stderr
+
+
+def test_sync_in_a_read_only_directory_says_the_index_can_be_read_there_not_synced(read_only, files):
+    result = as_a_user("index", "sync", "--db", str(read_only), "--network", "regtest", *map(str, files))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "read-only: the index can be read there, not synced" in result.stderr

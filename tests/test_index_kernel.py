@@ -7,6 +7,8 @@ What the index serves is compared with what the sender side recorded while build
 from __future__ import annotations
 
 import json
+import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -167,3 +169,44 @@ def test_the_shipped_sample_chain_files_index_as_expected_json_says(tmp_path):
     assert json_lines(result.stdout) == [{k: v for k, v in f.items() if k != "spent_height"} for f in expected["found"]]
     info = json.loads(invoke("index", "info", "--db", db, "--json").stdout)
     assert (info["tip_height"], info["tip_hash"], info["eligible_transactions"]) == (expected["tip"]["height"], expected["tip"]["hash"], len(expected["tweaks"]))
+
+
+@pytest.fixture(scope="module")
+def files_index(tmp_path_factory) -> Path:
+    """`sp-scan index sync` of the shipped sample chain's block files (81,920 bytes)."""
+    path = tmp_path_factory.mktemp("files") / "ref.db"
+    assert invoke("index", "sync", "--db", str(path), "--network", "regtest", *CHAIN_FILES).exit_code == 0
+    return path
+
+
+CHAIN_FILES = sorted(str(p) for p in (ROOT / "vectors" / "chain").glob("????.hex"))
+
+
+def test_block_files_below_the_tip_are_refused_and_the_index_keeps_every_block(files_index, tmp_path):
+    path = tmp_path / "s.db"
+    path.write_bytes(files_index.read_bytes())
+    line = assert_fails(invoke("index", "sync", "--db", str(path), "--network", "regtest", *CHAIN_FILES[:10]), "never roll it back")
+    assert f"the block files end at height 9, below the index's tip {kc.SAMPLE_TIP}" in line
+    assert content(path) == content(files_index)
+
+
+def test_a_truncated_copy_of_an_index_is_refused_by_scan_info_and_sync(files_index, tmp_path):
+    path = tmp_path / "t.db"
+    path.write_bytes(files_index.read_bytes()[:70000])  # head -c 70000 ref.db > t.db
+    key = ROOT / "vectors" / "chain" / json.loads((ROOT / "vectors" / "chain" / "expected.json").read_text())["wallet"]["scan_key_file"]
+    needle = "t.db is truncated: its 5 pages of 16,384 bytes need 81,920, the file has 70,000"
+    assert_fails(invoke("index", "scan", "--db", str(path), "--scan-key-file", str(key), *KEY_ARGS, "--json"), needle)
+    assert_fails(invoke("index", "info", "--db", str(path)), needle)
+    assert_fails(invoke("index", "sync", "--db", str(path), "--network", "regtest", *CHAIN_FILES), needle)
+    assert path.stat().st_size == 70000 and not Path(f"{path}-wal").exists()
+
+
+def test_index_info_check_reads_the_whole_file(files_index, tmp_path):
+    record = json.loads(invoke("index", "info", "--db", str(files_index), "--json", "--check").stdout)
+    assert record["check"] == "ok" and record["tip_height"] == kc.SAMPLE_TIP
+    assert f"check         ok ({kc.SAMPLE_TIP + 1} blocks)" in invoke("index", "info", "--db", str(files_index), "--check").stdout
+    path = tmp_path / "d.db"
+    path.write_bytes(files_index.read_bytes())
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE spends SET ordinal = 99999 WHERE (height, ordinal) = (SELECT height, ordinal FROM spends LIMIT 1)")
+    assert_fails(invoke("index", "info", "--db", str(path), "--check"), "d.db is damaged: a spends row names output 99999 of block")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
+import re
 import sqlite3
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -315,3 +316,111 @@ def test_marks_are_packed_height_and_ordinal_pairs(index):
 
 def _split(data: bytes, width: int) -> list[bytes]:
     return [data[i : i + width] for i in range(0, len(data), width)]
+
+
+# ---- a truncated or damaged file: detected, never a wrong answer ----
+
+
+def damaged_copy(tmp_path: Path, index: Index, sql: str, *params) -> Path:
+    """A copy of the index with one row changed by `sql` (as a bad disk or a careless hand would)."""
+    path = tmp_path / "damaged.db"
+    source = sqlite3.connect(index.path)
+    target = sqlite3.connect(path)
+    source.backup(target)
+    source.close()
+    target.execute(sql, params)
+    target.commit()
+    target.close()
+    return path
+
+
+def every_read(idx: Index) -> list:
+    """What each read API answers over every height, and a scan."""
+    answers = [idx.first_height, idx.tip(), list(idx.scan(WALLET)), idx.info()]
+    for h in range(len(CHAIN.blocks)):
+        answers += [idx.block_hash(h), idx.block_time(h), idx.tweaks(h), idx.tweaks(h, cut_through=True), idx.utxos(h)]
+        answers += [idx.filter(h, "new-utxos"), idx.filter(h, "spent"), idx.spent_index(h)]
+    return answers
+
+
+def test_a_truncated_copy_is_refused_on_open_by_every_reader_and_writer(tmp_path, index):
+    data = index.path.read_bytes()
+    assert len(data) > 3 * store.PAGE_SIZE
+    path = tmp_path / "cut.db"
+    path.write_bytes(data[: len(data) - store.PAGE_SIZE // 2])
+    for readonly in (True, False):
+        with pytest.raises(IndexStoreError, match=r"cut.db is truncated: its \d+ pages of 16,384 bytes need [\d,]+, the file has"):
+            Index.open(path, readonly=readonly)
+
+
+FIRST_SPENT = "(SELECT MIN(height) FROM spends)"  # a block some of whose outputs are spent
+DAMAGE = {
+    "a text first height": ("UPDATE meta SET value = '0' WHERE key = 'first_height'", "its first height is '0'"),
+    "an unknown network": ("UPDATE meta SET value = 'mainnet' WHERE key = 'network'", "its network is 'mainnet'"),
+    "a spends ordinal beyond the block's outputs": (f"UPDATE spends SET ordinal = 99999 WHERE height = {FIRST_SPENT} AND ordinal = (SELECT MIN(ordinal) FROM spends WHERE height = {FIRST_SPENT})", "names output 99999 of block"),
+    "a spends row of no block": ("INSERT INTO spends VALUES (999, 0)", "names block 999, which is not indexed"),
+    "a 3-byte marks blob": (f"UPDATE blocks SET marks = x'010203' WHERE height = {SPEND_HEIGHTS[0]}", "marks is 3 bytes"),
+    "a short tweak column": ("UPDATE blocks SET tweaks33 = substr(tweaks33, 2) WHERE height = 3", "tweaks33 holds"),
+    "a short output column": ("UPDATE blocks SET out_values = substr(out_values, 9) WHERE height = 3", "out_values holds"),
+    "out_counts that do not add up": ("UPDATE blocks SET out_counts = zeroblob(length(out_counts)) WHERE height = 3", "holds"),
+    "a text hash": ("UPDATE blocks SET hash = 'abc' WHERE height = 4", "hash is str, not bytes"),
+    "a negative transaction count": ("UPDATE blocks SET n_tx = -1 WHERE height = 4", "n_tx is -1, not a count"),
+    "a text filter": ("UPDATE blocks SET filter_new = 'x' WHERE height = 4", "filter_new is str"),
+    "a 7-byte spent index": ("UPDATE blocks SET spent_hashes = x'00000000000000' WHERE height = 4", "spent_hashes is 7 bytes"),
+}
+
+
+@pytest.mark.parametrize(("sql", "needle"), DAMAGE.values(), ids=DAMAGE.keys())
+def test_every_read_path_turns_a_malformed_row_into_index_store_error_and_check_names_it(tmp_path, index, sql, needle):
+    path = damaged_copy(tmp_path, index, sql)
+    try:
+        with Index.open(path, readonly=True) as idx:
+            answers = every_read(idx)
+    except IndexStoreError as exc:
+        assert re.search("damaged.db is damaged: .*" + re.escape(needle), str(exc)), exc
+    else:  # rows no read answer depends on (marks, a stray spends row): the answers stay right
+        intact = every_read(index)
+        assert answers[:3] + answers[4:] == intact[:3] + intact[4:]  # (info's size on disk differs: no WAL in the copy)
+    with pytest.raises(IndexStoreError, match=re.escape(needle)):
+        with Index.open(path, readonly=True) as idx:
+            idx.check()
+
+
+def test_a_malformed_row_is_refused_by_a_sync_and_a_rollback_too(tmp_path, index):
+    path = damaged_copy(tmp_path, index, f"UPDATE blocks SET marks = x'010203' WHERE height = {CHAIN.tip}")
+    with Index.open(path) as idx:
+        with pytest.raises(IndexStoreError, match="marks is 3 bytes"):
+            idx._store.rollback(CHAIN.tip - 1)
+        assert idx.tip()[0] == CHAIN.tip
+    path.unlink()
+    spent_at = min(h for h in range(len(CHAIN.blocks)) if any(u.spent for u in index.utxos(h)))
+    path = damaged_copy(tmp_path, index, f"UPDATE txloc SET tx = tx + 999 WHERE height = {spent_at}")
+    with Index.open(path) as idx:
+        idx._store.rollback(spent_at)
+        with pytest.raises(IndexStoreError, match=f"a txloc row names transaction 99\\d of block {spent_at}, which has"):
+            idx.sync(files_of(CHAIN))
+        assert idx.tip()[0] == SPEND_HEIGHTS[0] - 1  # the first block spending from it was not stored
+
+
+def test_check_finds_what_only_a_whole_file_read_shows(tmp_path, index):
+    assert Index.open(index.path, readonly=True).check() == len(CHAIN.blocks)
+    unlinked = damaged_copy(tmp_path, index, "UPDATE blocks SET prev = zeroblob(32) WHERE height = 5")
+    with Index.open(unlinked, readonly=True) as idx, pytest.raises(IndexStoreError, match="block 5 does not link to block 4"):
+        idx.check()
+    unlinked.unlink()
+    lost = damaged_copy(tmp_path, index, "DELETE FROM txloc WHERE height = 3")
+    with Index.open(lost, readonly=True) as idx, pytest.raises(IndexStoreError, match="txloc has \\d+ rows for \\d+ eligible transactions"):
+        idx.check()
+
+
+def test_a_damaged_page_is_found_on_open_when_small_and_by_check_at_any_size(tmp_path, index, monkeypatch):
+    data = bytearray(index.path.read_bytes())
+    page = len(data) // store.PAGE_SIZE - 1  # the last page: a leaf of some table
+    data[page * store.PAGE_SIZE : page * store.PAGE_SIZE + 200] = b"\xa5" * 200
+    path = tmp_path / "page.db"
+    path.write_bytes(bytes(data))
+    with pytest.raises(IndexStoreError, match="page.db is damaged: SQLite's quick_check says"):
+        Index.open(path, readonly=True)
+    monkeypatch.setattr(store, "QUICK_CHECK_BYTES", 0)  # as for a file too large to check on every open
+    with Index.open(path, readonly=True) as idx, pytest.raises(IndexStoreError, match="quick_check says"):
+        idx.check()

@@ -16,7 +16,8 @@ Three rooms: `store` (SQLite; the only SQL), `sync` (sources -> blocks -> store;
 (partitions of packed buffers scanned in C, for one wallet or many in one pass). `cluster` scans the
 partitions on a Dask cluster; it needs the dist extra and is imported only by whoever uses it. Heights are ints; hashes are 32 bytes in internal
 byte order unless a name says hex. A height that is not indexed raises `HeightError`; a missing,
-corrupt, other-version or other-network file raises `IndexStoreError`.
+truncated, corrupt, other-version or other-network file raises `IndexStoreError`, as does any
+read of a malformed row (never a wrong answer).
 """
 
 from __future__ import annotations
@@ -449,6 +450,15 @@ class Index:
             return syncer.run(start, stop, follow, interval)
         finally:
             follower.close()
+
+    def check(self) -> int:
+        """Check the whole file (SQLite's quick_check and every row; `open` checks only its length, and
+        quick-checks small files); return the number of blocks checked.
+
+        Raises:
+            IndexStoreError: the first problem found.
+        """
+        return self._store.check()
 
     def info(self) -> dict:
         """{"network", "first_height", "tip_height", "tip_hash" (display hex), "blocks", "transactions",

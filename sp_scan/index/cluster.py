@@ -14,9 +14,11 @@ unless the caller accepts the risk with `insecure`.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import importlib.metadata
 import ipaddress
 import itertools
+import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from urllib.parse import urlsplit
@@ -30,6 +32,10 @@ from . import Index
 from .scan import DASK_PARTITION_BLOCKS, scan_partition_wallets
 
 SCHEMES = ("tcp", "tls")
+README_SECTION = "Scanning on a cluster"
+"""The README section on clusters, TLS and worker commands, which messages point to."""
+DASK_LOGGERS = ("distributed", "dask", "tornado", "bokeh")
+"""The loggers (and their children) Dask writes to: `distributed` gives each its own stderr handler on import."""
 
 
 def check_address(address: str, *, insecure: bool = False) -> str:
@@ -58,7 +64,7 @@ def check_address(address: str, *, insecure: bool = False) -> str:
         raise SchedulerAddressError(f"a scheduler address is tcp://HOST:PORT or tls://HOST:PORT, not {address!r}")
     if parts.scheme == "tcp" and not insecure and not _loopback(parts.hostname):
         raise SchedulerAddressError(
-            f"{text}: the scan keys would cross the network unencrypted; use tls:// (see README: Scanning on a cluster) or --insecure"
+            f"{text}: the scan keys would cross the network unencrypted; use tls:// (see README: {README_SECTION}) or --insecure"
         )
     return text
 
@@ -70,6 +76,31 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:  # a host name other than localhost: it may resolve anywhere
         return False
+
+
+@contextlib.contextmanager
+def dask_logs(handler: logging.Handler, level: int) -> Iterator[None]:
+    """While the block runs, Dask's own log records of at least `level` go to `handler`, and no others anywhere.
+
+    `distributed` sends its records (INFO and up; on a worker loss, WARNINGs such as "Couldn't
+    gather 1 keys, rescheduling") to stderr through handlers of its own; the caller chooses here.
+    The loggers are put back as they were afterwards.
+    """
+    manager = logging.getLogger().manager
+    names = [n for n in list(manager.loggerDict) if n.split(".")[0] in DASK_LOGGERS] + list(DASK_LOGGERS)
+    loggers = {logging.getLogger(n) for n in names}
+    saved = {lg: (lg.handlers[:], lg.level, lg.propagate) for lg in loggers}
+    try:
+        for lg in loggers:
+            top = lg.name in DASK_LOGGERS
+            lg.handlers = [handler] if top else []
+            lg.setLevel(level if top else logging.NOTSET)
+            lg.propagate = not top
+        yield
+    finally:
+        for lg, (handlers, lvl, propagate) in saved.items():
+            lg.handlers, lg.propagate = handlers, propagate
+            lg.setLevel(lvl)
 
 
 def security(ca_file: str, cert_file: str, key_file: str) -> distributed.Security:

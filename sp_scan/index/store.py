@@ -75,11 +75,77 @@ _MEMPOOL_SCHEMA = (
 _SCHEMA.append(_MEMPOOL_SCHEMA)
 _WRITER_LOCK_TRIES = 100  # a reader's liveness probe holds a shared lock for microseconds: retry 1 ms apart
 _MARK = struct.Struct("<II")
+QUICK_CHECK_BYTES = 64 << 20
+"""An index up to this size (with its write-ahead log) gets SQLite's `PRAGMA quick_check` on every open."""
+
+# What every block row holds, checked on each read: a malformed row is an IndexStoreError, never a wrong answer.
+_INTS = ("height", "time", "block_txs", "n_tx")
+_HASHES = ("hash", "prev")
+_PER_TX = {"txids": 32, "tweaks33": 33, "tweaks64": 64, "max_values": 8, "out_counts": 4}  # bytes per eligible tx
+_PER_OUTPUT = {"out_vouts": 4, "out_values": 8, "out_keys": 32}  # bytes per taproot output of those txs
+_PAIRS = ("marks", "spent_hashes")  # 8-byte records
 
 
 def _prefixes(packed: bytes, stride: int) -> list[int]:
     """The txloc key (the first 47 bits, little-endian) of the txid opening every `stride`-byte record."""
     return [q >> _PREFIX_SHIFT for (q,) in struct.iter_unpack(f"<Q{stride - 8}x", packed)]
+
+
+def _row_problem(names: Sequence[str], values: Sequence) -> tuple[str | None, int | None]:
+    """What is wrong with a block row's named values (None when nothing), and its taproot outputs Σ (when out_counts is there)."""
+    row = dict(zip(names, values))
+    for name, value in row.items():
+        if name in _INTS:
+            if type(value) is not int or value < 0:
+                return f"{name} is {value!r}, not a count", None
+        elif value is None and name in _BLOB_NULLABLE:
+            continue
+        elif type(value) is not bytes:
+            return f"{name} is {type(value).__name__}, not bytes", None
+        elif (name in _HASHES and len(value) != 32) or (name in _PAIRS and len(value) % 8):
+            return f"{name} is {len(value)} bytes", None
+    n_tx, outputs = row.get("n_tx"), None
+    if "out_counts" in row:
+        if len(row["out_counts"]) != 4 * n_tx:
+            return f"out_counts holds {len(row['out_counts'])} bytes for {n_tx} transactions", None
+        outputs = sum(memoryview(row["out_counts"]).cast("I"))
+    for widths, count, what in ((_PER_TX, n_tx, "transactions"), (_PER_OUTPUT, outputs, "taproot outputs")):
+        for name, width in widths.items():
+            if name in row and len(row[name]) != width * count:
+                return f"{name} holds {len(row[name])} bytes, not {width} for each of {count} {what}", None
+    return None, outputs
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _reader_uri(path: Path) -> str:
+    """The SQLite URI a reader opens: mode=ro, and immutable=1 when the directory is not writable.
+
+    SQLite's WAL needs a -shm file beside the index, which a read-only directory cannot get; a
+    file there cannot be written either (a writer would need the -wal too), so it is read as
+    immutable. A -wal with content beside it without its -shm holds blocks immutable reading
+    would miss: refused.
+
+    Raises:
+        IndexStoreError: the directory is not writable and a -wal file is there without its -shm.
+    """
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    if os.access(path.parent, os.W_OK):
+        return uri
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if _file_size(wal) == 0:
+        return uri + "&immutable=1"
+    if shm.exists():
+        return uri  # SQLite reads a WAL index in a read-only directory when both files are there
+    raise IndexStoreError(
+        f"{path}: the directory is not writable and {wal.name} (blocks not yet in the file) is there without "
+        f"{shm.name}: open the index once where its directory is writable, or copy both files"
+    )
 
 
 def _checked(method):
@@ -102,6 +168,8 @@ def _reason(exc: sqlite3.Error) -> str:
         return f"not a readable sp-scan index ({text})"
     if "locked" in text or "busy" in text:
         return f"{text} (another process is writing it)"
+    if "readonly" in text or "unable to open" in text:
+        return f"{text} (the file or its directory is read-only: the index can be read there, not synced)"
     return text
 
 
@@ -161,6 +229,8 @@ class Store:
         self._locators: collections.OrderedDict[int, _Locator] = collections.OrderedDict()
         self._has_mempool = True
         self.network = self._meta("network")
+        if self.network not in NETWORKS:
+            raise self._damaged(f"its network is {self.network!r}")
 
     # ---- opening ----
 
@@ -207,15 +277,20 @@ class Store:
             readonly: open for reading only (a server beside a running sync).
             network: when given, the index must be for this network.
 
+        A reader in a directory it cannot write opens the file as immutable (see `_reader_uri`). The
+        file must be as long as its pages (a truncated copy is refused), and one of up to
+        QUICK_CHECK_BYTES gets SQLite's quick_check.
+
         Raises:
-            IndexStoreError: missing, not an sp-scan index, another format version, another network.
+            IndexStoreError: missing, not an sp-scan index, truncated or damaged, another format version,
+                another network; a reader: as `_reader_uri`.
         """
         path = Path(path)
         if not path.is_file():
             raise IndexStoreError(f"no index at {path}")
         try:
             if readonly:
-                conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+                conn = sqlite3.connect(_reader_uri(path), uri=True, isolation_level=None, check_same_thread=False)
             else:
                 conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 10000")
@@ -228,8 +303,13 @@ class Store:
         if version != FORMAT_VERSION and version not in _UPGRADABLE:
             conn.close()
             raise IndexStoreError(f"{path} is an index of format version {version}; this sp-scan reads version {FORMAT_VERSION}")
-        store = cls(path, conn, readonly)
-        store._has_mempool = version == FORMAT_VERSION
+        try:
+            store = cls(path, conn, readonly)
+            store._has_mempool = version == FORMAT_VERSION
+            store._check_pages()
+        except BaseException:
+            conn.close()
+            raise
         if not readonly:
             store._execute("PRAGMA synchronous = NORMAL")  # WAL: a commit survives a killed process
             if version != FORMAT_VERSION:
@@ -315,16 +395,78 @@ class Store:
             raise IndexStoreError(f"{self.path} is not an sp-scan index ({exc})") from None
         return row[0] if row else None
 
+    def _damaged(self, what: str) -> IndexStoreError:
+        return IndexStoreError(f"{self.path} is damaged: {what} (`sp-scan index info --check` checks the whole file)")
+
+    @_checked
+    def _check_pages(self) -> None:
+        """Refuse a file shorter than its pages (a truncated copy); quick_check one of up to QUICK_CHECK_BYTES."""
+        self._conn.execute("BEGIN")
+        try:
+            self._conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()  # a read snapshot: the WAL stays as it is
+            pages, page_size = (self._conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "page_size"))
+            size, wal = _file_size(self.path), _file_size(Path(f"{self.path}-wal"))
+            if pages * page_size > size + wal:
+                raise IndexStoreError(f"{self.path} is truncated: its {pages:,} pages of {page_size:,} bytes need {pages * page_size:,}, the file has {size:,}")
+            if size + wal <= QUICK_CHECK_BYTES:
+                self._quick_check()
+        finally:
+            self._conn.execute("COMMIT")
+
+    def _quick_check(self) -> None:
+        problem = self._conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if problem != "ok":
+            raise self._damaged(f"SQLite's quick_check says {problem.replace('*** in database main ***', '').strip()!r}")
+
     @property
     def first_height(self) -> int | None:
         """The height of the first indexed block; None before any block."""
         with self._lock:
-            return self._meta("first_height")
+            first = self._meta("first_height")
+        if first is not None and (type(first) is not int or first < 0):
+            raise self._damaged(f"its first height is {first!r}")
+        return first
 
     @_checked
     def tip(self) -> tuple[int, bytes] | None:
         """(height, hash32) of the highest block; None when empty."""
-        return self._conn.execute("SELECT height, hash FROM blocks ORDER BY height DESC LIMIT 1").fetchone()
+        found = self._conn.execute("SELECT height, hash FROM blocks ORDER BY height DESC LIMIT 1").fetchone()
+        if found is not None and (type(found[1]) is not bytes or len(found[1]) != 32):
+            raise self._damaged(f"block {found[0]}'s hash is {found[1]!r}")
+        return found
+
+    def _rows(self, columns: Sequence[str], where: str, params: Sequence, outputs: bool = False) -> list[tuple[int, tuple, int | None]]:
+        """(height, the columns' values, its taproot outputs Σ) of each block row matching `where`, in height order.
+
+        Every row is checked (`_row_problem`); Σ is there when per-tx or per-output columns are read, or `outputs`.
+
+        Raises:
+            IndexStoreError: a damaged row.
+            ValueError: an unknown column name.
+        """
+        unknown = set(columns) - set(COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown columns {sorted(unknown)}")
+        names = list(columns)
+        if outputs or any(c in _PER_TX or c in _PER_OUTPUT for c in columns):
+            names += [c for c in ("n_tx", "out_counts") if c not in columns]
+        found = []
+        for height, *values in self._conn.execute(f"SELECT height, {', '.join(names)} FROM blocks WHERE {where} ORDER BY height", params):
+            problem, total = _row_problem(names, values)
+            if problem is not None:
+                raise self._damaged(f"block {height}'s {problem}")
+            found.append((height, tuple(values[: len(columns)]), total))
+        return found
+
+    def _spends(self, start: int, end: int, outputs: dict[int, int]) -> list[tuple[int, int]]:
+        """The (height, ordinal) spends rows of heights start..end, each checked against its block's taproot outputs."""
+        spends = self._conn.execute("SELECT height, ordinal FROM spends WHERE height BETWEEN ? AND ?", (start, end)).fetchall()
+        for height, ordinal in spends:
+            if height not in outputs:
+                raise self._damaged(f"a spends row names block {height}, which is not indexed")
+            if type(ordinal) is not int or not 0 <= ordinal < outputs[height]:
+                raise self._damaged(f"a spends row names output {ordinal!r} of block {height}, which has {outputs[height]} taproot outputs")
+        return spends
 
     @_checked
     def row(self, height: int, columns: Sequence[str]) -> tuple:
@@ -332,15 +474,13 @@ class Store:
 
         Raises:
             HeightError: the height is not indexed.
+            IndexStoreError: the row is damaged.
             ValueError: an unknown column name.
         """
-        unknown = set(columns) - set(COLUMNS)
-        if unknown:
-            raise ValueError(f"unknown columns {sorted(unknown)}")
-        found = self._conn.execute(f"SELECT {', '.join(columns)} FROM blocks WHERE height = ?", (height,)).fetchone()
-        if found is None:
+        found = self._rows(columns, "height = ?", (height,))
+        if not found:
             raise HeightError(f"height {height} is not in the index ({self._range_text()})")
-        return found
+        return found[0][1]
 
     def _range_text(self) -> str:
         lo, hi = self._conn.execute("SELECT MIN(height), MAX(height) FROM blocks").fetchone()
@@ -352,31 +492,78 @@ class Store:
 
         Raises:
             HeightError: the height is not indexed.
+            IndexStoreError: the row or a spends row of it is damaged.
         """
         self._conn.execute("BEGIN")
         try:
-            found = self.row(height, columns)
-            spent = {o for (o,) in self._conn.execute("SELECT ordinal FROM spends WHERE height = ?", (height,))}
+            found = self._rows(columns, "height = ?", (height,), outputs=True)
+            if not found:
+                raise HeightError(f"height {height} is not in the index ({self._range_text()})")
+            _, values, outputs = found[0]
+            spent = {o for _, o in self._spends(height, height, {height: outputs})}
         finally:
             self._conn.execute("COMMIT")
-        return found, spent
+        return values, spent
 
     @_checked
     def scan_rows(self, start: int, end: int, columns: Sequence[str]) -> tuple[list[tuple], list[tuple[int, int]]]:
         """One consistent read of heights start..end: the rows' columns in height order, and the
-        (height, ordinal) spends of those rows."""
-        unknown = set(columns) - set(COLUMNS)
-        if unknown:
-            raise ValueError(f"unknown columns {sorted(unknown)}")
+        (height, ordinal) spends of those rows.
+
+        Raises:
+            IndexStoreError: a damaged row or spends row.
+        """
         self._conn.execute("BEGIN")
         try:
-            rows = self._conn.execute(
-                f"SELECT {', '.join(columns)} FROM blocks WHERE height BETWEEN ? AND ? ORDER BY height", (start, end)
-            ).fetchall()
-            spends = self._conn.execute("SELECT height, ordinal FROM spends WHERE height BETWEEN ? AND ?", (start, end)).fetchall()
+            found = self._rows(columns, "height BETWEEN ? AND ?", (start, end), outputs=True)
+            spends = self._spends(start, end, {h: total for h, _, total in found})
         finally:
             self._conn.execute("COMMIT")
-        return rows, spends
+        return [values for _, values, _ in found], spends
+
+    @_checked
+    def check(self, batch: int = 256) -> int:
+        """Check the whole file: SQLite's quick_check, the meta rows, every block row (fields, widths, the link to
+        the block below), every spends and txloc row against its block, and their counts.
+
+        Returns:
+            The number of blocks checked.
+
+        Raises:
+            IndexStoreError: the first problem found.
+        """
+        self._conn.execute("BEGIN")
+        try:
+            self._quick_check()
+            first = self.first_height
+            lo, hi, count = self._conn.execute("SELECT MIN(height), MAX(height), COUNT(*) FROM blocks").fetchone()
+            if count and (lo != first or hi - lo + 1 != count):
+                raise self._damaged(f"its {count} blocks at {lo}..{hi} are not the heights from its first height {first!r} on")
+            prev, n_tx, marks = None, 0, 0
+            for start in range(lo, hi + 1, batch) if count else ():
+                found = self._rows(COLUMNS[1:], "height BETWEEN ? AND ?", (start, start + batch - 1))
+                self._spends(start, start + batch - 1, {h: total for h, _, total in found})
+                for height, values, _ in found:
+                    row = dict(zip(COLUMNS[1:], values))
+                    if prev is not None and row["prev"] != prev:
+                        raise self._damaged(f"block {height} does not link to block {height - 1}")
+                    prev, n_tx, marks = row["hash"], n_tx + row["n_tx"], marks + len(row["marks"]) // 8
+            stray = self._conn.execute(
+                "SELECT t.height, t.tx FROM txloc t LEFT JOIN blocks b ON b.height = t.height"
+                " WHERE b.height IS NULL OR typeof(t.tx) != 'integer' OR t.tx < 0 OR t.tx >= b.n_tx LIMIT 1"
+            ).fetchone()
+            if stray is not None:
+                raise self._damaged(f"a txloc row names transaction {stray[1]!r} of block {stray[0]}, which is not indexed")
+            stray = self._conn.execute("SELECT s.height FROM spends s LEFT JOIN blocks b ON b.height = s.height WHERE b.height IS NULL LIMIT 1").fetchone()
+            if stray is not None:
+                raise self._damaged(f"a spends row names block {stray[0]}, which is not indexed")
+            for table, expected, what in (("txloc", n_tx, "eligible transactions"), ("spends", marks, "marks")):
+                rows = self._conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                if rows != expected:
+                    raise self._damaged(f"{table} has {rows} rows for {expected} {what}")
+        finally:
+            self._conn.execute("COMMIT")
+        return count
 
     @_checked
     def stats(self) -> dict:
@@ -419,8 +606,8 @@ class Store:
             IndexStoreError: the height does not follow the tip, or the block does not link to it.
         """
         with self._transaction():
-            tip = self._conn.execute("SELECT height, hash FROM blocks ORDER BY height DESC LIMIT 1").fetchone()
-            first = self._meta("first_height")
+            tip = self.tip()
+            first = self.first_height
             expected = tip[0] + 1 if tip else first if first is not None else height
             if height != expected:
                 raise IndexStoreError(f"{self.path}: block {height} does not follow the index (next is {expected})")
@@ -448,8 +635,10 @@ class Store:
     def _locator(self, height: int) -> _Locator:
         loc = self._locators.get(height)
         if loc is None:
-            row = self._conn.execute("SELECT txids, out_counts, out_vouts FROM blocks WHERE height = ?", (height,)).fetchone()
-            return self._remember(height, _Locator(*row))
+            found = self._rows(("txids", "out_counts", "out_vouts"), "height = ?", (height,))
+            if not found:
+                raise self._damaged(f"a txloc row names block {height}, which is not indexed")
+            return self._remember(height, _Locator(*found[0][1]))
         self._locators.move_to_end(height)
         return loc
 
@@ -475,7 +664,10 @@ class Store:
                 continue
             txid32, vout = outpoints36[36 * n : 36 * n + 32], int.from_bytes(outpoints36[36 * n + 32 : 36 * n + 36], "little")
             for height, tx in where[prefix]:
-                ordinal = self._locator(height).ordinal(tx, txid32, vout)
+                loc = self._locator(height)
+                if type(tx) is not int or not 0 <= tx < len(loc.counts):
+                    raise self._damaged(f"a txloc row names transaction {tx!r} of block {height}, which has {len(loc.counts)}")
+                ordinal = loc.ordinal(tx, txid32, vout)
                 if ordinal is not None:
                     found[height, ordinal] = None
                     break
@@ -568,8 +760,8 @@ class Store:
             The number of blocks removed.
         """
         with self._transaction():
-            rows = self._conn.execute("SELECT height, txids, marks FROM blocks WHERE height > ? ORDER BY height DESC", (height,)).fetchall()
-            for h, txids, marks in rows:
+            rows = self._rows(("txids", "marks"), "height > ?", (height,))
+            for h, (txids, marks), _ in reversed(rows):
                 self._conn.executemany("DELETE FROM spends WHERE height = ? AND ordinal = ?", list(_MARK.iter_unpack(marks)))
                 self._conn.executemany(
                     "DELETE FROM txloc WHERE prefix = ? AND height = ? AND tx = ?", [(p, h, n) for n, p in enumerate(_prefixes(txids, 32))]

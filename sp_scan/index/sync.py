@@ -304,19 +304,23 @@ class Syncer:
     def _commit_range(self, pool: workers.Workers | None, heights: range) -> None:
         """Commit heights in order; stop early when a block does not link to the tip (see `_not_linked`)."""
         fetched = map(self._fetch, heights) if pool is None else pool.in_order(heights, 2 * self.jobs)
-        for got in fetched:
-            tip = self.store.tip()
-            if tip is not None and got.data.prev32 != tip[1]:
-                self._not_linked(got, tip)
-                return
-            began = time.perf_counter()
-            self.store.append(got.height, got.data, got.filters)
-            s = self.stats
-            s.store_s += time.perf_counter() - began
-            s.fetch_s += got.fetch_s
-            s.compute_s += got.compute_s
-            s.height, s.blocks, s.txs, s.eligible = got.height, s.blocks + 1, s.txs + got.data.block_txs, s.eligible + got.data.n_tx
-            self.progress(s)
+        try:
+            for got in fetched:
+                tip = self.store.tip()
+                if tip is not None and got.data.prev32 != tip[1]:
+                    self._not_linked(got, tip)
+                    return
+                began = time.perf_counter()
+                self.store.append(got.height, got.data, got.filters)
+                s = self.stats
+                s.store_s += time.perf_counter() - began
+                s.fetch_s += got.fetch_s
+                s.compute_s += got.compute_s
+                s.height, s.blocks, s.txs, s.eligible = got.height, s.blocks + 1, s.txs + got.data.block_txs, s.eligible + got.data.n_tx
+                self.progress(s)
+        finally:
+            if pool is not None:
+                fetched.close()  # now: the workers' answers still to come are skipped by the next round
 
     def run(self, start: int | None, stop: int | None, follow: bool, interval: float) -> SyncStats:
         """Sync up to `stop` (default: the source's tip), then keep following when `follow`.
