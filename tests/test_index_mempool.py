@@ -18,6 +18,7 @@ import pytest
 
 import kernelchain as kc
 from node_mempool import MEMPOOL_HEIGHT, PATIENCE, NodeMempool, wait_for
+from sp_scan.errors import IndexStoreError
 from sp_scan.index import Index, mempool, store
 from sp_scan.node import RestNode, RpcNode
 
@@ -224,6 +225,12 @@ def test_the_table_is_rebuilt_after_a_restart_and_a_killed_syncs_rows_are_not_tr
     with Index.open(path, readonly=True) as idx:
         assert idx.mempool_tweaks().txs == () and idx.mempool_version() == 0
         assert len(sqlite3.connect(path).execute("SELECT * FROM mempool").fetchall()) == 1
+    with Index.open(path) as idx:  # a damaged row is an IndexStoreError, never a wrong answer
+        idx._store.lock_writer()
+        idx._store.mempool_update([(b"\x02" * 32, *stale[1:3], b"\x00" * 4, b"\x03" * 31, b"\x00" * 8)], [])
+        with pytest.raises(IndexStoreError, match="a malformed mempool row"):
+            idx.mempool_tweaks()
+        idx._store.mempool_clear()
     with following(path, chain, pool) as f:
         assert f.listed() == {tx.txid32}  # the first listing replaced the stale row
 

@@ -123,6 +123,27 @@ def _file_size(path: Path) -> int:
         return 0
 
 
+def _refuse_truncated(path: Path) -> None:
+    """Raise IndexStoreError when the SQLite header's page count needs more bytes than the file and its
+    WAL hold: read before SQLite parses the schema, which fails as "malformed" when a table's root
+    page is cut off."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except OSError:
+        return  # SQLite's own open says why
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        return
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        return  # not a header SQLite wrote: its open says "not a database"
+    pages = int.from_bytes(header[28:32], "big")
+    size = _file_size(path)
+    if pages * page_size > size + _file_size(Path(f"{path}-wal")):
+        raise IndexStoreError(f"{path} is truncated: its {pages:,} pages of {page_size:,} bytes need {pages * page_size:,}, the file has {size:,}")
+
+
 def _reader_uri(path: Path) -> str:
     """The SQLite URI a reader opens: mode=ro, and immutable=1 when the directory is not writable.
 
@@ -220,7 +241,8 @@ class Store:
         network: the network the index was built for.
     """
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool, check: bool = False) -> None:
+        """`check`: refuse a truncated or damaged file (`_check_pages`) before reading anything of it."""
         self.path = path
         self.readonly = readonly
         self._conn = conn
@@ -228,6 +250,8 @@ class Store:
         self._writer_fd: int | None = None
         self._locators: collections.OrderedDict[int, _Locator] = collections.OrderedDict()
         self._has_mempool = True
+        if check:
+            self._check_pages()
         self.network = self._meta("network")
         if self.network not in NETWORKS:
             raise self._damaged(f"its network is {self.network!r}")
@@ -288,6 +312,7 @@ class Store:
         path = Path(path)
         if not path.is_file():
             raise IndexStoreError(f"no index at {path}")
+        _refuse_truncated(path)
         try:
             if readonly:
                 conn = sqlite3.connect(_reader_uri(path), uri=True, isolation_level=None, check_same_thread=False)
@@ -304,9 +329,8 @@ class Store:
             conn.close()
             raise IndexStoreError(f"{path} is an index of format version {version}; this sp-scan reads version {FORMAT_VERSION}")
         try:
-            store = cls(path, conn, readonly)
+            store = cls(path, conn, readonly, check=True)
             store._has_mempool = version == FORMAT_VERSION
-            store._check_pages()
         except BaseException:
             conn.close()
             raise
@@ -403,7 +427,7 @@ class Store:
         """Refuse a file shorter than its pages (a truncated copy); quick_check one of up to QUICK_CHECK_BYTES."""
         self._conn.execute("BEGIN")
         try:
-            self._conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()  # a read snapshot: the WAL stays as it is
+            self._conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # a read snapshot (page 1 only): the WAL stays as it is
             pages, page_size = (self._conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "page_size"))
             size, wal = _file_size(self.path), _file_size(Path(f"{self.path}-wal"))
             if pages * page_size > size + wal:
@@ -750,6 +774,9 @@ class Store:
             rows = self._conn.execute(f"SELECT {', '.join(MEMPOOL_COLUMNS)} FROM mempool ORDER BY seq").fetchall()
         finally:
             self._conn.execute("COMMIT")
+        for row in rows:
+            if not _mempool_row_ok(row):
+                raise IndexStoreError(f"{self.path}: a malformed mempool row (a damaged index)")
         return version, tip, rows
 
     @_checked
@@ -769,6 +796,16 @@ class Store:
             self._conn.execute("DELETE FROM blocks WHERE height > ?", (height,))
             self._locators.clear()
         return len(rows)
+
+
+def _mempool_row_ok(row: Sequence) -> bool:
+    """A mempool row's fields are blobs of their widths: txid 32, tweaks 33 and 64, k outputs (k >= 1)
+    of vout 4, key 32 and value 8 bytes."""
+    if not all(isinstance(v, bytes) for v in row):
+        return False
+    txid, tweak33, tweak64, vouts, keys, values = row
+    k = len(vouts) // 4
+    return (len(txid), len(tweak33), len(tweak64)) == (32, 33, 64) and k >= 1 and (len(vouts), len(keys), len(values)) == (4 * k, 32 * k, 8 * k)
 
 
 def _chunks(items: Sequence, n: int) -> Iterator[Sequence]:
