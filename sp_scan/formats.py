@@ -98,7 +98,12 @@ def sats(value: object) -> int:
     return int(amount)
 
 
-def _json_txout(obj: object, where: str) -> TxOut:
+def json_txout(obj: object, where: str) -> TxOut:
+    """An output from Core's JSON form {value (BTC), scriptPubKey: {hex}}; `where` names it in errors.
+
+    Raises:
+        MalformedDataError: another shape, a bad amount or bad hex.
+    """
     try:
         script = obj["scriptPubKey"]["hex"]  # type: ignore[index]
         value = obj["value"]  # type: ignore[index]
@@ -116,7 +121,7 @@ def spent_from_json(obj: object) -> bytes:
     if not isinstance(obj, list) or not all(isinstance(tx, list) for tx in obj):
         raise MalformedDataError("spent outputs JSON: expected an array of arrays")
     return serialize_spent(
-        [[_json_txout(o, f"spent outputs JSON tx {n} input {i}") for i, o in enumerate(tx)] for n, tx in enumerate(obj)]
+        [[json_txout(o, f"spent outputs JSON tx {n} input {i}") for i, o in enumerate(tx)] for n, tx in enumerate(obj)]
     )
 
 
@@ -162,7 +167,7 @@ def spent_from_getblock(obj: object) -> bytes:
                 continue
             if "prevout" not in vin:
                 raise PrevoutsError(f"getblock JSON tx {n} vin {i} has no prevout; use verbosity 3 (getblock <hash> 3)")
-            prevouts.append(_json_txout(vin["prevout"], f"getblock JSON tx {n} vin {i} prevout"))
+            prevouts.append(json_txout(vin["prevout"], f"getblock JSON tx {n} vin {i} prevout"))
         spent.append(prevouts)
     return serialize_spent(spent)
 

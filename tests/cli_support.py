@@ -5,16 +5,23 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import struct
+import sys
 import threading
 import time
+import urllib.parse
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Protocol
 
 import blockfactory as bf
-from sp_scan.wire import parse_spent
+from node_mempool import MEMPOOL_HEIGHT
+from sp_scan.extract import ScriptType, script_type
+from sp_scan.wire import compact_size, parse_spent
 
 ROOT = Path(__file__).resolve().parent.parent
+MAX_GETUTXOS_OUTPOINTS = 15  # rest.cpp's limit
 
 
 # --- Core-like servers (127.0.0.1 only, one thread per request, stopped by the fixture) ---
@@ -147,6 +154,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Base(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as separate writes: without this a kept-alive client waits 40 ms for each reply
     server: _Server
 
     def log_message(self, *args) -> None:  # keep test output quiet
@@ -205,13 +213,94 @@ class RestHandler(_Base):
             height, hash32 = chain.best()
             info = {"chain": "regtest", "blocks": height, "headers": height, "bestblockhash": hash32[::-1].hex()}
             return self.reply(200, (json.dumps(info) + "\n").encode(), "application/json")
-        for prefix in ("/rest/blockhashbyheight/", "/rest/block/", "/rest/spenttxouts/"):
+        for prefix in ("/rest/blockhashbyheight/", "/rest/block/", "/rest/spenttxouts/", "/rest/tx/", "/rest/getutxos", "/rest/mempool/"):
             if path.startswith(prefix):
                 param, _, fmt = path[len(prefix) :].rpartition(".")
+                if prefix == "/rest/mempool/":
+                    return self.mempool(param, fmt)
                 if fmt not in ("bin", "hex", "json"):
                     return self.error(404, "output format not found (available: .bin, .hex, .json)")
                 return getattr(self, prefix.split("/")[2])(chain, param, fmt)
         self.error(404, "not found")
+
+    # --- the mempool's routes (rest.cpp: rest_mempool, rest_tx, rest_getutxos) ---
+
+    def _mempool(self):
+        mempool = self.server.mempool
+        if mempool is None:
+            self.error(404, "Mempool disabled or instance not found")
+        return mempool
+
+    def _json(self, obj: object) -> None:
+        self.reply(200, (bf.dumps(obj) + "\n").encode(), "application/json")
+
+    def mempool(self, param: str, fmt: str) -> None:
+        if param not in ("contents", "info") or fmt not in ("json", "bin", "hex"):
+            return self.error(400, "Invalid URI format. Expected /rest/mempool/<info|contents>.json")
+        mempool = self._mempool()
+        if mempool is None:
+            return
+        if fmt != "json":
+            return self.error(404, "output format not found (available: json)")
+        if param == "info":
+            return self._json(_decimals(mempool.info()))
+        query = urllib.parse.parse_qs(self.path.partition("?")[2])
+        verbose, sequence = (query.get(k, [d])[0] for k, d in (("verbose", "true"), ("mempool_sequence", "false")))
+        if verbose not in ("true", "false"):
+            return self.error(400, 'The "verbose" query parameter must be either "true" or "false".')
+        if sequence not in ("true", "false"):
+            return self.error(400, 'The "mempool_sequence" query parameter must be either "true" or "false".')
+        if verbose == "true" and sequence == "true":
+            return self.error(400, 'Verbose results cannot contain mempool sequence values. (hint: set "verbose=false")')
+        if verbose == "true":
+            return self._json(_decimals(mempool.verbose()))
+        with mempool.lock:
+            txids = [t[::-1].hex() for t in mempool.txids()]
+            self._json({"txids": txids, "mempool_sequence": mempool.sequence} if sequence == "true" else txids)
+
+    def tx(self, chain: ChainView, param: str, fmt: str) -> None:
+        if _hash32(param) is None:
+            return self.error(400, f"Invalid hash: {param}")
+        mempool = self.server.mempool
+        raw = mempool.raw(_hash32(param)) if mempool is not None else None  # no -txindex: mempool txs only
+        if raw is None:
+            return self.error(404, f"{param} not found")
+        if fmt == "json":
+            return self.error(404, "json not served by this test server")
+        self._data(raw, fmt)
+
+    def getutxos(self, chain: ChainView, param: str, fmt: str) -> None:
+        parts = param[1:].split("/") if len(param) > 1 else []
+        if not parts:
+            return self.error(400, "Error: empty request")
+        check = parts[0] == "checkmempool"
+        outpoints = []
+        for part in parts[1 if check else 0 :]:
+            txid, _, n = part.partition("-")
+            if _hash32(txid) is None or not n.isdigit() or int(n) >= 2**31:
+                return self.error(400, "Parse error")
+            outpoints.append(_hash32(txid) + int(n).to_bytes(4, "little"))
+        if not outpoints:
+            return self.error(400, "Error: empty request")
+        if len(outpoints) > MAX_GETUTXOS_OUTPOINTS:
+            return self.error(400, f"Error: max outpoints exceeded (max: {MAX_GETUTXOS_OUTPOINTS}, tried: {len(outpoints)})")
+        mempool = self._mempool()
+        if mempool is None:
+            return
+        with mempool.lock:
+            height, tip = chain.best()
+            coins = mempool.coins(outpoints, check)
+        bitmap = bytearray((len(coins) + 7) // 8)
+        for i, coin in enumerate(coins):
+            bitmap[i >> 3] |= (coin is not None) << (i & 7)
+        found = [c for c in coins if c is not None]
+        if fmt == "json":
+            utxos = [{"height": h, "value": bf.btc(o.amount), "scriptPubKey": _script_json(o.script)} for h, o, _ in found]
+            bits = "".join("1" if c is not None else "0" for c in coins)
+            return self._json({"chainHeight": height, "chaintipHash": tip[::-1].hex(), "bitmap": bits, "utxos": utxos})
+        body = struct.pack("<i", height) + tip + compact_size(len(bitmap)) + bytes(bitmap) + compact_size(len(found))
+        body += b"".join(struct.pack("<II", 0, h) + o.to_bytes() for h, o, _ in found)
+        self._data(body, fmt)
 
     def blockhashbyheight(self, chain: ChainView, param: str, fmt: str) -> None:
         if not param.isdigit():
@@ -277,17 +366,27 @@ class RpcHandler(_Base):
             return self.reply(401, b"", "text/html")
         time.sleep(self.server.delay)
         request = json.loads(body)
+        if isinstance(request, list):  # a batch: one reply per call, HTTP 200 (Core's JSONRPCExecBatch)
+            replies = [self._one(chain, r)[1] for r in request]
+            return self.reply(200, (bf.dumps(replies) + "\n").encode(), "application/json")
+        status, reply = self._one(chain, request)
+        self.reply(status, (bf.dumps(reply) + "\n").encode(), "application/json")
+
+    def _one(self, chain: ChainView, request: dict) -> tuple[int, dict]:
         self.server.requests.append(request["method"])
         try:
             result = self.dispatch(chain, request["method"], request["params"])
         except LookupError as exc:
             code, message = exc.args
-            reply = {"result": None, "error": {"code": code, "message": message}, "id": request["id"]}
-            return self.reply(404 if code == -32601 else 500, (json.dumps(reply) + "\n").encode(), "application/json")
-        reply = bf.dumps({"result": result, "error": None, "id": request["id"]}) + "\n"
-        self.reply(200, reply.encode(), "application/json")
+            return 404 if code == -32601 else 500, {"result": None, "error": {"code": code, "message": message}, "id": request["id"]}
+        return 200, {"result": result, "error": None, "id": request["id"]}
 
     def dispatch(self, chain: ChainView, method: str, params: list) -> object:
+        if method in _MEMPOOL_RPCS:
+            mempool = self.server.mempool
+            if mempool is None:
+                raise LookupError(-1, "Mempool disabled or instance not found")
+            return getattr(self, method)(chain, mempool, params)
         if method == "getblockcount":
             return chain.best()[0]
         if method == "getblockchaininfo":
@@ -317,6 +416,66 @@ class RpcHandler(_Base):
         raise LookupError(-32601, "Method not found")
 
 
+    # --- the mempool's calls (Core's rpc/mempool.cpp, rpc/rawtransaction.cpp, rpc/blockchain.cpp) ---
+
+    def getrawmempool(self, chain: ChainView, mempool, params: list) -> object:
+        verbose, sequence = (bool(params[i]) if len(params) > i else False for i in (0, 1))
+        if verbose and sequence:
+            raise LookupError(-8, "Verbose results cannot contain mempool sequence values.")
+        if verbose:
+            return _decimals(mempool.verbose())
+        with mempool.lock:
+            txids = [t[::-1].hex() for t in mempool.txids()]
+            return {"txids": txids, "mempool_sequence": mempool.sequence} if sequence else txids
+
+    def getmempoolinfo(self, chain: ChainView, mempool, params: list) -> object:
+        return _decimals(mempool.info())
+
+    def getrawtransaction(self, chain: ChainView, mempool, params: list) -> object:
+        txid32 = _hash32(params[0]) if params and isinstance(params[0], str) else None
+        if txid32 is None:
+            raise LookupError(-8, "parameter 1 must be of length 64")
+        if len(params) > 1 and params[1] not in (0, False, None):
+            raise LookupError(-8, "verbose transactions are not served by this test server")
+        raw = mempool.raw(txid32)
+        if raw is None:
+            raise LookupError(-5, "No such mempool transaction. Use -txindex or provide a block hash to enable blockchain transaction queries. Use gettransaction for wallet transactions.")
+        return raw.hex()
+
+    def gettxout(self, chain: ChainView, mempool, params: list) -> object:
+        txid32 = _hash32(params[0]) if params and isinstance(params[0], str) else None
+        if txid32 is None or len(params) < 2 or not isinstance(params[1], int):
+            raise LookupError(-8, "txid and n are required")
+        with mempool.lock:
+            height, tip = chain.best()
+            coin = mempool.coins([txid32 + params[1].to_bytes(4, "little")], params[2] if len(params) > 2 else True)[0]
+        if coin is None:
+            return None
+        h, out, coinbase = coin
+        confirmations = 0 if h == MEMPOOL_HEIGHT else height - h + 1
+        return {"bestblock": tip[::-1].hex(), "confirmations": confirmations, "value": bf.btc(out.amount), "scriptPubKey": _script_json(out.script), "coinbase": coinbase}
+
+
+_MEMPOOL_RPCS = ("getrawmempool", "getmempoolinfo", "getrawtransaction", "gettxout")
+
+
+def _script_json(script: bytes) -> dict:
+    """A scriptPubKey as Core's JSON gives it (asm and desc left empty; hex and type as Core has them)."""
+    kinds = {ScriptType.P2TR: "witness_v1_taproot", ScriptType.P2WPKH: "witness_v0_keyhash", ScriptType.P2PKH: "pubkeyhash", ScriptType.P2SH: "scripthash"}
+    return {"asm": "", "desc": "", "hex": script.hex(), "type": kinds.get(script_type(script), "nonstandard")}
+
+
+def _decimals(obj: object) -> object:
+    """Floats as Core writes amounts (Decimal, so bf.dumps prints them plainly)."""
+    if isinstance(obj, float):
+        return Decimal(repr(obj))
+    if isinstance(obj, dict):
+        return {k: _decimals(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decimals(v) for v in obj]
+    return obj
+
+
 class NodeServer:
     """Run a handler over a ChainView on 127.0.0.1 in a background thread; `url` to reach it, `stop()` to end it.
 
@@ -326,10 +485,11 @@ class NodeServer:
     client syncs are served as a node would serve them.
     """
 
-    def __init__(self, handler: type[_Base], chain: ChainView, credentials: str = "", delay: float = 0.0, pruned_below: int = 0) -> None:
+    def __init__(self, handler: type[_Base], chain: ChainView, credentials: str = "", delay: float = 0.0, pruned_below: int = 0, mempool=None) -> None:
         self.httpd = _Server(("127.0.0.1", 0), handler)
         self.httpd.chain = chain
         self.httpd.pruned_below = pruned_below  # blocks below it answer as a pruned node's do
+        self.httpd.mempool = mempool  # a node_mempool.NodeMempool, or None (the mempool routes answer 404)
         self.httpd.credentials = credentials
         self.httpd.delay = delay
         self.httpd.requests = []

@@ -194,7 +194,7 @@ def test_a_truncated_copy_of_an_index_is_refused_by_scan_info_and_sync(files_ind
     path = tmp_path / "t.db"
     path.write_bytes(files_index.read_bytes()[:70000])  # head -c 70000 ref.db > t.db
     key = ROOT / "vectors" / "chain" / json.loads((ROOT / "vectors" / "chain" / "expected.json").read_text())["wallet"]["scan_key_file"]
-    needle = "t.db is truncated: its 5 pages of 16,384 bytes need 81,920, the file has 70,000"
+    needle = "t.db is truncated: its 7 pages of 16,384 bytes need 114,688, the file has 70,000"
     assert_fails(invoke("index", "scan", "--db", str(path), "--scan-key-file", str(key), *KEY_ARGS, "--json"), needle)
     assert_fails(invoke("index", "info", "--db", str(path)), needle)
     assert_fails(invoke("index", "sync", "--db", str(path), "--network", "regtest", *CHAIN_FILES), needle)

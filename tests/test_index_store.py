@@ -250,10 +250,10 @@ def test_a_damaged_index_raises_index_store_error_not_sqlite_errors(tmp_path):
 
 
 def test_another_format_version_is_refused(tmp_path):
-    path = tmp_path / "v2.db"
+    path = tmp_path / "v3.db"
     Index.create(path, "regtest").close()
-    sqlite3.connect(path).execute("PRAGMA user_version = 2").connection.close()
-    with pytest.raises(IndexStoreError, match="format version 2; this sp-scan reads version 1"):
+    sqlite3.connect(path).execute("PRAGMA user_version = 3").connection.close()
+    with pytest.raises(IndexStoreError, match="format version 3; this sp-scan reads version 2"):
         Index.open(path)
 
 

@@ -92,6 +92,9 @@ def _show_progress(progress: Progress):
         progress.total = max(stats.target - stats.start + 1, stats.blocks)
         rate = stats.txs / max(time.monotonic() - stats.began, 1e-9)
         label = f"height {stats.height}  {rate:,.0f} tx/s" + ("  (waiting for blocks)" if stats.waiting else "")
+        if stats.mempool is not None and stats.mempool.polls:
+            m = stats.mempool
+            label += f"  mempool {m.txs:,} txs ({m.eligible:,} eligible" + (f", {m.missing} missing a parent" if m.missing else "") + ")"
         progress.update(stats.blocks, label)
 
     return show
@@ -104,7 +107,12 @@ is committed with the new tip, so an interrupted or killed sync resumes where it
 or SIGTERM exits at once). Reorgs are followed: blocks of a competing branch at least as long as the index
 replace its own; a node behind the index is waited for with --follow and refused otherwise, and BLOCK files
 must extend the index. The first height defaults to taproot activation (709,632) on mainnet and 0 elsewhere
-(the lowest file's height for BLOCK files).""")
+(the lowest file's height for BLOCK files).
+
+With --follow --mempool, the index file also holds the node's mempool (its eligible txs, for `index scan
+--mempool`), polled every --interval, or followed through Core's ZMQ `sequence` topic with --zmq
+(-zmqpubsequence; pip install 'sp-scan[zmq]') with a full poll every 6 intervals as a safety net. It is rebuilt
+from the node at each start and emptied when the sync stops.""")
 @DB_OPTION
 @click.argument("blocks", metavar="[BLOCK...]", nargs=-1)
 @node_options
@@ -115,10 +123,16 @@ must extend the index. The first height defaults to taproot activation (709,632)
 @click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between polls with --follow.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes fetching and computing blocks.")
 @click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing node call (0.5 s, doubling) before giving up.")
+@click.option("--mempool", is_flag=True, help="With --follow: keep the node's mempool in the index too (see above).")
+@click.option("--zmq", "zmq_url", metavar="URL", help="With --mempool: Core's -zmqpubsequence endpoint, e.g. tcp://127.0.0.1:28332.")
 @click.pass_context
-def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, start, stop, follow, interval, jobs, retries):
+def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, start, stop, follow, interval, jobs, retries, mempool, zmq_url):
     if start is not None and stop is not None and stop < start:
         raise click.UsageError("--to is below --from")
+    if mempool and (not follow or blocks):
+        raise click.UsageError("--mempool goes with --follow and a node (--rest or --rpc)")
+    if zmq_url is not None and not mempool:
+        raise click.UsageError("--zmq goes with --mempool")
     retry = Retry(retries, report=_retrying)
     path = Path(db)
     existing = Index.open(path) if path.exists() else None
@@ -133,7 +147,10 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, star
     previous = {s: signal.signal(s, _on_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     code = 0
     try:
-        stats = idx.sync(source, start, stop, follow, jobs=jobs, interval=interval, retry=retry, progress=_show_progress(progress))
+        stats = idx.sync(
+            source, start, stop, follow, jobs=jobs, interval=interval, retry=retry, progress=_show_progress(progress),
+            mempool=mempool, zmq=zmq_url, log=functools.partial(click.echo, err=True),
+        )  # fmt: skip
     except (KeyboardInterrupt, _Terminated) as exc:
         progress.close()
         tip = idx.tip()
@@ -183,6 +200,8 @@ class _DaskLines(logging.Handler):
 
 JSON Lines: {{"height", "txid", "vout", "amount", "output", "tweak", "label", "spent"}} (amount in sats,
 label m or null, spent true once an indexed block spent it); spend a found output with b_spend + tweak.
+With --mempool, the payments still unconfirmed follow, with "height": null (a tx is listed once: a
+block found meanwhile is scanned first).
 {KEYS_HELP}
 {WALLETS_HELP}
 
@@ -202,10 +221,13 @@ label m or null, spent true once an indexed block spent it); spend a found outpu
 @click.option("--dask-tls-key", metavar="F", help="The private key (PEM) of --dask-tls-cert.")
 @click.option("--insecure", is_flag=True, help="Allow --dask tcp:// to another machine: the scan keys cross the network in the clear.")
 @click.option("--dask-log-level", type=click.Choice(DASK_LOG_LEVELS), default="error", show_default=True, help="Show Dask's own log lines from this level on (a lost worker logs warnings; its tasks run again).")
-def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure, dask_log_level):
+@click.option("--mempool", is_flag=True, help="Then the unconfirmed payments in the node's mempool (height null), as a running `index sync --follow --mempool` keeps it.")
+def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure, dask_log_level, mempool):
     if start is not None and stop is not None and stop < start:
         raise click.UsageError("--to is below --from")
     cluster = _cluster(dask_address, (dask_tls_ca, dask_tls_cert, dask_tls_key), insecure)
+    if mempool and stop is not None:
+        raise click.UsageError("--mempool lists what is unconfirmed above the tip: it does not go with --to")
     if wallets_file is not None:
         if key_options_typed(scan_key_file, labels) or descriptor_file:
             raise click.UsageError("give --wallets or one wallet's --scan-key-file/--spend-pubkey/--label/--descriptor-file, not both")
@@ -228,12 +250,12 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
         show = _Shown(emit, idx.partition_ranges(start, stop, partition_blocks), sys.stderr)
         receivers = [w.receiver for w in named]
         if cluster is None:
-            matches = idx.scan_wallets(receivers, start, stop, jobs, partition_blocks, starts=starts, progress=show)
+            matches = idx.scan_wallets(receivers, start, stop, jobs, partition_blocks, starts=starts, progress=show, mempool=mempool)
         else:
             tls = cluster.security(dask_tls_ca, dask_tls_cert, dask_tls_key) if dask_tls_ca else None
             stack.enter_context(cluster.dask_logs(_DaskLines(), getattr(logging, dask_log_level.upper())))
             client = stack.enter_context(cluster.connect(dask_address, tls=tls, insecure=insecure))
-            matches = cluster.scan(client, idx, receivers, start, stop, starts=starts, threads=jobs, partition_blocks=partition_blocks, progress=show)
+            matches = cluster.scan(client, idx, receivers, start, stop, starts=starts, threads=jobs, partition_blocks=partition_blocks, progress=show, mempool=mempool)
         stack.enter_context(contextlib.closing(matches))  # on any exit, its cleanup runs before the client and index close
         try:
             for w, match in matches:
@@ -243,7 +265,7 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
             raise Interrupted(show.resume) from None
         finally:
             show.progress.close()
-        emit.start()
+        emit.block("\n".join(show.lines))  # the mempool's lines (no partition of blocks ends them)
 
 
 class _Shown:

@@ -1,9 +1,9 @@
 """The tweak index's store: SQLite, one row per block of packed column blobs. The only module with SQL.
 
-Format version 1 (`PRAGMA user_version`, `PRAGMA application_id` = "SPSX"):
+Format version 2 (`PRAGMA user_version`, `PRAGMA application_id` = "SPSX"):
 
 - `meta(key, value)`: `network` (main, test, testnet4, signet, regtest), `first_height`
-  (set by the first block), `format`.
+  (set by the first block), `format`, `mempool_version` (bumped by every change of `mempool`).
 - `blocks`: one row per block (see `COLUMNS`): header fields, then per eligible tx in block
   order its packed columns, the block's filters and spent-index hashes, and `marks`: the
   (height u32, ordinal u32) pairs of the outputs this block marked spent, undone with it.
@@ -13,6 +13,13 @@ Format version 1 (`PRAGMA user_version`, `PRAGMA application_id` = "SPSX"):
   in the block's row.
 - `spends(height, ordinal)`: the taproot outputs of indexed txs that later blocks spent,
   keyed by the block and the output's position among that block's taproot outputs.
+- `mempool(seq, txid, tweak33, tweak64, out_vouts, out_keys, out_values)`: the eligible txs of
+  the node's mempool as a running `sync --mempool` last saw them, `seq` ascending in the order
+  they were added. A block appended removes its txs from it in the same transaction. Its rows
+  are trusted only while the writer that keeps them holds the file (`writer_active`).
+
+Version 1 files (no `mempool` table) are upgraded in place when opened for writing; read-only,
+they read as an index with an empty mempool.
 
 Bytes in, bytes out: the store packs and unpacks nothing beyond what the rows need.
 Every SQLite failure is raised as `IndexStoreError` naming the file.
@@ -29,6 +36,7 @@ import os
 import sqlite3
 import struct
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -36,7 +44,8 @@ from ..errors import HeightError, IndexStoreError
 from ..network import NETWORKS
 from ..types import BlockData
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_UPGRADABLE = (1,)  # older versions a writer upgrades in place (adding the mempool table)
 APPLICATION_ID = 0x53505358  # "SPSX"
 PAGE_SIZE = 16384
 _PREFIX_SHIFT = 17  # txloc keeps a txid's first 47 bits: 6 bytes in SQLite's record format
@@ -57,6 +66,14 @@ _SCHEMA = [
     " PRIMARY KEY(prefix, height, tx)) WITHOUT ROWID",
     "CREATE TABLE spends(height INTEGER NOT NULL, ordinal INTEGER NOT NULL, PRIMARY KEY(height, ordinal)) WITHOUT ROWID",
 ]
+MEMPOOL_COLUMNS = ("txid", "tweak33", "tweak64", "out_vouts", "out_keys", "out_values")
+_MEMPOOL_SCHEMA = (
+    "CREATE TABLE mempool(seq INTEGER PRIMARY KEY, txid BLOB NOT NULL UNIQUE, "
+    + ", ".join(f"{c} BLOB NOT NULL" for c in MEMPOOL_COLUMNS[1:])
+    + ")"
+)
+_SCHEMA.append(_MEMPOOL_SCHEMA)
+_WRITER_LOCK_TRIES = 100  # a reader's liveness probe holds a shared lock for microseconds: retry 1 ms apart
 _MARK = struct.Struct("<II")
 QUICK_CHECK_BYTES = 64 << 20
 """An index up to this size (with its write-ahead log) gets SQLite's `PRAGMA quick_check` on every open."""
@@ -104,6 +121,27 @@ def _file_size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+def _refuse_truncated(path: Path) -> None:
+    """Raise IndexStoreError when the SQLite header's page count needs more bytes than the file and its
+    WAL hold: read before SQLite parses the schema, which fails as "malformed" when a table's root
+    page is cut off."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except OSError:
+        return  # SQLite's own open says why
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        return
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        return  # not a header SQLite wrote: its open says "not a database"
+    pages = int.from_bytes(header[28:32], "big")
+    size = _file_size(path)
+    if pages * page_size > size + _file_size(Path(f"{path}-wal")):
+        raise IndexStoreError(f"{path} is truncated: its {pages:,} pages of {page_size:,} bytes need {pages * page_size:,}, the file has {size:,}")
 
 
 def _reader_uri(path: Path) -> str:
@@ -203,13 +241,17 @@ class Store:
         network: the network the index was built for.
     """
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool, check: bool = False) -> None:
+        """`check`: refuse a truncated or damaged file (`_check_pages`) before reading anything of it."""
         self.path = path
         self.readonly = readonly
         self._conn = conn
         self._lock = threading.RLock()
         self._writer_fd: int | None = None
         self._locators: collections.OrderedDict[int, _Locator] = collections.OrderedDict()
+        self._has_mempool = True
+        if check:
+            self._check_pages()
         self.network = self._meta("network")
         if self.network not in NETWORKS:
             raise self._damaged(f"its network is {self.network!r}")
@@ -270,6 +312,7 @@ class Store:
         path = Path(path)
         if not path.is_file():
             raise IndexStoreError(f"no index at {path}")
+        _refuse_truncated(path)
         try:
             if readonly:
                 conn = sqlite3.connect(_reader_uri(path), uri=True, isolation_level=None, check_same_thread=False)
@@ -282,21 +325,38 @@ class Store:
         if app_id != APPLICATION_ID:
             conn.close()
             raise IndexStoreError(f"{path} is not an sp-scan index")
-        if version != FORMAT_VERSION:
+        if version != FORMAT_VERSION and version not in _UPGRADABLE:
             conn.close()
             raise IndexStoreError(f"{path} is an index of format version {version}; this sp-scan reads version {FORMAT_VERSION}")
         try:
-            store = cls(path, conn, readonly)
-            store._check_pages()
+            store = cls(path, conn, readonly, check=True)
+            store._has_mempool = version == FORMAT_VERSION
         except BaseException:
             conn.close()
             raise
         if not readonly:
             store._execute("PRAGMA synchronous = NORMAL")  # WAL: a commit survives a killed process
+            if version != FORMAT_VERSION:
+                store._upgrade()
         if network is not None and store.network != network:
             store.close()
             raise IndexStoreError(f"{path} is an index of network {store.network}, not {network}")
         return store
+
+    @_checked
+    def _upgrade(self) -> None:
+        """Bring a version-1 file to FORMAT_VERSION in one transaction: add the (empty) mempool table."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            if self._conn.execute("PRAGMA user_version").fetchone()[0] != FORMAT_VERSION:  # another writer may have done it
+                self._conn.execute(_MEMPOOL_SCHEMA)
+                self._conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT_VERSION,))
+                self._conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+        self._has_mempool = True
 
     def close(self) -> None:
         """Close the file (and release the writer lock)."""
@@ -317,12 +377,32 @@ class Store:
         if self._writer_fd is not None:
             return
         fd = os.open(self.path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        for _ in range(_WRITER_LOCK_TRIES):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                time.sleep(0.001)
+        else:
             os.close(fd)
-            raise IndexStoreError(f"{self.path} is being written by another process (a sync is running)") from None
+            raise IndexStoreError(f"{self.path} is being written by another process (a sync is running)")
         self._writer_fd = fd
+
+    def writer_active(self) -> bool:
+        """True while a writer (this store or another process's) holds the file's writer lock."""
+        if self._writer_fd is not None:
+            return True
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # also releases the shared lock taken
+        return False
 
     # ---- reading ----
 
@@ -347,7 +427,7 @@ class Store:
         """Refuse a file shorter than its pages (a truncated copy); quick_check one of up to QUICK_CHECK_BYTES."""
         self._conn.execute("BEGIN")
         try:
-            self._conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()  # a read snapshot: the WAL stays as it is
+            self._conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # a read snapshot (page 1 only): the WAL stays as it is
             pages, page_size = (self._conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "page_size"))
             size, wal = _file_size(self.path), _file_size(Path(f"{self.path}-wal"))
             if pages * page_size > size + wal:
@@ -573,6 +653,7 @@ class Store:
                 "out_keys": data.out_keys, "tweaks64": data.tweaks64,
             }  # fmt: skip
             self._conn.execute(f"INSERT INTO blocks VALUES ({', '.join('?' * len(COLUMNS))})", [values[c] for c in COLUMNS])
+            self._mempool_delete([data.txids[i : i + 32] for i in range(0, len(data.txids), 32)])
         return len(marks)
 
     def _locator(self, height: int) -> _Locator:
@@ -625,6 +706,79 @@ class Store:
         self._conn.execute("RELEASE marks")
         return marks
 
+    # ---- the mempool table ----
+
+    def _mempool_version(self) -> int:
+        return int(self._meta("mempool_version") or 0)
+
+    def _mempool_bump(self) -> int:
+        version = self._mempool_version() + 1
+        self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('mempool_version', ?)", (version,))
+        return version
+
+    def _mempool_delete(self, txids32: Sequence[bytes]) -> int:
+        """Delete the rows of these txids (inside a transaction), bumping the version when any went."""
+        before = self._conn.total_changes
+        for chunk in _chunks(txids32, 500):
+            self._conn.execute(f"DELETE FROM mempool WHERE txid IN ({', '.join('?' * len(chunk))})", chunk)
+        gone = self._conn.total_changes - before
+        if gone:
+            self._mempool_bump()
+        return gone
+
+    @_checked
+    def mempool_update(self, added: Sequence[Sequence[bytes]], removed: Sequence[bytes], clear: bool = False) -> int:
+        """Change the mempool table in one transaction and bump its version.
+
+        Args:
+            added: rows in MEMPOOL_COLUMNS order, in the order they entered the mempool (a txid
+                already in the table keeps its row).
+            removed: txids32 to delete (absent ones are ignored).
+            clear: delete every row first.
+
+        Returns:
+            The new mempool version.
+        """
+        with self._transaction():
+            if clear:
+                self._conn.execute("DELETE FROM mempool")
+            self._mempool_delete(removed)
+            self._conn.executemany(
+                f"INSERT OR IGNORE INTO mempool({', '.join(MEMPOOL_COLUMNS)}) VALUES ({', '.join('?' * len(MEMPOOL_COLUMNS))})", added
+            )
+            return self._mempool_bump()
+
+    @_checked
+    def mempool_clear(self) -> bool:
+        """Empty the mempool table (one transaction, version bumped) unless it is empty; True when it was not."""
+        if self._conn.execute("SELECT 1 FROM mempool LIMIT 1").fetchone() is None:
+            return False
+        self.mempool_update([], [], clear=True)
+        return True
+
+    @_checked
+    def mempool_version(self) -> int:
+        """The mempool table's version: it changes with every change of the table (0 before any)."""
+        return self._mempool_version()
+
+    @_checked
+    def mempool_rows(self) -> tuple[int, tuple[int, bytes] | None, list[tuple]]:
+        """One consistent read: (mempool version, (height, hash32) of the tip or None, the rows in
+        MEMPOOL_COLUMNS order, oldest first). A version-1 file read-only has no rows."""
+        if not self._has_mempool:
+            return 0, self.tip(), []
+        self._conn.execute("BEGIN")
+        try:
+            version = self._mempool_version()
+            tip = self._conn.execute("SELECT height, hash FROM blocks ORDER BY height DESC LIMIT 1").fetchone()
+            rows = self._conn.execute(f"SELECT {', '.join(MEMPOOL_COLUMNS)} FROM mempool ORDER BY seq").fetchall()
+        finally:
+            self._conn.execute("COMMIT")
+        for row in rows:
+            if not _mempool_row_ok(row):
+                raise IndexStoreError(f"{self.path}: a malformed mempool row (a damaged index)")
+        return version, tip, rows
+
     @_checked
     def rollback(self, height: int) -> int:
         """Remove every block above `height` with its txloc entries and the marks it made, in one transaction.
@@ -642,6 +796,16 @@ class Store:
             self._conn.execute("DELETE FROM blocks WHERE height > ?", (height,))
             self._locators.clear()
         return len(rows)
+
+
+def _mempool_row_ok(row: Sequence) -> bool:
+    """A mempool row's fields are blobs of their widths: txid 32, tweaks 33 and 64, k outputs (k >= 1)
+    of vout 4, key 32 and value 8 bytes."""
+    if not all(isinstance(v, bytes) for v in row):
+        return False
+    txid, tweak33, tweak64, vouts, keys, values = row
+    k = len(vouts) // 4
+    return (len(txid), len(tweak33), len(tweak64)) == (32, 33, 64) and k >= 1 and (len(vouts), len(keys), len(values)) == (4 * k, 32 * k, 8 * k)
 
 
 def _chunks(items: Sequence, n: int) -> Iterator[Sequence]:

@@ -189,6 +189,7 @@ class SyncStats:
         reorgs, rolled_back: branch switches seen and blocks removed by them.
         waiting: True while following and caught up, or while the source is behind the index.
         behind: the source's tip height while it is below the index's (following waits for it), else None.
+        mempool: what the mempool follower did (sync with mempool=True), else None.
     """
 
     height: int | None = None
@@ -205,6 +206,7 @@ class SyncStats:
     waiting: bool = False
     behind: int | None = None
     began: float = field(default_factory=time.monotonic)
+    mempool: object | None = None
 
 
 def network_of(source: Source, retry: Retry) -> str:
@@ -228,10 +230,18 @@ class Syncer:
     """One sync run of a store from a source (see `run`)."""
 
     def __init__(
-        self, store: Store, source: Source, jobs: int, retry: Retry, progress: Callable[[SyncStats], None] | None
+        self,
+        store: Store,
+        source: Source,
+        jobs: int,
+        retry: Retry,
+        progress: Callable[[SyncStats], None] | None,
+        idle: Callable[[float], None] = time.sleep,
     ) -> None:
+        """`idle(interval)` is called while following and caught up, instead of sleeping (the mempool's hook)."""
         self.store, self.source, self.jobs, self.retry = store, source, jobs, retry
         self.progress = progress or (lambda stats: None)
+        self.idle = idle
         self.stats = SyncStats()
         self._fetch = functools.partial(fetch, source, retry=retry)
         self._files = isinstance(source, BlockFiles)
@@ -342,6 +352,7 @@ class Syncer:
         pool = workers.Workers(self.jobs, self._fetch) if self.jobs > 1 else None
         try:
             self.store.lock_writer()  # after the fork: workers must not inherit the lock
+            self.store.mempool_clear()  # a mempool a killed sync left is never trusted
             tip = self.store.tip()
             self.stats.height = tip[0] if tip else None
             self.stats.start = tip[0] + 1 if tip else begin
@@ -367,7 +378,7 @@ class Syncer:
     def _wait(self, interval: float) -> None:
         self.stats.waiting = True
         self.progress(self.stats)
-        time.sleep(interval)
+        (time.sleep if self.stats.behind is not None else self.idle)(interval)  # the mempool waits while caught up
 
     def _loop(self, pool: workers.Workers | None, begin: int, stop: int | None, follow: bool, interval: float) -> SyncStats:
         unlinked = 0
