@@ -259,7 +259,7 @@ def test_the_pseudo_block_gives_the_blocks_own_rows(kernel_chain):
     """The mempool's batch computes through block_index: a block's txs as a batch give the block's columns."""
     from bitcoin.core import CBlock
 
-    from sp_scan import wire
+    from sp_scan import block, wire
 
     for h in range(101, kc.SAMPLE_TIP + 1):
         raw, spent = kernel_chain.block(h), kernel_chain.spent(h)
