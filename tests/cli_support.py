@@ -234,15 +234,21 @@ class RpcHandler(_Base):
             return self.reply(401, b"", "text/html")
         time.sleep(self.server.delay)
         request = json.loads(body)
+        if isinstance(request, list):  # a batch (ElectrumX sends them): always 200, errors per item
+            replies = [self.answer(chain, item)[1] for item in request]
+            return self.reply(200, (bf.dumps(replies) + "\n").encode(), "application/json")
+        status, reply = self.answer(chain, request)
+        self.reply(status, (bf.dumps(reply) + "\n").encode(), "application/json")
+
+    def answer(self, chain: ChainView, request: dict) -> tuple[int, dict]:
+        """(HTTP status, reply object) of one JSON-RPC request."""
         self.server.requests.append(request["method"])
         try:
-            result = self.dispatch(chain, request["method"], request["params"])
+            result = self.dispatch(chain, request["method"], request.get("params", []))
         except LookupError as exc:
             code, message = exc.args
-            reply = {"result": None, "error": {"code": code, "message": message}, "id": request["id"]}
-            return self.reply(404 if code == -32601 else 500, (json.dumps(reply) + "\n").encode(), "application/json")
-        reply = bf.dumps({"result": result, "error": None, "id": request["id"]}) + "\n"
-        self.reply(200, reply.encode(), "application/json")
+            return (404 if code == -32601 else 500), {"result": None, "error": {"code": code, "message": message}, "id": request["id"]}
+        return 200, {"result": result, "error": None, "id": request["id"]}
 
     def dispatch(self, chain: ChainView, method: str, params: list) -> object:
         if method == "getblockcount":
@@ -268,7 +274,40 @@ class RpcHandler(_Base):
             if spent is None:
                 raise LookupError(-1, "Can't read undo data from disk")
             return bf.block_json(raw, parse_spent(spent), height)
+        return self.electrumx_call(chain, method, params)
+
+    def electrumx_call(self, chain: ChainView, method: str, params: list) -> object:
+        """The other calls ElectrumX (e-x 2.x) makes of Core 31: node facts, an empty mempool, txindex lookups."""
+        height = chain.best()[0]
+        if method == "getnetworkinfo":
+            return {"version": 310000, "subversion": "/Satoshi:31.0.0/", "protocolversion": 70016, "relayfee": 0.00001,
+                    "incrementalfee": 0.00001, "networkactive": True, "connections": 0, "warnings": ""}  # fmt: skip
+        if method == "getindexinfo":
+            return {name: {"synced": True, "best_block_height": height} for name in ("txindex", "txospenderindex")}
+        if method == "getrawmempool":
+            return []
+        if method == "getmempoolinfo":
+            return {"loaded": True, "size": 0, "bytes": 0, "mempoolminfee": 0.00001, "minrelaytxfee": 0.00001, "incrementalrelayfee": 0.00001}
+        if method == "estimatesmartfee":
+            return {"feerate": 0.00002, "blocks": 2}
+        if method == "getrawtransaction":
+            raw = transactions(chain).get(params[0])
+            if raw is None:
+                raise LookupError(-5, "No such mempool or blockchain transaction. Use gettransaction for wallet transactions.")
+            return raw.hex() if not params[1:] or not params[1] else {"hex": raw.hex(), "txid": params[0]}
         raise LookupError(-32601, "Method not found")
+
+
+def transactions(chain: ChainView) -> dict[str, bytes]:
+    """Display txid -> raw transaction of every transaction on the active chain (a txindex)."""
+    from bitcoin.core import CBlock
+
+    out = {}
+    for height in range(chain.best()[0] + 1):
+        found = chain.lookup(chain.hash_at(height))
+        for tx in CBlock.deserialize(found[1]).vtx:
+            out[tx.GetTxid()[::-1].hex()] = tx.serialize()
+    return out
 
 
 class NodeServer:

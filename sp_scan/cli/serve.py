@@ -11,6 +11,7 @@ import os
 import click
 
 from . import RPC_PASSWORD_ENV, node_client, node_options, rpc_credentials
+from .electrum import electrum_listeners, electrum_options
 
 
 def _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval) -> tuple[list[str], dict[str, str]]:
@@ -37,21 +38,24 @@ sp-scan serve --db tweaks.db --rest http://127.0.0.1:8332     # and keep it in s
 Routes: /info, /block-height, /block-hash/H, /tweak-index/H?dustLimit=N, /tweaks/H?dustLimit=N,
 /filter/new-utxos/H, /filter/spent/H, /utxos/H, /spent-index/H. With --rest/--rpc an
 `sp-scan index sync --follow` runs beside the server (creating the index if needed).
+With --electrum-port, an Electrum server for Sparrow and Cake Wallet listens too (see README).
 Ctrl-C or SIGTERM stops both.""")
 @click.option("--db", required=True, metavar="PATH", help="The index file.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port to listen on (0: any free port).")
 @node_options
 @click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between the sync's polls of the node.")
-def serve_command(db, host, port, rest_url, rpc_url, rpc_cookie, rpc_user, interval):
+@electrum_options
+def serve_command(db, host, port, rest_url, rpc_url, rpc_cookie, rpc_user, interval, **electrum):
     from sp_scan.server import Server, SyncChild, serve, sync_command
 
     node = node_client(rest_url, rpc_url, rpc_cookie, rpc_user)  # checks the options before anything starts
+    listeners = electrum_listeners(db, **electrum)
     sync = None
     if node is not None:
         args, env = _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval)
         sync = SyncChild(sync_command(db, args), env, log=_log)
-    asyncio.run(serve(Server(db, host, port), sync, log=_log))
+    asyncio.run(serve(Server(db, host, port), sync, log=_log, listeners=listeners))
 
 
 def _log(line: str) -> None:

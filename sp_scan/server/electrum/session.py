@@ -61,6 +61,7 @@ class Limits:
     max_labels: int = frigate.MAX_LABELS
     max_subscriptions: int = frigate.MAX_SUBSCRIPTIONS
     max_line: int = MAX_LINE
+    outbox: int = OUTBOX_LIMIT
 
 
 class _Json(JSONRPCv2):
@@ -140,7 +141,7 @@ class ElectrumSession(RPCSession):
         self.backend: Backend | None = None
         self.subs: dict[str, frigate.Subscription] = {}
         self.scripthashes: set[str] = set()
-        self.outbox: asyncio.Queue = asyncio.Queue(OUTBOX_LIMIT)
+        self.outbox: asyncio.Queue = asyncio.Queue(state.limits.outbox)
         self._after_reply: dict[asyncio.Task, list] = {}
         self._tasks: list[asyncio.Task] = []
         self.loop = asyncio.get_running_loop()
@@ -208,7 +209,7 @@ class ElectrumSession(RPCSession):
             await self.send_notification(method, params)
 
     def notify(self, method: str, params) -> None:
-        """Queue a notification; a client that lets OUTBOX_LIMIT pile up is disconnected."""
+        """Queue a notification; a client that lets `limits.outbox` of them pile up is disconnected."""
         try:
             self.outbox.put_nowait((method, params))
         except asyncio.QueueFull:
