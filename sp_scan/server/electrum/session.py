@@ -5,7 +5,8 @@ Frigate's rules for every connection: `server.version` first (anything before it
 payments and Cake methods answered from the index; everything else proxied to the client's own
 backend connection. Limits: a line over `max_line` bytes gets -32600 "request too large" and the
 connection is closed; connections and subscriptions are counted per IP group (`limits.IpGate`);
-a client that stops reading while notifications pile up past `OUTBOX_LIMIT` is disconnected.
+a client that stops reading is disconnected once a message waits `send_timeout` for it or
+`outbox` notifications pile up.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ INVALID_REQUEST = -32600
 OUTBOX_LIMIT = 10_000
 """Notifications waiting for a client that does not read before it is disconnected."""
 MAX_LINE = 1_000_000
+SEND_TIMEOUT = 60.0
+"""Seconds a message may wait for a client that does not read before the connection is dropped."""
 GENESIS = {
     "main": "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
     "test": "000000000933ea01ad0ee984209779baaec3ced90fa3f408719526f8d77f4943",
@@ -62,6 +65,7 @@ class Limits:
     max_subscriptions: int = frigate.MAX_SUBSCRIPTIONS
     max_line: int = MAX_LINE
     outbox: int = OUTBOX_LIMIT
+    send_timeout: float = SEND_TIMEOUT
 
 
 class _Json(JSONRPCv2):
@@ -194,7 +198,12 @@ class ElectrumSession(RPCSession):
             transport.close()
 
     async def _send_message(self, message):
-        sent = await super()._send_message(message)
+        try:
+            sent = await asyncio.wait_for(super()._send_message(message), self.state.limits.send_timeout)
+        except asyncio.TimeoutError:
+            log.info("electrum: disconnecting %s: it does not read what it is sent", self.remote_address())
+            self.loop.create_task(self.abort())
+            return time.time()
         for callback in self._after_reply.pop(asyncio.current_task(), ()):
             callback()
         return sent
@@ -334,13 +343,14 @@ class ElectrumSession(RPCSession):
         scan32, spend33 = frigate.parse_keys(scan_hex, spend_hex)
         labels = frigate.parse_labels(labels, self.state.limits.max_labels)
         address = frigate.address_of(scan32, spend33, self.state.network)
-        existing = self.subs.get(address)
-        if existing is None and len(self.subs) >= self.state.limits.max_subscriptions:
-            raise frigate.invalid(f"subscription limit reached ({self.state.limits.max_subscriptions}) for this connection")
         tip = await self.state.readers.run(_tip_height)
         first, last, when = frigate.parse_start(start, tip)
         if when is not None:
             first = await self.state.readers.run(_height_at_time, when)
+        # From here to the end no await: the limit check and the insertion are one step.
+        existing = self.subs.get(address)
+        if existing is None and len(self.subs) >= self.state.limits.max_subscriptions:
+            raise frigate.invalid(f"subscription limit reached ({self.state.limits.max_subscriptions}) for this connection")
         if existing is not None:
             first = min(first, existing.reply["start_height"])
             self._drop(existing)
