@@ -349,6 +349,34 @@ def parse_spent(spent_bytes: bytes) -> list[list[TxOut]]:
     return spent
 
 
+def parse_getutxos(reply_bytes: bytes, n: int) -> list[TxOut | None]:
+    """Parse Core's `/rest/getutxos/….bin` reply to `n` outpoints: each one's output, or None when
+    the bitmap says it is not in the UTXO set.
+
+    The reply is int32 chain height, tip hash32, the bitmap (compact-size length, bit i = outpoint
+    i, least significant first), then one CCoin per hit: u32 0, u32 height, CTxOut.
+
+    Raises:
+        MalformedDataError: truncated, trailing bytes, a bitmap of another length, or a number of
+            outputs other than the bitmap's hits.
+    """
+    r = Reader(bytes(reply_bytes), what="getutxos reply")
+    r.read(4 + 32)
+    bitmap = r.var_bytes()
+    if len(bitmap) != (n + 7) // 8:
+        raise r.fail(f"a bitmap of {len(bitmap)} bytes for {n} outpoints")
+    hits = [bool(bitmap[i >> 3] >> (i & 7) & 1) for i in range(n)]
+    if r.count(_MIN_TXOUT + 8) != sum(hits):
+        raise r.fail(f"the outputs do not match the bitmap's {sum(hits)} hits")
+    found = []
+    for hit in hits:
+        if hit:
+            r.read(8)  # the version placeholder and the coin's height
+        found.append(_txout(r) if hit else None)
+    r.end()
+    return found
+
+
 def serialize_spent(spent: Sequence[Sequence[TxOut]]) -> bytes:
     """Serialize per-tx prevouts in Core's REST spent-outputs binary form (coinbase entry included)."""
     parts = [compact_size(len(spent))]
@@ -573,7 +601,12 @@ def sats(value: object) -> int:
     return int(amount)
 
 
-def _json_txout(obj: object, where: str) -> TxOut:
+def json_txout(obj: object, where: str) -> TxOut:
+    """An output from Core's JSON form {value (BTC), scriptPubKey: {hex}}; `where` names it in errors.
+
+    Raises:
+        MalformedDataError: another shape, a bad amount or bad hex.
+    """
     try:
         script = obj["scriptPubKey"]["hex"]  # type: ignore[index]
         value = obj["value"]  # type: ignore[index]
@@ -591,7 +624,7 @@ def spent_from_json(obj: object) -> bytes:
     if not isinstance(obj, list) or not all(isinstance(tx, list) for tx in obj):
         raise MalformedDataError("spent outputs JSON: expected an array of arrays")
     return serialize_spent(
-        [[_json_txout(o, f"spent outputs JSON tx {n} input {i}") for i, o in enumerate(tx)] for n, tx in enumerate(obj)]
+        [[json_txout(o, f"spent outputs JSON tx {n} input {i}") for i, o in enumerate(tx)] for n, tx in enumerate(obj)]
     )
 
 
@@ -637,7 +670,7 @@ def spent_from_getblock(obj: object) -> bytes:
                 continue
             if "prevout" not in vin:
                 raise PrevoutsError(f"getblock JSON tx {n} vin {i} has no prevout; use verbosity 3 (getblock <hash> 3)")
-            prevouts.append(_json_txout(vin["prevout"], f"getblock JSON tx {n} vin {i} prevout"))
+            prevouts.append(json_txout(vin["prevout"], f"getblock JSON tx {n} vin {i} prevout"))
         spent.append(prevouts)
     return serialize_spent(spent)
 

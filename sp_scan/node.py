@@ -3,7 +3,9 @@
 Both clients give the same four calls: `chain()` (Core's chain name),
 `tip_height()`, `block_hash(height)` (display hex) and `block(hash_hex)` ->
 (block_bytes, spent_bytes), the spent outputs in Core's REST binary form as
-`sp_scan.block` expects.
+`sp_scan.block` expects. For the mempool (`sp_scan.index.mempool`) both also give
+`mempool_txids()`, `transactions(txids32)` and `utxos(outpoints36)`, batched: REST
+over kept-alive connections from a few threads, RPC as JSON-RPC batch requests.
 Only the standard library is used. Every failure raises `NodeError`;
 credentials never appear in messages.
 """
@@ -11,16 +13,26 @@ credentials never appear in messages.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
+import http.client
 import json
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 from . import block
 from .errors import MalformedDataError, NodeError
 
 DEFAULT_TIMEOUT = 120.0
+MAX_GETUTXOS_OUTPOINTS = 15
+"""Core's REST getutxos answers at most this many outpoints per request."""
+REST_THREADS = 4
+"""Connections a RestNode keeps open for the mempool's many small requests."""
+RPC_BATCH = 1000
+"""Calls per JSON-RPC batch request."""
 _MAX_ERROR_TEXT = 200
 # Nodes are reached directly: proxy settings from the environment are not applied.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -48,6 +60,23 @@ def _hash_hex(text: str, what: str) -> str:
     if len(raw) != 32:
         raise NodeError(f"{what}: expected a 32-byte block hash")
     return raw.hex()
+
+
+def _txids(listed: object, what: str) -> list[bytes]:
+    """The txids32 of a JSON array of display-hex txids."""
+    try:
+        if not isinstance(listed, list):
+            raise MalformedDataError(f"{what}: not a list of txids")
+        return [bytes.fromhex(_hash_hex(t if isinstance(t, str) else "", "txid"))[::-1] for t in listed]
+    except MalformedDataError as exc:
+        raise NodeError(str(exc)) from None
+
+
+def _tip_height(height: int, what: str) -> int:
+    """A node's tip height, refused when negative (Core counts from its genesis block, height 0)."""
+    if height < 0:
+        raise NodeError(f"{what} is {height}, not a height")
+    return height
 
 
 def _first_line(data: bytes) -> str:
@@ -99,7 +128,7 @@ class RestNode:
 
     def tip_height(self) -> int:
         """The height of the node's best block (`/rest/chaininfo.json`)."""
-        return self._chaininfo("blocks", int)
+        return _tip_height(self._chaininfo("blocks", int), "REST /rest/chaininfo.json: `blocks`")
 
     def block_hash(self, height: int) -> str:
         """The display-hex hash of the active chain's block at `height`."""
@@ -109,6 +138,89 @@ class RestNode:
         """(raw block, spent outputs) from `/rest/block/<hash>.bin` and `/rest/spenttxouts/<hash>.bin`."""
         hash_hex = _hash_hex(hash_hex, "block hash")
         return self.get(f"/rest/block/{hash_hex}.bin"), self.get(f"/rest/spenttxouts/{hash_hex}.bin")
+
+    def __getstate__(self) -> dict:  # workers get the URL, not this process's connections
+        return {k: v for k, v in self.__dict__.items() if k not in ("_kept", "_pool")}
+
+    def _kept_get(self, path: str) -> tuple[int, bytes]:
+        """(status, body) of GET url + path on this thread's kept-alive connection (reopened once if it closed)."""
+        kept = self.__dict__.setdefault("_kept", threading.local())
+        parts = urllib.parse.urlsplit(self.url)
+        for attempt in (0, 1):
+            conn = getattr(kept, "conn", None)
+            if conn is None:
+                cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+                conn = kept.conn = cls(parts.hostname, parts.port, timeout=self.timeout)
+            try:
+                conn.request("GET", parts.path + path)
+                reply = conn.getresponse()
+                return reply.status, reply.read()
+            except (http.client.HTTPException, OSError) as exc:
+                conn.close()
+                kept.conn = None
+                if attempt:
+                    raise NodeError(f"cannot reach the node at {self.url}: {exc}") from None
+        raise AssertionError("unreachable")
+
+    def _many(self, fn, items: Sequence) -> list:
+        """fn(item) for each item, from REST_THREADS threads, in order."""
+        if len(items) <= 1:
+            return [fn(i) for i in items]
+        pool = self.__dict__.get("_pool")
+        if pool is None:
+            pool = self.__dict__["_pool"] = concurrent.futures.ThreadPoolExecutor(REST_THREADS, thread_name_prefix="sp-scan-rest")
+        return list(pool.map(fn, items))
+
+    def _ok(self, path: str, status: int, body: bytes) -> bytes:
+        if status != 200:
+            raise NodeError(f"REST {path}: HTTP {status} {_first_line(body)}".rstrip())
+        return body
+
+    def mempool_txids(self) -> list[bytes]:
+        """The txids32 (internal order) in the node's mempool (`/rest/mempool/contents.json?verbose=false`).
+
+        Raises:
+            NodeError: unreachable, an error reply, or a reply that is not a list of txids.
+        """
+        path = "/rest/mempool/contents.json?verbose=false"
+        try:
+            listed = block.load_json(self._ok(path, *self._kept_get(path)), f"REST {path}")
+        except MalformedDataError as exc:
+            raise NodeError(str(exc)) from None
+        return _txids(listed, f"REST {path}")
+
+    def transactions(self, txids32: Sequence[bytes]) -> dict[bytes, bytes]:
+        """The raw txs the node has of `txids32` (`/rest/tx/<txid>.bin`: mempool txs, and confirmed
+        ones with -txindex); a txid it does not have (404) is left out.
+
+        Raises:
+            NodeError: unreachable, or another error reply.
+        """
+
+        def one(txid32: bytes) -> bytes | None:
+            path = f"/rest/tx/{txid32[::-1].hex()}.bin"
+            status, body = self._kept_get(path)
+            return None if status == 404 else self._ok(path, status, body)
+
+        return {t: raw for t, raw in zip(txids32, self._many(one, list(txids32))) if raw is not None}
+
+    def utxos(self, outpoints36: Sequence[bytes]) -> list[block.TxOut | None]:
+        """Each outpoint's output in the UTXO set of the node's tip, or None (`/rest/getutxos/<txid>-<n>/….bin`,
+        15 per request, without checkmempool: outputs that mempool txs spend are still given).
+
+        Raises:
+            NodeError: unreachable, an error reply, or a reply that does not parse.
+        """
+
+        def chunk(ops: Sequence[bytes]) -> list[block.TxOut | None]:
+            path = "/rest/getutxos/" + "/".join(f"{op[:32][::-1].hex()}-{int.from_bytes(op[32:], 'little')}" for op in ops) + ".bin"
+            try:
+                return block.parse_getutxos(self._ok(path, *self._kept_get(path)), len(ops))
+            except MalformedDataError as exc:
+                raise NodeError(f"REST getutxos: {exc}") from None
+
+        chunks = [outpoints36[i : i + MAX_GETUTXOS_OUTPOINTS] for i in range(0, len(outpoints36), MAX_GETUTXOS_OUTPOINTS)]
+        return [o for found in self._many(chunk, chunks) for o in found]
 
 
 class RpcNode:
@@ -164,6 +276,21 @@ class RpcNode:
         """
         self._last_id += 1
         body = json.dumps({"jsonrpc": "1.0", "id": self._last_id, "method": method, "params": list(params)}).encode()
+        reply_obj = self._post(body, method)
+        if not isinstance(reply_obj, dict) or "result" not in reply_obj:
+            raise NodeError(f"RPC {method}: not a JSON-RPC reply")
+        error = reply_obj.get("error")
+        if error:
+            message = error.get("message", error) if isinstance(error, dict) else error
+            raise NodeError(f"RPC {method}: {message}")
+        return reply_obj["result"]
+
+    def _post(self, body: bytes, method: str) -> object:
+        """POST a JSON-RPC request (or batch) and return the parsed reply.
+
+        Raises:
+            NodeError: unreachable, bad credentials, an HTTP error without a JSON body, or not JSON.
+        """
         request = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
         auth = self._authorization()
         if auth:
@@ -181,16 +308,75 @@ class RpcNode:
             reason = getattr(exc, "reason", exc)
             raise NodeError(f"cannot reach the node at {self.url}: {reason}") from None
         try:
-            reply_obj = block.load_json(data, f"RPC {method} reply")
+            return block.load_json(data, f"RPC {method} reply")
         except MalformedDataError as exc:
             raise NodeError(str(exc)) from None
-        if not isinstance(reply_obj, dict) or "result" not in reply_obj:
-            raise NodeError(f"RPC {method}: not a JSON-RPC reply")
-        error = reply_obj.get("error")
-        if error:
-            message = error.get("message", error) if isinstance(error, dict) else error
-            raise NodeError(f"RPC {method}: {message}")
-        return reply_obj["result"]
+
+    def batch(self, method: str, params: Sequence[Sequence[object]]) -> list[tuple[object, dict | None]]:
+        """Call `method` once per params in JSON-RPC batch requests of RPC_BATCH calls.
+
+        Returns:
+            (result, error) per call, in order; error is Core's {"code", "message"} or None.
+
+        Raises:
+            NodeError: unreachable, HTTP error, bad credentials, or a reply that is not a batch reply.
+        """
+        out: list[tuple[object, dict | None]] = []
+        for lo in range(0, len(params), RPC_BATCH):
+            calls = [{"jsonrpc": "1.0", "id": lo + i, "method": method, "params": list(p)} for i, p in enumerate(params[lo : lo + RPC_BATCH])]
+            reply = self._post(json.dumps(calls).encode(), method)
+            by_id = {r.get("id"): r for r in reply if isinstance(r, dict)} if isinstance(reply, list) else {}
+            if len(by_id) != len(calls) or any(c["id"] not in by_id for c in calls):
+                raise NodeError(f"RPC {method}: not a JSON-RPC batch reply")
+            for c in calls:
+                error = by_id[c["id"]].get("error")
+                out.append((by_id[c["id"]].get("result"), error if isinstance(error, dict) else ({"message": str(error)} if error else None)))
+        return out
+
+    def mempool_txids(self) -> list[bytes]:
+        """The txids32 (internal order) in the node's mempool (`getrawmempool`).
+
+        Raises:
+            NodeError: as `call`, or a reply that is not a list of txids.
+        """
+        return _txids(self.call("getrawmempool"), "RPC getrawmempool")
+
+    def transactions(self, txids32: Sequence[bytes]) -> dict[bytes, bytes]:
+        """The raw txs the node has of `txids32` (`getrawtransaction txid`, batched: mempool txs, and
+        confirmed ones with -txindex); a txid it does not have (error -5) is left out.
+
+        Raises:
+            NodeError: as `call`, another error, or a result that is not hex.
+        """
+        found = {}
+        for txid32, (result, error) in zip(txids32, self.batch("getrawtransaction", [(t[::-1].hex(),) for t in txids32])):
+            if error is not None:
+                if error.get("code") == -5:
+                    continue
+                raise NodeError(f"RPC getrawtransaction: {error.get('message', error)}")
+            try:
+                found[txid32] = block.from_hex(result if isinstance(result, str) else "", "getrawtransaction result")
+            except MalformedDataError as exc:
+                raise NodeError(str(exc)) from None
+        return found
+
+    def utxos(self, outpoints36: Sequence[bytes]) -> list[block.TxOut | None]:
+        """Each outpoint's output in the UTXO set of the node's tip, or None (`gettxout txid n false`,
+        batched: outputs that mempool txs spend are still given).
+
+        Raises:
+            NodeError: as `call`, an error, or a result of the wrong shape.
+        """
+        params = [(op[:32][::-1].hex(), int.from_bytes(op[32:], "little"), False) for op in outpoints36]
+        found: list[block.TxOut | None] = []
+        for result, error in self.batch("gettxout", params):
+            if error is not None:
+                raise NodeError(f"RPC gettxout: {error.get('message', error)}")
+            try:
+                found.append(None if result is None else block.json_txout(result, "gettxout result"))
+            except MalformedDataError as exc:
+                raise NodeError(str(exc)) from None
+        return found
 
     def chain(self) -> str:
         """Core's name of the node's chain (`getblockchaininfo`)."""
@@ -203,9 +389,9 @@ class RpcNode:
     def tip_height(self) -> int:
         """The height of the node's best block (`getblockcount`)."""
         height = self.call("getblockcount")
-        if not isinstance(height, int):
+        if not isinstance(height, int) or isinstance(height, bool):
             raise NodeError("RPC getblockcount: not an integer")
-        return height
+        return _tip_height(height, "RPC getblockcount")
 
     def block_hash(self, height: int) -> str:
         """The display-hex hash of the block at `height` (`getblockhash`)."""

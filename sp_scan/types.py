@@ -197,17 +197,49 @@ class IndexMatch:
     """An output paying the receiver, found by scanning an index.
 
     Attributes:
-        height: the block's height.
+        height: the block's height; None for a transaction still in the node's mempool.
         txid32: the paying transaction's txid, internal byte order.
         vout: the output's index in that transaction.
         amount: its value in satoshis.
         found: the output key, tweak and label.
-        spent: True when an indexed block spent it.
+        spent: True when an indexed block spent it (never for a mempool transaction's output).
     """
 
-    height: int
+    height: int | None
     txid32: bytes
     vout: int
     amount: int
     found: FoundOutput
     spent: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MempoolTx:
+    """An eligible transaction of the node's mempool, as `index sync --mempool` keeps it beside the index.
+
+    Attributes:
+        txid32: the txid, internal byte order.
+        tweak33: input_hash·A compressed (a light client's or a Frigate height-0 entry's tweak).
+        outputs: its taproot outputs as (vout, output32 x-only key, value in satoshis), vout order.
+    """
+
+    txid32: bytes
+    tweak33: bytes
+    outputs: tuple[tuple[int, bytes, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MempoolView:
+    """The index's mempool table read at one moment (see `Index.mempool_tweaks`).
+
+    Attributes:
+        version: changes whenever the answer may have changed; equal versions mean equal txs.
+            0 when no sync keeps the table (its rows, if any, are not trusted and not given).
+        tip_height: the index's tip when it was read (None while empty): the txs are those
+            unconfirmed on top of it.
+        txs: the eligible mempool txs, oldest first (the order the sync added them); each txid once.
+    """
+
+    version: int
+    tip_height: int | None
+    txs: tuple[MempoolTx, ...]

@@ -1,10 +1,11 @@
-"""Worker processes in order, and steps that Ctrl-C or SIGTERM must not cut in two.
+"""Worker processes that answer in order and stop at once, and steps that Ctrl-C or SIGTERM must not cut in two.
 
-Python raises KeyboardInterrupt (or runs a SIGTERM handler) between any two bytecodes. Two
-places must not be cut: a `multiprocessing.Pool` submission (cut after the pool has filed a task
-but before it has queued it, closing and joining the pool waits forever for that task), and
-writes that must change together (a block's output and the height to resume from).
-`signals_held` keeps them whole; `in_order` submits that way.
+`Workers` runs one function over items in worker processes, each worker with its own pipe, so
+that no lock is shared between processes: any worker can be killed at any moment (a stop
+whatever the node does: one stuck in a network call included) without leaving another waiting,
+and a worker that dies is an error, never a wait. Python raises KeyboardInterrupt (or runs a
+SIGTERM handler) between any two bytecodes; writes that must change together (a block's output
+and the height to resume from) are kept whole by `signals_held`.
 """
 
 from __future__ import annotations
@@ -12,15 +13,18 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
-import multiprocessing.pool
+import multiprocessing
+import multiprocessing.connection
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 _HELD = (signal.SIGINT, signal.SIGTERM)
+JOIN_TIMEOUT = 5.0
+"""Seconds `Workers.close` waits for a killed worker to be reaped."""
 
 
 @contextlib.contextmanager
@@ -48,28 +52,133 @@ def signals_held() -> Iterator[None]:
             signal.raise_signal(signum)
 
 
-def in_order(pool: multiprocessing.pool.Pool, fn: Callable[[T], R], items: Iterable[T], ahead: int) -> Iterator[R]:
-    """fn(item) for each item, run in `pool` and yielded in item order, at most `ahead` queued or running.
+class WorkerDiedError(ChildProcessError):
+    """A worker process ended while it held an item (killed, out of memory)."""
 
-    Every task the pool accepts is queued before an interrupt can land, so a caller that stops
-    early (Ctrl-C, an error) can close and join the pool: the workers finish the tasks they
-    hold. (Terminating instead can deadlock when a worker holds a queue's lock.)
 
-    Raises:
-        whatever fn raised for the item being yielded.
+def _serve(conn: multiprocessing.connection.Connection, fn: Callable, initializer: Callable | None, initargs: tuple) -> None:
+    """A worker's loop: answer each item read from `conn` with (True, fn(item)) or (False, the exception)."""
+    # A terminal's Ctrl-C reaches the whole process group: the parent decides. SIGTERM ends a worker at once.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if initializer is not None:
+        initializer(*initargs)
+    while True:
+        try:
+            item = conn.recv()
+        except EOFError:  # the parent closed its end: done
+            return
+        try:
+            answer = (True, fn(item))
+        except Exception as exc:  # noqa: BLE001  (re-raised in the parent)
+            answer = (False, exc)
+        try:
+            conn.send(answer)
+        except Exception as exc:  # noqa: BLE001  (an answer that does not pickle)
+            conn.send((False, RuntimeError(f"a worker's answer could not be sent back: {type(exc).__name__}: {exc}")))
+
+
+class Workers(Generic[T, R]):
+    """`n` worker processes computing fn(item); results come back in item order (see `in_order`).
+
+    Item k goes to worker k mod n, and each worker answers in the order it was given items, so
+    results are read in order from one worker's pipe at a time. `close` (or leaving `with`) kills
+    the workers whatever they are doing and reaps them: a stop never waits for a worker's task.
+
+    Args:
+        n: worker processes, >= 1.
+        fn: a picklable function of one item (it is sent to each worker once, not with every item).
+        initializer, initargs: called in each worker before its first item.
     """
-    pending: collections.deque = collections.deque()
-    rest = iter(items)
 
-    def submit(item: T) -> None:
-        with signals_held():
-            pending.append(pool.apply_async(fn, (item,)))
+    def __init__(self, n: int, fn: Callable[[T], R], initializer: Callable | None = None, initargs: tuple = ()) -> None:
+        if n < 1:
+            raise ValueError(f"workers must be >= 1, not {n}")
+        self._conns: list[multiprocessing.connection.Connection] = []
+        self._procs: list[multiprocessing.Process] = []
+        self._stale = [0] * n  # answers still to come for items of an abandoned `in_order`
+        try:
+            for _ in range(n):
+                ours, theirs = multiprocessing.Pipe()
+                proc = multiprocessing.Process(target=_serve, args=(theirs, fn, initializer, initargs), daemon=True)
+                proc.start()
+                theirs.close()
+                self._conns.append(ours)
+                self._procs.append(proc)
+        except BaseException:
+            self.close()
+            raise
 
-    for item in itertools.islice(rest, ahead):
-        submit(item)
-    while pending:
-        result = pending[0].get()
-        pending.popleft()
-        for item in itertools.islice(rest, 1):
-            submit(item)
-        yield result
+    def __enter__(self) -> Workers[T, R]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _answer(self, w: int) -> tuple[bool, R | Exception]:
+        """The next (ok, result or exception) of worker `w`, its stale answers skipped.
+
+        Raises:
+            WorkerDiedError: the worker ended.
+        """
+        conn = self._conns[w]
+        while True:
+            try:
+                ok, value = conn.recv()
+            except EOFError:
+                self._procs[w].join(JOIN_TIMEOUT)
+                raise WorkerDiedError(f"a worker process died while computing (exit status {self._procs[w].exitcode})") from None
+            if self._stale[w]:
+                self._stale[w] -= 1
+                continue
+            return ok, value
+
+    def in_order(self, items: Iterable[T], ahead: int) -> Iterator[R]:
+        """fn(item) for each item, yielded in item order, at most `ahead` items given out and not yet yielded.
+
+        Stopping early (closing the iterator, an error) leaves the workers usable: answers still to
+        come for this call's items are skipped by the next call.
+
+        Raises:
+            whatever fn raised for the item being yielded (its type kept);
+            WorkerDiedError: the worker holding the item ended.
+        """
+        n = len(self._procs)
+        pending: collections.deque[int] = collections.deque()
+        counter = itertools.count()
+        rest = iter(items)
+
+        def give(item: T) -> None:
+            w = next(counter) % n
+            try:
+                self._conns[w].send(item)
+            except (BrokenPipeError, ConnectionResetError):
+                self._procs[w].join(JOIN_TIMEOUT)
+                raise WorkerDiedError(f"a worker process died (exit status {self._procs[w].exitcode})") from None
+            pending.append(w)
+
+        try:
+            for item in itertools.islice(rest, max(1, ahead)):
+                give(item)
+            while pending:
+                ok, result = self._answer(pending[0])  # an interrupt here leaves the answer to come: stale
+                pending.popleft()
+                if not ok:
+                    raise result
+                for item in itertools.islice(rest, 1):
+                    give(item)
+                yield result
+        finally:
+            for w in pending:
+                self._stale[w] += 1
+
+    def close(self) -> None:
+        """Kill the workers (whatever they are doing) and reap them, within about JOIN_TIMEOUT seconds."""
+        for conn in self._conns:
+            conn.close()
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.kill()
+        for proc in self._procs:
+            proc.join(JOIN_TIMEOUT)
+        self._conns, self._procs = [], []

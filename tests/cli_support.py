@@ -1,20 +1,45 @@
-"""Test support for the CLI: local Core-like HTTP servers and chains they serve."""
+"""Test support for the CLI: importing it from the source tree, and local Core-like HTTP servers."""
 
 from __future__ import annotations
 
 import base64
+import importlib
+import importlib.util
 import json
 import socket
+import struct
+import sys
 import threading
 import time
+import urllib.parse
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Protocol
 
 import blockfactory as bf
-from sp_scan.block import parse_spent
+from node_mempool import MEMPOOL_HEIGHT
+from sp_scan.block import compact_size, parse_spent
+from sp_scan.extract import ScriptType, script_type
 
 ROOT = Path(__file__).resolve().parent.parent
+MAX_GETUTXOS_OUTPOINTS = 15  # rest.cpp's limit
+
+
+def load_cli():
+    """Import sp_scan.cli; from a source checkout, map cli/ to it as pyproject.toml does."""
+    try:
+        return importlib.import_module("sp_scan.cli")
+    except ModuleNotFoundError:
+        pass
+    import sp_scan
+
+    spec = importlib.util.spec_from_file_location("sp_scan.cli", ROOT / "cli" / "__init__.py", submodule_search_locations=[str(ROOT / "cli")])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sp_scan.cli"] = module
+    spec.loader.exec_module(module)
+    sp_scan.cli = module
+    return module
 
 
 # --- Core-like servers (127.0.0.1 only, one thread per request, stopped by the fixture) ---
@@ -76,6 +101,38 @@ class Chain:
         return out
 
 
+class Misreported:
+    """`chain` whose node reports its tip at another height than it holds (a broken node or proxy: `"blocks": -5`)."""
+
+    def __init__(self, chain: ChainView, height: int) -> None:
+        self.chain, self.height = chain, height
+
+    def best(self) -> tuple[int, bytes]:
+        return self.height, self.chain.best()[1]
+
+    def hash_at(self, height: int) -> bytes | None:
+        return self.chain.hash_at(height)
+
+    def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes | None] | None:
+        return self.chain.lookup(hash32)
+
+
+class StaleHeights:
+    """`chain` behind a cache that answers the block hash at some heights from another branch (a stale proxy)."""
+
+    def __init__(self, chain: ChainView, stale: ChainView, heights: set[int]) -> None:
+        self.chain, self.stale, self.heights = chain, stale, heights
+
+    def best(self) -> tuple[int, bytes]:
+        return self.chain.best()
+
+    def hash_at(self, height: int) -> bytes | None:
+        return (self.stale if height in self.heights else self.chain).hash_at(height)
+
+    def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes | None] | None:
+        return self.chain.lookup(hash32) or self.stale.lookup(hash32)
+
+
 def spending_chain(length: int, fork: Chain | None = None, fork_height: int = 0, salt: int = 0) -> Chain:
     """A chain of blocks paying the vectors' first wallet, where every third block spends earlier taproot outputs.
 
@@ -127,6 +184,13 @@ class _Base(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def gate(self, height: int) -> None:
+        """Hold a request for a block hash at `height` or above while the server holds them (see NodeServer.hold)."""
+        server = self.server
+        if server.hold_from is not None and height >= server.hold_from:
+            server.held.set()
+            server.released.wait()
+
     def answering(self) -> bool:
         """False once the server was told to stop answering: the connection is then closed unanswered."""
         with self.server.lock:
@@ -166,17 +230,99 @@ class RestHandler(_Base):
             height, hash32 = chain.best()
             info = {"chain": "regtest", "blocks": height, "headers": height, "bestblockhash": hash32[::-1].hex()}
             return self.reply(200, (json.dumps(info) + "\n").encode(), "application/json")
-        for prefix in ("/rest/blockhashbyheight/", "/rest/block/", "/rest/spenttxouts/"):
+        for prefix in ("/rest/blockhashbyheight/", "/rest/block/", "/rest/spenttxouts/", "/rest/tx/", "/rest/getutxos", "/rest/mempool/"):
             if path.startswith(prefix):
                 param, _, fmt = path[len(prefix) :].rpartition(".")
+                if prefix == "/rest/mempool/":
+                    return self.mempool(param, fmt)
                 if fmt not in ("bin", "hex", "json"):
                     return self.error(404, "output format not found (available: .bin, .hex, .json)")
                 return getattr(self, prefix.split("/")[2])(chain, param, fmt)
         self.error(404, "not found")
 
+    # --- the mempool's routes (rest.cpp: rest_mempool, rest_tx, rest_getutxos) ---
+
+    def _mempool(self):
+        mempool = self.server.mempool
+        if mempool is None:
+            self.error(404, "Mempool disabled or instance not found")
+        return mempool
+
+    def _json(self, obj: object) -> None:
+        self.reply(200, (bf.dumps(obj) + "\n").encode(), "application/json")
+
+    def mempool(self, param: str, fmt: str) -> None:
+        if param not in ("contents", "info") or fmt not in ("json", "bin", "hex"):
+            return self.error(400, "Invalid URI format. Expected /rest/mempool/<info|contents>.json")
+        mempool = self._mempool()
+        if mempool is None:
+            return
+        if fmt != "json":
+            return self.error(404, "output format not found (available: json)")
+        if param == "info":
+            return self._json(_decimals(mempool.info()))
+        query = urllib.parse.parse_qs(self.path.partition("?")[2])
+        verbose, sequence = (query.get(k, [d])[0] for k, d in (("verbose", "true"), ("mempool_sequence", "false")))
+        if verbose not in ("true", "false"):
+            return self.error(400, 'The "verbose" query parameter must be either "true" or "false".')
+        if sequence not in ("true", "false"):
+            return self.error(400, 'The "mempool_sequence" query parameter must be either "true" or "false".')
+        if verbose == "true" and sequence == "true":
+            return self.error(400, 'Verbose results cannot contain mempool sequence values. (hint: set "verbose=false")')
+        if verbose == "true":
+            return self._json(_decimals(mempool.verbose()))
+        with mempool.lock:
+            txids = [t[::-1].hex() for t in mempool.txids()]
+            self._json({"txids": txids, "mempool_sequence": mempool.sequence} if sequence == "true" else txids)
+
+    def tx(self, chain: ChainView, param: str, fmt: str) -> None:
+        if _hash32(param) is None:
+            return self.error(400, f"Invalid hash: {param}")
+        mempool = self.server.mempool
+        raw = mempool.raw(_hash32(param)) if mempool is not None else None  # no -txindex: mempool txs only
+        if raw is None:
+            return self.error(404, f"{param} not found")
+        if fmt == "json":
+            return self.error(404, "json not served by this test server")
+        self._data(raw, fmt)
+
+    def getutxos(self, chain: ChainView, param: str, fmt: str) -> None:
+        parts = param[1:].split("/") if len(param) > 1 else []
+        if not parts:
+            return self.error(400, "Error: empty request")
+        check = parts[0] == "checkmempool"
+        outpoints = []
+        for part in parts[1 if check else 0 :]:
+            txid, _, n = part.partition("-")
+            if _hash32(txid) is None or not n.isdigit() or int(n) >= 2**31:
+                return self.error(400, "Parse error")
+            outpoints.append(_hash32(txid) + int(n).to_bytes(4, "little"))
+        if not outpoints:
+            return self.error(400, "Error: empty request")
+        if len(outpoints) > MAX_GETUTXOS_OUTPOINTS:
+            return self.error(400, f"Error: max outpoints exceeded (max: {MAX_GETUTXOS_OUTPOINTS}, tried: {len(outpoints)})")
+        mempool = self._mempool()
+        if mempool is None:
+            return
+        with mempool.lock:
+            height, tip = chain.best()
+            coins = mempool.coins(outpoints, check)
+        bitmap = bytearray((len(coins) + 7) // 8)
+        for i, coin in enumerate(coins):
+            bitmap[i >> 3] |= (coin is not None) << (i & 7)
+        found = [c for c in coins if c is not None]
+        if fmt == "json":
+            utxos = [{"height": h, "value": bf.btc(o.amount), "scriptPubKey": _script_json(o.script)} for h, o, _ in found]
+            bits = "".join("1" if c is not None else "0" for c in coins)
+            return self._json({"chainHeight": height, "chaintipHash": tip[::-1].hex(), "bitmap": bits, "utxos": utxos})
+        body = struct.pack("<i", height) + tip + compact_size(len(bitmap)) + bytes(bitmap) + compact_size(len(found))
+        body += b"".join(struct.pack("<II", 0, h) + o.to_bytes() for h, o, _ in found)
+        self._data(body, fmt)
+
     def blockhashbyheight(self, chain: ChainView, param: str, fmt: str) -> None:
         if not param.isdigit():
             return self.error(400, f"Invalid height: {param}")
+        self.gate(int(param))
         hash32 = chain.hash_at(int(param))
         if hash32 is None:
             return self.error(404, "Block height out of range")
@@ -234,29 +380,31 @@ class RpcHandler(_Base):
             return self.reply(401, b"", "text/html")
         time.sleep(self.server.delay)
         request = json.loads(body)
-        if isinstance(request, list):  # a batch (ElectrumX sends them): always 200, errors per item
-            replies = [self.answer(chain, item)[1] for item in request]
+        if isinstance(request, list):  # a batch: one reply per call, HTTP 200 (Core's JSONRPCExecBatch)
+            replies = [self._one(chain, r)[1] for r in request]
             return self.reply(200, (bf.dumps(replies) + "\n").encode(), "application/json")
-        status, reply = self.answer(chain, request)
+        status, reply = self._one(chain, request)
         self.reply(status, (bf.dumps(reply) + "\n").encode(), "application/json")
 
-    def answer(self, chain: ChainView, request: dict) -> tuple[int, dict]:
-        """(HTTP status, reply object) of one JSON-RPC request."""
+    def _one(self, chain: ChainView, request: dict) -> tuple[int, dict]:
         self.server.requests.append(request["method"])
         try:
             result = self.dispatch(chain, request["method"], request.get("params", []))
         except LookupError as exc:
             code, message = exc.args
-            return (404 if code == -32601 else 500), {"result": None, "error": {"code": code, "message": message}, "id": request["id"]}
+            return 404 if code == -32601 else 500, {"result": None, "error": {"code": code, "message": message}, "id": request["id"]}
         return 200, {"result": result, "error": None, "id": request["id"]}
 
     def dispatch(self, chain: ChainView, method: str, params: list) -> object:
+        if method in _MEMPOOL_RPCS and self.server.mempool is not None:
+            return getattr(self, method)(chain, self.server.mempool, params)
         if method == "getblockcount":
             return chain.best()[0]
         if method == "getblockchaininfo":
             height, hash32 = chain.best()
             return {"chain": "regtest", "blocks": height, "headers": height, "bestblockhash": hash32[::-1].hex()}
         if method == "getblockhash":
+            self.gate(params[0])
             hash32 = chain.hash_at(params[0])
             if hash32 is None:
                 raise LookupError(-8, "Block height out of range")
@@ -277,25 +425,69 @@ class RpcHandler(_Base):
         return self.electrumx_call(chain, method, params)
 
     def electrumx_call(self, chain: ChainView, method: str, params: list) -> object:
-        """The other calls ElectrumX (e-x 2.x) makes of Core 31: node facts, an empty mempool, txindex lookups."""
+        """The other calls ElectrumX (e-x 2.x) makes of Core 31 (node facts, fee estimates), and without a
+        stand-in mempool an empty one and a txindex over the chain."""
         height = chain.best()[0]
         if method == "getnetworkinfo":
             return {"version": 310000, "subversion": "/Satoshi:31.0.0/", "protocolversion": 70016, "relayfee": 0.00001,
                     "incrementalfee": 0.00001, "networkactive": True, "connections": 0, "warnings": ""}  # fmt: skip
         if method == "getindexinfo":
             return {name: {"synced": True, "best_block_height": height} for name in ("txindex", "txospenderindex")}
+        if method == "estimatesmartfee":
+            return {"feerate": 0.00002, "blocks": 2}
         if method == "getrawmempool":
             return []
         if method == "getmempoolinfo":
             return {"loaded": True, "size": 0, "bytes": 0, "mempoolminfee": 0.00001, "minrelaytxfee": 0.00001, "incrementalrelayfee": 0.00001}
-        if method == "estimatesmartfee":
-            return {"feerate": 0.00002, "blocks": 2}
         if method == "getrawtransaction":
             raw = transactions(chain).get(params[0])
             if raw is None:
                 raise LookupError(-5, "No such mempool or blockchain transaction. Use gettransaction for wallet transactions.")
-            return raw.hex() if not params[1:] or not params[1] else {"hex": raw.hex(), "txid": params[0]}
+            return raw.hex()
         raise LookupError(-32601, "Method not found")
+
+
+    # --- the mempool's calls (Core's rpc/mempool.cpp, rpc/rawtransaction.cpp, rpc/blockchain.cpp) ---
+
+    def getrawmempool(self, chain: ChainView, mempool, params: list) -> object:
+        verbose, sequence = (bool(params[i]) if len(params) > i else False for i in (0, 1))
+        if verbose and sequence:
+            raise LookupError(-8, "Verbose results cannot contain mempool sequence values.")
+        if verbose:
+            return _decimals(mempool.verbose())
+        with mempool.lock:
+            txids = [t[::-1].hex() for t in mempool.txids()]
+            return {"txids": txids, "mempool_sequence": mempool.sequence} if sequence else txids
+
+    def getmempoolinfo(self, chain: ChainView, mempool, params: list) -> object:
+        return _decimals(mempool.info())
+
+    def getrawtransaction(self, chain: ChainView, mempool, params: list) -> object:
+        txid32 = _hash32(params[0]) if params and isinstance(params[0], str) else None
+        if txid32 is None:
+            raise LookupError(-8, "parameter 1 must be of length 64")
+        if len(params) > 1 and params[1] not in (0, False, None):
+            raise LookupError(-8, "verbose transactions are not served by this test server")
+        raw = mempool.raw(txid32)
+        if raw is None:
+            raise LookupError(-5, "No such mempool transaction. Use -txindex or provide a block hash to enable blockchain transaction queries. Use gettransaction for wallet transactions.")
+        return raw.hex()
+
+    def gettxout(self, chain: ChainView, mempool, params: list) -> object:
+        txid32 = _hash32(params[0]) if params and isinstance(params[0], str) else None
+        if txid32 is None or len(params) < 2 or not isinstance(params[1], int):
+            raise LookupError(-8, "txid and n are required")
+        with mempool.lock:
+            height, tip = chain.best()
+            coin = mempool.coins([txid32 + params[1].to_bytes(4, "little")], params[2] if len(params) > 2 else True)[0]
+        if coin is None:
+            return None
+        h, out, coinbase = coin
+        confirmations = 0 if h == MEMPOOL_HEIGHT else height - h + 1
+        return {"bestblock": tip[::-1].hex(), "confirmations": confirmations, "value": bf.btc(out.amount), "scriptPubKey": _script_json(out.script), "coinbase": coinbase}
+
+
+_MEMPOOL_RPCS = ("getrawmempool", "getmempoolinfo", "getrawtransaction", "gettxout")
 
 
 def transactions(chain: ChainView) -> dict[str, bytes]:
@@ -304,10 +496,26 @@ def transactions(chain: ChainView) -> dict[str, bytes]:
 
     out = {}
     for height in range(chain.best()[0] + 1):
-        found = chain.lookup(chain.hash_at(height))
-        for tx in CBlock.deserialize(found[1]).vtx:
+        for tx in CBlock.deserialize(chain.lookup(chain.hash_at(height))[1]).vtx:
             out[tx.GetTxid()[::-1].hex()] = tx.serialize()
     return out
+
+
+def _script_json(script: bytes) -> dict:
+    """A scriptPubKey as Core's JSON gives it (asm and desc left empty; hex and type as Core has them)."""
+    kinds = {ScriptType.P2TR: "witness_v1_taproot", ScriptType.P2WPKH: "witness_v0_keyhash", ScriptType.P2PKH: "pubkeyhash", ScriptType.P2SH: "scripthash"}
+    return {"asm": "", "desc": "", "hex": script.hex(), "type": kinds.get(script_type(script), "nonstandard")}
+
+
+def _decimals(obj: object) -> object:
+    """Floats as Core writes amounts (Decimal, so bf.dumps prints them plainly)."""
+    if isinstance(obj, float):
+        return Decimal(repr(obj))
+    if isinstance(obj, dict):
+        return {k: _decimals(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decimals(v) for v in obj]
+    return obj
 
 
 class NodeServer:
@@ -317,14 +525,17 @@ class NodeServer:
     client syncs are served as a node would serve them.
     """
 
-    def __init__(self, handler: type[_Base], chain: ChainView, credentials: str = "", delay: float = 0.0) -> None:
+    def __init__(self, handler: type[_Base], chain: ChainView, credentials: str = "", delay: float = 0.0, mempool=None) -> None:
         self.httpd = _Server(("127.0.0.1", 0), handler)
         self.httpd.chain = chain
+        self.httpd.mempool = mempool  # a node_mempool.NodeMempool, or None (the mempool routes answer 404)
         self.httpd.credentials = credentials
         self.httpd.delay = delay
         self.httpd.requests = []
         self.httpd.lock = threading.Lock()
         self.httpd.budget = None
+        self.httpd.hold_from = None
+        self.httpd.held, self.httpd.released = threading.Event(), threading.Event()
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
@@ -347,7 +558,24 @@ class NodeServer:
         with self.httpd.lock:
             self.httpd.budget = None
 
+    def hold(self, height: int) -> None:
+        """Hang every request for the block hash at `height` or above (a node that stops answering without
+        closing the connection) until `release`; `held` is set once one hangs."""
+        self.httpd.released.clear()
+        self.httpd.held.clear()
+        self.httpd.hold_from = height
+
+    @property
+    def held(self) -> threading.Event:
+        return self.httpd.held
+
+    def release(self) -> None:
+        """Answer the held requests and hold no more."""
+        self.httpd.hold_from = None
+        self.httpd.released.set()
+
     def stop(self) -> None:
+        self.release()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)

@@ -78,25 +78,64 @@ SYNC = [sys.executable, "-c", "from sp_scan.cli import main; main()", "index", "
 """`sp-scan index sync` in a new process."""
 
 
-def kill_9_then_resume(path: Path, server: NodeServer, rounds: int, delay: float, window: tuple[float, float], seed: int) -> list[int]:
-    """SIGKILL a running `sp-scan index sync` (with its workers: --jobs 1 and 2 in turn) at random moments,
-    `rounds` times, each resuming the last; then let one run finish.
+def committed_tip(path: Path) -> int:
+    """The committed tip height of the index at path; -1 while it is empty or not created yet."""
+    if not path.exists():
+        return -1
+    with Index.open(path, readonly=True) as idx:
+        tip = idx.tip()
+    return tip[0] if tip else -1
+
+
+def wait_until(condition, proc: subprocess.Popen | None = None, what: str = "the condition", bound: float = 300.0) -> None:
+    """Poll `condition()` until it holds: the wait is for an event, `bound` seconds only turns a hang into a failure.
+
+    Raises:
+        AssertionError: `proc` exited first, or `bound` passed.
+    """
+    deadline = time.monotonic() + bound
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the process exited with status {proc.returncode} before {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {bound:g} s")
+        time.sleep(0.01)
+
+
+def kill_9_then_resume(path: Path, server: NodeServer, tip: int, rounds: int, seed: int, delay: float) -> list[int]:
+    """SIGKILL a running `sp-scan index sync` (with its workers; --jobs 1 and 2) `rounds` times, each resuming the
+    last, then let one run finish. Each kill waits for an event, never for a time: even rounds kill while the
+    node holds the block after a random height (the index is then at exactly that height); odd rounds kill as
+    soon as the sync has committed a random height, wherever it then is (fetching, computing, committing),
+    with `delay` seconds per request slowing the node.
 
     Returns:
         The index's tip height after each kill (-1 while empty).
     """
     rng, tips = random.Random(seed), []
-    server.httpd.delay = delay  # slow enough for a kill to land mid-sync
-    for round_ in range(rounds):
-        args = [*SYNC, "--db", str(path), "--rest", server.url, "--jobs", str(1 + round_ % 2)]
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        time.sleep(rng.uniform(*window))
-        os.killpg(proc.pid, signal.SIGKILL)  # the sync and its workers, at once
-        proc.wait()
-        if path.exists():
-            with Index.open(path, readonly=True) as idx:
-                tips.append(idx.tip()[0] if idx.tip() else -1)
+    slices = [range(tip * r // rounds, max(tip * (r + 1) // rounds, tip * r // rounds + 1)) for r in range(rounds)]
+    for round_, heights in enumerate(slices):
+        done = tips[-1] if tips else -1
+        target = max(rng.choice(heights), done + 1)
+        if target >= tip:
+            break  # an earlier free-running round got to the end
+        held = round_ % 2 == 0
+        if held:
+            server.hold(target + 1)
+        server.httpd.delay = 0 if held else delay
+        args = [*SYNC, "--db", str(path), "--rest", server.url, "--jobs", str(1 + round_ // 2 % 2)]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            wait_until(lambda: committed_tip(path) >= target, proc, f"the sync committed height {target}")
+            if held:
+                wait_until(server.held.is_set, proc, "a request for the held block")
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)  # the sync and its workers, at once
+            proc.communicate()
+            server.release()
+        tips.append(committed_tip(path))
+        assert not held or tips[-1] == target, (held, target, tips)
     server.httpd.delay = 0
-    done = subprocess.run([*SYNC, "--db", str(path), "--rest", server.url], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([*SYNC, "--db", str(path), "--rest", server.url], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return tips

@@ -626,11 +626,12 @@ def make_reorg(chain: KernelChain) -> Reorg:
     return Reorg(REORG_FORK, old_hashes, tuple(new), by_name["reorg-kept"], conflicted, replacement, by_name["reorg-dropped"], added)
 
 
-def rest_server(chain: KernelChain) -> NodeServer:
-    """A stand-in for Core's REST interface over `chain` on 127.0.0.1 (use as a context manager; `.url`)."""
-    return NodeServer(RestHandler, chain)
+def rest_server(chain: KernelChain, mempool=None) -> NodeServer:
+    """A stand-in for Core's REST interface over `chain` on 127.0.0.1 (use as a context manager; `.url`),
+    with `mempool` (a node_mempool.NodeMempool) behind its mempool routes."""
+    return NodeServer(RestHandler, chain, mempool=mempool)
 
 
-def rpc_server(chain: KernelChain, credentials: str = "user:pass") -> NodeServer:
-    """A stand-in for Core's JSON-RPC over `chain` (Basic auth with `credentials`)."""
-    return NodeServer(RpcHandler, chain, credentials=credentials)
+def rpc_server(chain: KernelChain, credentials: str = "user:pass", mempool=None) -> NodeServer:
+    """A stand-in for Core's JSON-RPC over `chain` (Basic auth with `credentials`), with `mempool`'s calls."""
+    return NodeServer(RpcHandler, chain, credentials=credentials, mempool=mempool)

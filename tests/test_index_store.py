@@ -13,7 +13,7 @@ import blockfactory as bf
 from cli_support import Chain, spending_chain
 from index_support import WALLET, content, files_of, synced
 from sp_scan import block
-from sp_scan.errors import HeightError, IndexStoreError
+from sp_scan.errors import HeightError, IndexStoreError, NodeError
 from sp_scan.index import Index, scan_partition, store
 from sp_scan.types import IndexMatch, Utxo
 
@@ -127,14 +127,13 @@ def test_a_rollback_removes_blocks_their_txloc_entries_and_their_marks(tmp_path)
     assert content(tmp_path / "b.db") == expected
 
 
-def test_a_reorg_in_block_files_rolls_back_to_the_fork_and_gives_the_other_branchs_index(tmp_path):
+def test_block_files_of_a_longer_competing_branch_are_refused_never_rolled_back(tmp_path):
     other = spending_chain(11, CHAIN, fork_height=4, salt=1)
-    with synced(tmp_path / "fresh.db", other):
-        pass
-    with synced(tmp_path / "moved.db", CHAIN) as idx:
-        stats = idx.sync(files_of(other))
-        assert (stats.reorgs, stats.rolled_back, stats.blocks) == (1, 5, 7)
-    assert content(tmp_path / "moved.db") == content(tmp_path / "fresh.db")
+    with synced(tmp_path / "kept.db", CHAIN) as idx:
+        before = content(idx.path)
+        with pytest.raises(NodeError, match="block files must extend the index; they never roll it back"):
+            idx.sync(files_of(other))
+    assert content(tmp_path / "kept.db") == before
 
 
 def test_an_output_spent_twice_keeps_its_first_mark_through_a_rollback(index, tmp_path):
@@ -250,10 +249,10 @@ def test_a_damaged_index_raises_index_store_error_not_sqlite_errors(tmp_path):
 
 
 def test_another_format_version_is_refused(tmp_path):
-    path = tmp_path / "v2.db"
+    path = tmp_path / "v3.db"
     Index.create(path, "regtest").close()
-    sqlite3.connect(path).execute("PRAGMA user_version = 2").connection.close()
-    with pytest.raises(IndexStoreError, match="format version 2; this sp-scan reads version 1"):
+    sqlite3.connect(path).execute("PRAGMA user_version = 3").connection.close()
+    with pytest.raises(IndexStoreError, match="format version 3; this sp-scan reads version 2"):
         Index.open(path)
 
 

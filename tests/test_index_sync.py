@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from cli_support import NodeServer, RestHandler, RpcHandler, spending_chain
+from cli_support import Chain, Misreported, NodeServer, RestHandler, RpcHandler, StaleHeights, spending_chain
 from index_support import content, files_of, kill_9_then_resume, synced
 from sp_scan.errors import HeightError, NodeError
 from sp_scan.index import Index, Retry
@@ -71,14 +71,78 @@ def test_a_reorg_during_a_sync_is_seen_at_the_first_block_that_does_not_link(tmp
     assert content(tmp_path / "m.db") == reference[1]
 
 
-def test_a_shorter_branch_on_the_node_rolls_the_index_back(tmp_path, rest):
-    short = spending_chain(9, CHAIN, fork_height=7, salt=2)
+def test_a_competing_branch_as_long_as_the_index_replaces_its_blocks_above_the_fork(tmp_path, rest):
+    rival = spending_chain(len(CHAIN.blocks), CHAIN, fork_height=7, salt=2)  # same length: the node's choice stands
     with Index.create(tmp_path / "s.db", "regtest") as idx:
         idx.sync(RestNode(rest.url))
-        rest.httpd.chain = short
-        idx.sync(RestNode(rest.url))
-        assert idx.tip() == (short.tip, short.blocks[-1].header.GetHash())
-    assert content(tmp_path / "s.db") == content(synced(tmp_path / "f.db", short).path)
+        rest.httpd.chain = rival
+        stats = idx.sync(RestNode(rest.url))
+        assert (stats.reorgs, stats.rolled_back, stats.blocks) == (1, len(CHAIN.blocks) - 7, len(CHAIN.blocks) - 7)
+    assert content(tmp_path / "s.db") == content(synced(tmp_path / "f.db", rival).path)
+
+
+def node(kind: str, server: NodeServer):
+    return RestNode(server.url) if kind == "rest" else RpcNode(server.url, user="u", password="p")
+
+
+BEHIND = {
+    "the same chain, shorter": Chain(blocks=CHAIN.blocks[:6]),
+    "a shorter branch": spending_chain(9, CHAIN, fork_height=7, salt=2),
+    "a shorter branch below the first height": spending_chain(3, CHAIN, fork_height=1, salt=3),
+    "a tip reported at -5": Misreported(CHAIN, -5),
+}
+
+
+@pytest.mark.parametrize("kind", ["rest", "rpc"])
+@pytest.mark.parametrize("behind", BEHIND.values(), ids=BEHIND.keys())
+def test_a_node_behind_the_index_is_refused_and_nothing_is_rolled_back(tmp_path, reference, kind, behind):
+    path = tmp_path / "b.db"
+    with Index.create(path, "regtest") as idx:
+        idx.sync(files_of(CHAIN, start=2), start=2)
+    before = content(path)
+    handler = RestHandler if kind == "rest" else RpcHandler
+    with NodeServer(handler, behind, credentials="u:p") as server, Index.open(path) as idx:
+        with pytest.raises(NodeError, match=f"below the index's tip {CHAIN.tip}|is -5, not a height") as info:
+            idx.sync(node(kind, server), retry=FAST)
+        assert f"intact up to height {CHAIN.tip}" in str(info.value)
+    assert content(path) == before
+
+
+@pytest.mark.parametrize("kind", ["rest", "rpc"])
+def test_following_waits_for_a_node_behind_then_takes_its_branch_once_it_is_as_long(tmp_path, kind):
+    short = spending_chain(9, CHAIN, fork_height=7, salt=2)
+    grown = spending_chain(len(CHAIN.blocks) + 1, short, fork_height=9, salt=2)  # that branch, now longer than the index
+    seen = []
+
+    def watch(stats):
+        seen.append((stats.behind, stats.waiting, stats.height))
+        if stats.behind is not None:
+            server.httpd.chain = grown
+        elif stats.waiting:
+            raise KeyboardInterrupt
+
+    handler = RestHandler if kind == "rest" else RpcHandler
+    with NodeServer(handler, short, credentials="u:p") as server, synced(tmp_path / "w.db", CHAIN) as idx:
+        with pytest.raises(KeyboardInterrupt):
+            idx.sync(node(kind, server), follow=True, interval=0.05, progress=watch)
+        assert seen[0] == (short.tip, True, CHAIN.tip)  # waited, nothing rolled back
+        assert idx.tip() == grown.best()
+    assert content(tmp_path / "w.db") == content(synced(tmp_path / "g.db", grown).path)
+
+
+@pytest.mark.parametrize("kind", ["rest", "rpc"])
+def test_a_node_whose_next_block_does_not_link_to_its_own_is_asked_again_then_refused_naming_both(tmp_path, kind):
+    stale = StaleHeights(CHAIN, BRANCH, {9})  # a cache answering height 9 with the other branch's block
+    handler = RestHandler if kind == "rest" else RpcHandler
+    with NodeServer(handler, stale, credentials="u:p") as server, synced(tmp_path / "u.db", CHAIN, stop=8) as idx:
+        before = content(idx.path)
+        with pytest.raises(NodeError) as info:
+            idx.sync(node(kind, server), retry=Retry(attempts=2, delay=0.01))
+        hashes = (BRANCH.blocks[9].hash_hex, BRANCH.blocks[8].hash_hex, CHAIN.blocks[8].hash_hex)
+        assert f"block 9 ({hashes[0]}) names {hashes[1]} as its parent, but its block 8 is {hashes[2]}; seen 3 times" in str(info.value)
+        assert "intact up to height 8" in str(info.value)
+        assert server.requests.count(f"/rest/blockhashbyheight/9.hex" if kind == "rest" else "getblockhash") >= 3
+    assert content(tmp_path / "u.db") == before
 
 
 def test_a_node_that_stops_answering_raises_naming_the_height_to_resume_at(tmp_path, rest, reference):
@@ -166,15 +230,30 @@ def test_a_reader_sees_committed_blocks_while_a_sync_writes(tmp_path, rest, refe
 def test_kill_9_at_random_points_then_resume_gives_the_same_index(tmp_path, rest, reference):
     """SIGKILL a running `sp-scan index sync` (and its workers) at random moments; every resume picks up intact."""
     path = tmp_path / "k.db"
-    tips = kill_9_then_resume(path, rest, rounds=5, delay=0.03, window=(0.3, 0.9), seed=9)
+    tips = kill_9_then_resume(path, rest, CHAIN.tip, rounds=5, seed=9, delay=0.03)
     assert content(path) == reference[0]
     assert tips == sorted(tips) and any(-1 < t < CHAIN.tip for t in tips), tips
 
 
-def test_block_files_that_do_not_continue_the_index_are_refused(tmp_path):
-    with synced(tmp_path / "x.db", CHAIN, stop=8) as idx:
-        with pytest.raises(HeightError, match="cannot find where the source's chain leaves the index's"):
-            idx.sync(files_of(BRANCH, start=9))
-        with pytest.raises(HeightError, match="no block file at height 9"):
-            idx.sync(files_of(CHAIN, start=10))
-        assert idx.tip()[0] == 8
+def test_block_files_that_do_not_extend_the_index_are_refused_and_nothing_is_rolled_back(tmp_path, reference):
+    with synced(tmp_path / "x.db", CHAIN) as idx:
+        refusals = [
+            (files_of(CHAIN, stop=5), f"the block files end at height 5, below the index's tip {CHAIN.tip}"),
+            (files_of(BRANCH), f"the block file at height {CHAIN.tip} is {BRANCH.blocks[CHAIN.tip].hash_hex}, not the index's"),
+            (files_of(BRANCH, start=CHAIN.tip + 1), f"the block file at height {CHAIN.tip + 1} does not link to the index's tip"),
+            (files_of(CHAIN, start=2, stop=CHAIN.tip - 1), "below the index's tip"),
+        ]
+        for files, needle in refusals:
+            with pytest.raises(NodeError, match=needle) as info:
+                idx.sync(files)
+            assert "block files must extend the index; they never roll it back" in str(info.value)
+        with pytest.raises(HeightError, match=f"no block file at height {CHAIN.tip + 1}"):
+            idx.sync(files_of(BRANCH, start=CHAIN.tip + 2))
+    assert content(tmp_path / "x.db") == reference[0]
+
+
+def test_block_files_that_overlap_the_index_and_go_on_extend_it(tmp_path, reference):
+    with synced(tmp_path / "o.db", CHAIN, stop=8) as idx:
+        stats = idx.sync(files_of(CHAIN, start=4))
+        assert (stats.blocks, stats.reorgs) == (CHAIN.tip - 8, 0)
+    assert content(tmp_path / "o.db") == reference[0]

@@ -17,7 +17,9 @@ import aiohttp
 import pytest
 
 import kernelchain
+from node_mempool import NodeMempool, wait_for
 from serving import get, ok, synced_index
+from sp_scan.index import Index
 from sp_scan.server import Server, SyncChild
 from sp_scan.server import serve as serve_index
 
@@ -58,15 +60,23 @@ def index_db(kernel_rest, tmp_path_factory):
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_serve_with_a_node_creates_the_index_keeps_it_in_step_and_stops_cleanly(kernel_copy, kernel_chain, tmp_path, signum):
     db = tmp_path / "new.db"
-    with kernelchain.rest_server(kernel_copy) as node:
+    pool = NodeMempool(kernel_copy)
+    with kernelchain.rest_server(kernel_copy, mempool=pool) as node:
         proc = serve("--db", str(db), "--port", "0", "--rest", node.url, "--interval", "0.1")
         try:
             url = base_url(proc)
             wait_for_height(url, proc, TIP)
             assert ok(f"{url}/tweak-index/101") == [t.tweak33.hex() for t in kernel_chain.tweaks(101)]
-            new = kernel_copy.mine()  # the sync beside the server polls and commits it
+            unconfirmed = kernel_copy.transaction("unconfirmed", [kernel_copy.reserve.pop()], [("wallet", None)])
+            pool.accept(unconfirmed.tx.serialize())  # the sync beside the server keeps the mempool too
+            with Index.open(db, readonly=True) as idx:
+                wait_for("the mempool tx in the index", lambda: [t.tweak33 for t in idx.mempool_tweaks().txs] == [unconfirmed.tweak33])
+            assert ok(f"{url}/block-height") == {"block_height": TIP}  # the BlindBit routes stay block-only
+            new = kernel_copy.mine([unconfirmed])  # the sync beside the server polls and commits it
+            pool.chain_moved()
             wait_for_height(url, proc, TIP + 1)
             assert ok(f"{url}/block-hash/{TIP + 1}") == {"block_hash": new.hash32[::-1].hex()}
+            assert ok(f"{url}/tweak-index/{TIP + 1}") == [unconfirmed.tweak33.hex()]
         finally:
             code, err = stop(proc, signum)
     assert code == 0, err
@@ -76,7 +86,7 @@ def test_serve_with_a_node_creates_the_index_keeps_it_in_step_and_stops_cleanly(
 
 def test_serve_over_rpc_passes_the_password_to_its_sync_in_the_environment_not_argv(kernel_chain, tmp_path):
     secret = "s3cret-rpc-password"
-    with kernelchain.rpc_server(kernel_chain, credentials=f"alice:{secret}") as node:
+    with kernelchain.rpc_server(kernel_chain, credentials=f"alice:{secret}", mempool=NodeMempool(kernel_chain)) as node:
         proc = serve("--db", str(tmp_path / "rpc.db"), "--port", "0", "--rpc", node.url, "--rpc-user", f"alice:{secret}", "--interval", "0.1")
         try:
             wait_for_height(base_url(proc), proc, TIP)

@@ -1,51 +1,70 @@
-"""Worker pools in order, and steps that Ctrl-C must not cut (sp_scan.workers)."""
+"""Worker processes in order that stop at once, and steps that Ctrl-C must not cut (sp_scan.workers)."""
 
 from __future__ import annotations
 
-import multiprocessing
+import os
 import signal
 import threading
 
 import pytest
 
-from sp_scan.workers import in_order, signals_held
+from sp_scan.workers import WorkerDiedError, Workers, signals_held
 
 
 def square(x: int) -> int:
     return x * x
 
 
+def hang_on_minus_one(x: int) -> int:
+    """x squared; -1 waits forever (a worker stuck in a call that never returns)."""
+    if x == -1:
+        threading.Event().wait()
+    if x == -2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if x == -3:
+        raise LookupError("no such item")
+    return x * x
+
+
 def test_in_order_yields_every_result_in_item_order():
-    with multiprocessing.Pool(2) as pool:
-        assert list(in_order(pool, square, range(20), 3)) == [x * x for x in range(20)]
+    with Workers(2, square) as workers:
+        assert list(workers.in_order(range(20), 3)) == [x * x for x in range(20)]
+        assert list(workers.in_order(range(5), 1)) == [x * x for x in range(5)]
 
 
-def test_ctrl_c_inside_a_submission_leaves_a_pool_that_closes_and_joins():
-    # The race seen as a hung `--jobs 2` Ctrl-C test: the interrupt lands after the pool has filed a
-    # task but before it queued it, so join() would wait for that task forever.
-    pool = multiprocessing.Pool(2)
+def test_an_in_order_stopped_early_leaves_its_answers_to_be_skipped_by_the_next():
+    with Workers(3, square) as workers:
+        first = workers.in_order(range(100), 7)
+        assert [next(first), next(first)] == [0, 1]
+        first.close()  # seven items given out and not yet read
+        assert list(workers.in_order(range(100, 110), 4)) == [x * x for x in range(100, 110)]
 
-    class InterruptedQueue:
-        """The pool's task queue, with Ctrl-C arriving just before the third task is queued."""
 
-        def __init__(self, queue) -> None:
-            self.queue, self.calls = queue, 0
+def test_an_exception_in_a_worker_is_raised_in_the_parent_with_its_type_and_the_workers_go_on():
+    with Workers(2, hang_on_minus_one) as workers:
+        with pytest.raises(LookupError, match="no such item"):
+            list(workers.in_order([1, 2, -3, 4, 5], 4))
+        assert list(workers.in_order([6, 7, 8], 2)) == [36, 49, 64]
 
-        def put(self, item) -> None:
-            self.calls += 1
-            if self.calls == 3:
-                signal.raise_signal(signal.SIGINT)
-            self.queue.put(item)
 
-    pool._taskqueue = InterruptedQueue(pool._taskqueue)  # apply_async files the task, then puts it here
-    results = in_order(pool, square, range(10), 2)
-    with pytest.raises(KeyboardInterrupt):
-        list(results)
-    pool.close()
-    joiner = threading.Thread(target=pool.join, daemon=True)
-    joiner.start()
-    joiner.join(timeout=30)
-    assert not joiner.is_alive(), "the pool did not join: a task was filed but never queued"
+def test_a_worker_that_dies_is_an_error_not_a_wait():
+    with Workers(2, hang_on_minus_one) as workers:
+        with pytest.raises(WorkerDiedError, match="died"):
+            list(workers.in_order([1, -2, 3, 4], 2))
+
+
+def test_closing_kills_workers_stuck_in_a_call_that_never_returns():
+    workers = Workers(2, hang_on_minus_one)
+    results = workers.in_order([1, -1, -1, 4], 4)
+    assert next(results) == 1
+    pids = [p.pid for p in workers._procs]
+    closer = threading.Thread(target=workers.close, daemon=True)
+    closer.start()
+    closer.join(timeout=60)  # a failure bound, not a timing: close must not wait for the stuck calls
+    assert not closer.is_alive(), "close() waited for a worker stuck in its call"
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # reaped: no such process
 
 
 def test_signals_held_delivers_ctrl_c_after_the_block_not_inside_it():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import multiprocessing
+import os
 import signal
 import sys
 import time
@@ -27,8 +29,20 @@ class _Terminated(Exception):
     """SIGTERM during a sync."""
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise _Terminated
+def _on_stop(signum: int, frame: object) -> None:
+    """The first Ctrl-C or SIGTERM: the sync unwinds (its workers are killed) and says where the index is."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _exit_now)
+    raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
+
+
+def _exit_now(signum: int, frame: object) -> None:
+    """A second Ctrl-C or SIGTERM: exit at once (130 or 143); the index is as of its last commit."""
+    for child in multiprocessing.active_children():
+        child.kill()
+    sys.stderr.write("sp-scan: stopped at once; the index is as of its last committed block (sync again to resume)\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 @click.group(help="""A tweak index: every block's silent-payments data computed once and kept in a file.
@@ -59,10 +73,19 @@ def _source(blocks, network, rest_url, rpc_url, rpc_cookie, rpc_user, existing: 
 
 
 def _show_progress(progress: Progress):
+    behind: list[int | None] = [None]
+
     def show(stats: SyncStats) -> None:
+        if stats.behind is not None and behind[0] is None:
+            progress.close()
+            click.echo(f"sp-scan: the node's chain ends at height {stats.behind}, below the index's tip {stats.height}; waiting for it", err=True)
+        behind[0] = stats.behind
         progress.total = max(stats.target - stats.start + 1, stats.blocks)
         rate = stats.txs / max(time.monotonic() - stats.began, 1e-9)
         label = f"height {stats.height}  {rate:,.0f} tx/s" + ("  (waiting for blocks)" if stats.waiting else "")
+        if stats.mempool is not None and stats.mempool.polls:
+            m = stats.mempool
+            label += f"  mempool {m.txs:,} txs ({m.eligible:,} eligible" + (f", {m.missing} missing a parent" if m.missing else "") + ")"
         progress.update(stats.blocks, label)
 
     return show
@@ -73,7 +96,12 @@ def _show_progress(progress: Progress):
 Creates --db when it does not exist (the network comes from the node, or --network for files). Each block
 is committed with the new tip, so an interrupted or killed sync resumes where it stopped. Reorgs are
 followed: blocks of a replaced branch are rolled back. The first height defaults to taproot activation
-(709,632) on mainnet and 0 elsewhere (the lowest file's height for BLOCK files).""")
+(709,632) on mainnet and 0 elsewhere (the lowest file's height for BLOCK files).
+
+With --follow --mempool, the index file also holds the node's mempool (its eligible txs, for `index scan
+--mempool`), polled every --interval, or followed through Core's ZMQ `sequence` topic with --zmq
+(-zmqpubsequence; pip install 'sp-scan[zmq]') with a full poll every 6 intervals as a safety net. It is rebuilt
+from the node at each start and emptied when the sync stops.""")
 @DB_OPTION
 @click.argument("blocks", metavar="[BLOCK...]", nargs=-1)
 @node_options
@@ -84,10 +112,16 @@ followed: blocks of a replaced branch are rolled back. The first height defaults
 @click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between polls with --follow.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes fetching and computing blocks.")
 @click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing node call (0.5 s, doubling) before giving up.")
+@click.option("--mempool", is_flag=True, help="With --follow: keep the node's mempool in the index too (see above).")
+@click.option("--zmq", "zmq_url", metavar="URL", help="With --mempool: Core's -zmqpubsequence endpoint, e.g. tcp://127.0.0.1:28332.")
 @click.pass_context
-def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, start, stop, follow, interval, jobs, retries):
+def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, start, stop, follow, interval, jobs, retries, mempool, zmq_url):
     if start is not None and stop is not None and stop < start:
         raise click.UsageError("--to is below --from")
+    if mempool and (not follow or blocks):
+        raise click.UsageError("--mempool goes with --follow and a node (--rest or --rpc)")
+    if zmq_url is not None and not mempool:
+        raise click.UsageError("--zmq goes with --mempool")
     retry = Retry(retries)
     path = Path(db)
     existing = Index.open(path) if path.exists() else None
@@ -99,10 +133,13 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, star
             existing.close()
         raise
     progress = Progress(0, sys.stderr, sys.stderr.isatty())
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = {s: signal.signal(s, _on_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     code = 0
     try:
-        stats = idx.sync(source, start, stop, follow, jobs=jobs, interval=interval, retry=retry, progress=_show_progress(progress))
+        stats = idx.sync(
+            source, start, stop, follow, jobs=jobs, interval=interval, retry=retry, progress=_show_progress(progress),
+            mempool=mempool, zmq=zmq_url, log=functools.partial(click.echo, err=True),
+        )  # fmt: skip
     except (KeyboardInterrupt, _Terminated) as exc:
         progress.close()
         tip = idx.tip()
@@ -116,7 +153,8 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, star
         at = f"at height {tip[0]} ({tip[1][::-1].hex()})" if tip else "empty"
         click.echo(f"index {at}: {stats.blocks} block(s), {stats.txs} transaction(s) added{reorgs}")
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         idx.close()
     ctx.exit(code)
 
@@ -138,6 +176,8 @@ keys travel to the scheduler and workers, so a scheduler on another machine must
 
 JSON Lines: {{"height", "txid", "vout", "amount", "output", "tweak", "label", "spent"}} (amount in sats,
 label m or null, spent true once an indexed block spent it); spend a found output with b_spend + tweak.
+With --mempool, the payments still unconfirmed follow, with "height": null (a tx is listed once: a
+block found meanwhile is scanned first).
 {KEYS_HELP}
 {WALLETS_HELP}
 
@@ -156,8 +196,11 @@ label m or null, spent true once an indexed block spent it); spend a found outpu
 @click.option("--dask-tls-cert", metavar="F", help="This client's certificate (PEM), signed by that CA.")
 @click.option("--dask-tls-key", metavar="F", help="The private key (PEM) of --dask-tls-cert.")
 @click.option("--insecure", is_flag=True, help="Allow --dask tcp:// to another machine: the scan keys cross the network in the clear.")
-def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure):
+@click.option("--mempool", is_flag=True, help="Then the unconfirmed payments in the node's mempool (height null), as a running `index sync --follow --mempool` keeps it.")
+def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure, mempool):
     cluster = _cluster(dask_address, (dask_tls_ca, dask_tls_cert, dask_tls_key), insecure)
+    if mempool and stop is not None:
+        raise click.UsageError("--mempool lists what is unconfirmed above the tip: it does not go with --to")
     if wallets_file is not None:
         if key_options_typed(scan_key_file, labels) or descriptor_file:
             raise click.UsageError("give --wallets or one wallet's --scan-key-file/--spend-pubkey/--label/--descriptor-file, not both")
@@ -178,11 +221,11 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
         show = _Shown(emit, idx.partition_ranges(start, stop, partition_blocks), sys.stderr)
         receivers = [w.receiver for w in named]
         if cluster is None:
-            matches = idx.scan_wallets(receivers, start, stop, jobs, partition_blocks, starts=starts, progress=show)
+            matches = idx.scan_wallets(receivers, start, stop, jobs, partition_blocks, starts=starts, progress=show, mempool=mempool)
         else:
             tls = cluster.security(dask_tls_ca, dask_tls_cert, dask_tls_key) if dask_tls_ca else None
             client = stack.enter_context(cluster.connect(dask_address, tls=tls, insecure=insecure))
-            matches = cluster.scan(client, idx, receivers, start, stop, starts=starts, threads=jobs, partition_blocks=partition_blocks, progress=show)
+            matches = cluster.scan(client, idx, receivers, start, stop, starts=starts, threads=jobs, partition_blocks=partition_blocks, progress=show, mempool=mempool)
         stack.enter_context(contextlib.closing(matches))  # on any exit, its cleanup runs before the client and index close
         try:
             for w, match in matches:
@@ -192,7 +235,7 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
             raise Interrupted(show.resume) from None
         finally:
             show.progress.close()
-        emit.start()
+        emit.block("\n".join(show.lines))  # the mempool's lines (no partition of blocks ends them)
 
 
 class _Shown:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.pool
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -13,7 +10,7 @@ from typing import TextIO
 from sp_scan import block
 from sp_scan.errors import SPError
 from sp_scan.scan import Receiver
-from sp_scan.workers import in_order, signals_held
+from sp_scan.workers import Workers, signals_held
 
 from . import output
 from .sources import FileBlock, NodeBlock
@@ -60,8 +57,6 @@ _worker_args: tuple[str, Receiver | None, output.Emitter | None] = ("tweaks", No
 
 
 def _init_worker(mode: str, receiver: Receiver | None, as_json: bool) -> None:
-    # The parent handles Ctrl-C and closes the pool once its workers finish; they print no tracebacks.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     global _worker_args
     _worker_args = (mode, receiver, output.Emitter(mode, as_json))
 
@@ -105,6 +100,7 @@ class Progress:
         if self.drawn:
             self.stream.write("\n")
             self.stream.flush()
+            self.drawn = False
 
 
 def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: int, emit: output.Emitter) -> None:
@@ -115,7 +111,7 @@ def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: i
     drawn on stderr when it is a terminal and there is more than one block.
 
     Raises:
-        Interrupted: on Ctrl-C, once the workers have finished the blocks they hold.
+        Interrupted: on Ctrl-C (the workers are killed: nothing waits for a block in flight).
         SPError, OSError: from `work`, likewise.
     """
     progress = Progress(len(sources), sys.stderr, len(sources) > 1 and sys.stderr.isatty())
@@ -123,9 +119,8 @@ def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: i
     done = 0
     try:
         if jobs > 1 and len(sources) > 1:
-            initargs = (mode, receiver, emit.as_json)
-            pool = multiprocessing.Pool(min(jobs, len(sources)), initializer=_init_worker, initargs=initargs)
-            results = in_order(pool, _pool_work, sources, 2 * jobs)
+            pool = Workers(min(jobs, len(sources)), _pool_work, _init_worker, (mode, receiver, emit.as_json))
+            results = pool.in_order(sources, 2 * jobs)
         else:
             results = (work(s, mode, receiver, emit) for s in sources)
         for text in results:
@@ -140,4 +135,3 @@ def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: i
         progress.close()
         if pool is not None:
             pool.close()
-            pool.join()

@@ -29,18 +29,19 @@ from pathlib import Path
 
 from ..errors import HeightError, IndexStoreError
 from ..scan import Receiver
-from ..types import IndexMatch, Utxo
+from ..types import IndexMatch, MempoolTx, MempoolView, Utxo
 from .scan import DEFAULT_PARTITION_BLOCKS, Partition, scan_partition, scan_partition_wallets
 from .store import NETWORKS, Store
 from .sync import BlockFiles, Retry, Source, Syncer, SyncStats
 
 __all__ = [
-    "BlockFiles", "HeightError", "Index", "IndexMatch", "IndexStoreError", "NETWORKS", "Partition", "Retry", "SyncStats",
-    "Utxo", "scan_partition", "scan_partition_wallets",
+    "BlockFiles", "HeightError", "Index", "IndexMatch", "IndexStoreError", "MempoolTx", "MempoolView", "NETWORKS", "Partition",
+    "Retry", "SyncStats", "Utxo", "scan_partition", "scan_partition_wallets",
 ]  # fmt: skip
 
 FILTER_KINDS = {"new-utxos": "filter_new", "spent": "filter_spent"}
 _PARTITION_COLUMNS = ("height", "n_tx", "txids", "tweaks64", "out_counts", "out_keys", "out_vouts", "out_values")
+_MEMPOOL_HEIGHT = 0xFFFFFFFF  # the mempool partition's pseudo-block: above every wallet's first height
 
 
 def _u32(values: list[int]) -> bytes:
@@ -211,6 +212,47 @@ class Index:
         txids, tweaks64, counts, keys, vouts, values = (b"".join(c) for c in columns[2:])
         return Partition(start, end, _u32(heights), _u32(tx_starts), _u32(out_starts), txids, tweaks64, counts, keys, vouts, values, bytes(spent))
 
+    def mempool_version(self) -> int:
+        """A number that changes whenever `mempool_tweaks()` may answer differently (one cheap read):
+        poll it and read the mempool again when it changed. 0 while no sync keeps the mempool."""
+        return self._store.mempool_version() if self._store.writer_active() else 0
+
+    def mempool_tweaks(self) -> MempoolView:
+        """The node's mempool as the index holds it: its eligible txs with their tweaks and taproot outputs.
+
+        A running `sync(…, mempool=True)` (`sp-scan index sync --follow --mempool`) keeps the table in
+        step with the node: a tx appears once its prevouts are known, and leaves when it confirms (in
+        the same commit as its block, so a tx is never both mempool and confirmed), is replaced (RBF)
+        or is evicted. Without such a sync (none running, or one that was killed) the view is empty
+        with version 0. The table is in the file, so any reader process sees the writer's changes.
+
+        Returns:
+            A MempoolView: version, the tip height it sits on, the txs oldest first (each txid once).
+        """
+        version, tip, rows = self._mempool_read()
+        txs = []
+        for txid32, tweak33, _, out_vouts, out_keys, out_values in rows:
+            vouts, values = memoryview(out_vouts).cast("I"), memoryview(out_values).cast("Q")
+            outputs = tuple((vouts[i], out_keys[32 * i : 32 * i + 32], values[i]) for i in range(len(vouts)))
+            txs.append(MempoolTx(txid32, tweak33, outputs))
+        return MempoolView(version, tip[0] if tip else None, tuple(txs))
+
+    def _mempool_read(self) -> tuple[int, tuple[int, bytes] | None, list[tuple]]:
+        version, tip, rows = self._store.mempool_rows()
+        if not self._store.writer_active():
+            return 0, tip, []
+        return version, tip, rows
+
+    def mempool_partition(self) -> Partition:
+        """The mempool's eligible txs packed as one Partition (`mempool` True, start = end = the tip
+        height it was read on, -1 for an empty index), for `scan_partition` and friends."""
+        _, tip, rows = self._mempool_read()
+        columns = list(zip(*rows)) if rows else [()] * 6
+        txids, _, tweaks64, vouts, keys, values = (b"".join(c) for c in columns)
+        counts = _u32([len(v) // 4 for v in columns[3]])
+        at = tip[0] if tip else -1
+        return Partition(at, at, _u32([_MEMPOOL_HEIGHT]), _u32([0]), _u32([0]), txids, tweaks64, counts, keys, vouts, values, bytes((len(vouts) // 4 + 7) // 8), mempool=True)
+
     def partition_ranges(
         self, start: int | None = None, end: int | None = None, partition_blocks: int = DEFAULT_PARTITION_BLOCKS
     ) -> list[tuple[int, int]]:
@@ -259,6 +301,8 @@ class Index:
         end: int | None = None,
         threads: int = 1,
         partition_blocks: int = DEFAULT_PARTITION_BLOCKS,
+        *,
+        mempool: bool = False,
     ) -> Iterator[IndexMatch]:
         """Yield every indexed output paying `receiver`, in height, block, then vout order.
 
@@ -267,12 +311,14 @@ class Index:
             start, end: the heights to scan (default: all that is indexed).
             threads: native scanning threads.
             partition_blocks: blocks read and scanned per batch.
+            mempool: then the outputs of the mempool's txs (height None, oldest tx first; see
+                `mempool_tweaks`): a tx is listed once, unconfirmed or at its height.
 
         Raises:
             HeightError: start..end is not inside the indexed heights.
             InvalidKeyError: a stored tweak is not a valid point (a damaged index).
         """
-        for _, _, partition in self.read_partitions(self.partition_ranges(start, end, partition_blocks)):
+        for _, _, partition in self.partitions(start, end, partition_blocks, mempool=mempool):
             yield from scan_partition(partition, receiver, threads)
 
     def scan_wallets(
@@ -285,6 +331,7 @@ class Index:
         *,
         starts: Sequence[int | None] | None = None,
         progress: Callable[[int, int], None] | None = None,
+        mempool: bool = False,
     ) -> Iterator[tuple[int, IndexMatch]]:
         """Yield every indexed output paying any of `receivers`, each partition read once for all of them.
 
@@ -294,7 +341,8 @@ class Index:
             threads: native scanning threads.
             partition_blocks: blocks read and scanned per batch.
             starts: per wallet, the first height to report (its birthday), or None for `start`.
-            progress: called with (first, last) height of each partition once its matches are yielded.
+            progress: called with (first, last) height of each partition of blocks once its matches are yielded.
+            mempool: then the matches among the mempool's txs (height None), as in `scan`.
 
         Returns:
             (wallet's position in receivers, match), in height, block, vout, then wallet order.
@@ -304,10 +352,31 @@ class Index:
             InvalidKeyError: a stored tweak is not a valid point (a damaged index).
             ValueError: starts not one per receiver.
         """
-        for lo, hi, partition in self.read_partitions(self.partition_ranges(start, end, partition_blocks)):
+        for lo, hi, partition in self.partitions(start, end, partition_blocks, mempool=mempool):
             yield from scan_partition_wallets(partition, receivers, threads, starts)
-            if progress is not None:
+            if progress is not None and not partition.mempool:
                 progress(lo, hi)
+
+    def partitions(
+        self, start: int | None, end: int | None, partition_blocks: int, *, mempool: bool = False
+    ) -> Iterator[tuple[int, int, Partition]]:
+        """(first, last, Partition) of start..end as `read_partitions` gives them; with `mempool`, then
+        the mempool's partition, preceded (when `end` is None) by the blocks committed meanwhile: the
+        mempool is read with the tip it sits on, so a tx that confirmed during the scan is found once.
+
+        Raises:
+            HeightError, ValueError: as `partition_ranges`.
+        """
+        ranges = self.partition_ranges(start, end, partition_blocks)
+        yield from self.read_partitions(ranges)
+        if not mempool:
+            return
+        pool = self.mempool_partition()
+        if end is None and pool.end >= 0:
+            done = ranges[-1][1] if ranges else None
+            if done is None or pool.end > done:
+                yield from self.read_partitions(self.partition_ranges(start if done is None else done + 1, pool.end, partition_blocks))
+        yield pool.start, pool.end, pool
 
     def sync(
         self,
@@ -320,32 +389,66 @@ class Index:
         interval: float = 10.0,
         retry: Retry = Retry(),
         progress: Callable[[SyncStats], None] | None = None,
+        mempool: bool = False,
+        zmq: str | None = None,
+        log: Callable[[str], None] | None = None,
     ) -> SyncStats:
         """Bring the index to the source's tip (or `stop`), following reorgs; with `follow`, keep polling.
 
         Each block is committed in one transaction with the new tip, so a killed sync resumes where
-        it stopped. Several blocks are fetched and computed in `jobs` worker processes.
+        it stopped. Several blocks are fetched and computed in `jobs` worker processes, killed on
+        any exit (an interrupt included), so a stop never waits for the node. A source never
+        shrinks the index: blocks are rolled back only for a competing branch at least as long
+        as the index's; a shorter node is waited for (`follow`) or refused; block files must
+        extend the index.
 
         Args:
             source: a `RestNode`, `RpcNode` or `BlockFiles`.
             start: the first height of an empty index (default: taproot activation on main, else 0,
                 or the lowest block file); on a non-empty index it must be its first height.
             stop: the last height (default: the source's tip, re-read every round).
-            follow: poll for new blocks every `interval` seconds until interrupted.
+            follow: poll for new blocks every `interval` seconds until interrupted (and wait for a node
+                whose chain is shorter than the index's).
             jobs: worker processes.
             retry: how a failing source is retried before giving up.
             progress: called with the stats after each committed block (and while waiting).
+            mempool: with follow, keep the index's mempool table in step with the node's mempool
+                while caught up (see `mempool_tweaks` and `sp_scan.index.mempool`); the source must
+                be a node (RestNode or RpcNode). The table is emptied when the sync ends.
+            zmq: with mempool, Core's -zmqpubsequence endpoint (tcp://HOST:PORT) to learn of
+                mempool changes at once; polled every `interval` without it (or while it is down).
+            log: where the mempool's one-line notices go (a ZMQ connection that drops or comes back).
 
         Returns:
             What was done.
 
         Raises:
+            ValueError: mempool without follow or without a node, or zmq without mempool.
             IndexStoreError: another network, another first height, or another sync is writing the file.
             HeightError: stop is beyond the source's tip (without follow).
-            NodeError: the source fails after the retries; the message names the height to resume at.
+            NodeError: the source fails after the retries, is behind the index (without follow), serves
+                blocks that do not link, or is block files that do not extend the index; the message
+                names the height to resume at.
             MalformedDataError, PrevoutsError: a block or its spent outputs do not parse.
+            WorkerDiedError: a worker process was killed.
         """
-        return Syncer(self._store, source, jobs, retry, progress).run(start, stop, follow, interval)
+        if zmq is not None and not mempool:
+            raise ValueError("zmq goes with mempool=True")
+        if not mempool:
+            return Syncer(self._store, source, jobs, retry, progress).run(start, stop, follow, interval)
+        if not follow:
+            raise ValueError("mempool=True needs follow=True (the table is kept only while the sync runs)")
+        if not all(callable(getattr(source, m, None)) for m in ("mempool_txids", "transactions", "utxos")):
+            raise ValueError("the mempool needs a node (RestNode or RpcNode), not block files")
+        from .mempool import MempoolFollower
+
+        follower = MempoolFollower(self._store, source, retry, zmq, log)
+        syncer = Syncer(self._store, source, jobs, retry, progress, idle=follower.wait)
+        syncer.stats.mempool = follower.stats
+        try:
+            return syncer.run(start, stop, follow, interval)
+        finally:
+            follower.close()
 
     def info(self) -> dict:
         """{"network", "first_height", "tip_height", "tip_hash" (display hex), "blocks", "transactions",

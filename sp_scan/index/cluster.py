@@ -136,6 +136,7 @@ def scan(
     partition_blocks: int = DASK_PARTITION_BLOCKS,
     in_flight: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    mempool: bool = False,
 ) -> Iterator[tuple[int, IndexMatch]]:
     """`Index.scan_wallets` on a cluster: one task per partition, results in height order.
 
@@ -151,7 +152,8 @@ def scan(
         partition_blocks: blocks per task.
         in_flight: most tasks submitted and not yet finished, which bounds the partitions held in
             memory by the scheduler and workers (default: twice the cluster's worker threads).
-        progress: called with (first, last) height of each partition once its matches are yielded.
+        progress: called with (first, last) height of each partition of blocks once its matches are yielded.
+        mempool: then the mempool's matches (height None), its partition one more task (as `Index.partitions`).
 
     Returns:
         (wallet's position in receivers, match), in height, block, vout, then wallet order, as
@@ -162,19 +164,23 @@ def scan(
         ClusterError: as `check_workers`, or a task lost with its workers too often or cancelled.
         SPError: a task's own error (e.g. InvalidKeyError for a damaged index).
     """
-    ranges = index.partition_ranges(start, end, partition_blocks)
+    partitions = index.partitions(start, end, partition_blocks, mempool=mempool)  # checks the heights before any worker is asked
+    first = next(partitions, None)
     slots = check_workers(client)
-    if not ranges:
+    if first is None:
         return
     in_flight = max(1, in_flight or 2 * slots)
     run = uuid.uuid4().hex[:12]  # task keys name heights only, never anything derived from a key
-    todo = enumerate(index.read_partitions(ranges))
+    todo = enumerate(itertools.chain([first], partitions))
+    ranges: dict[int, tuple[int, int, bool]] = {}
     submitted: dict[distributed.Future, int] = {}
     finished = distributed.as_completed(loop=client.loop)
 
     def submit_next() -> None:
         for i, (lo, hi, partition) in itertools.islice(todo, 1):
-            future = client.submit(scan_partition_wallets, partition, receivers, threads, starts, key=f"sp-scan-{run}-{lo}-{hi}", pure=False)
+            name = "mempool" if partition.mempool else f"{lo}-{hi}"
+            future = client.submit(scan_partition_wallets, partition, receivers, threads, starts, key=f"sp-scan-{run}-{name}", pure=False)
+            ranges[i] = (lo, hi, partition.mempool)
             submitted[future] = i
             finished.add(future)
 
@@ -185,13 +191,14 @@ def scan(
     try:
         for future in finished:
             i = submitted.pop(future)
-            results[i] = _result(future, ranges[i])
+            results[i] = _result(future, ranges[i][:2])
             future.release()
             submit_next()
             while emitted in results:
                 yield from results.pop(emitted)
-                if progress is not None:
-                    progress(*ranges[emitted])
+                lo, hi, is_mempool = ranges.pop(emitted)
+                if progress is not None and not is_mempool:
+                    progress(lo, hi)
                 emitted += 1
     finally:
         if submitted:

@@ -38,6 +38,8 @@ class Partition:
         vouts: Σ × u32.
         values: Σ × u64, satoshis.
         spent: ⌈Σ/8⌉ bytes; bit j (least significant first) is set when output j is spent.
+        mempool: True for the node's mempool as the index holds it (one pseudo-block, start = end =
+            the tip height when read, -1 for an empty index): its matches have height None.
     """
 
     start: int
@@ -52,6 +54,7 @@ class Partition:
     vouts: bytes
     values: bytes
     spent: bytes
+    mempool: bool = False
 
     @property
     def n_tx(self) -> int:
@@ -85,7 +88,7 @@ def _located(p: Partition, found: list[tuple[int, int, bytes, int | None]]) -> l
         j = out_starts[b] + sum(counts[tx_starts[b] : tx]) + k
         output32 = p.outputs32[32 * j : 32 * j + 32]
         spent = bool(p.spent[j >> 3] >> (j & 7) & 1)
-        match = IndexMatch(heights[b], p.txids[32 * tx : 32 * tx + 32], vouts[j], values[j], FoundOutput(output32, tweak32, label), spent)
+        match = IndexMatch(None if p.mempool else heights[b], p.txids[32 * tx : 32 * tx + 32], vouts[j], values[j], FoundOutput(output32, tweak32, label), spent)
         matches.append((tx, match))
     # The scan reports a tx's matches in k order; they are listed in vout order.
     return sorted(matches, key=lambda t: (t[0], t[1].vout))

@@ -1,9 +1,9 @@
 """The tweak index's store: SQLite, one row per block of packed column blobs. The only module with SQL.
 
-Format version 1 (`PRAGMA user_version`, `PRAGMA application_id` = "SPSX"):
+Format version 2 (`PRAGMA user_version`, `PRAGMA application_id` = "SPSX"):
 
 - `meta(key, value)`: `network` (main, test, testnet4, signet, regtest), `first_height`
-  (set by the first block), `format`.
+  (set by the first block), `format`, `mempool_version` (bumped by every change of `mempool`).
 - `blocks`: one row per block (see `COLUMNS`): header fields, then per eligible tx in block
   order its packed columns, the block's filters and spent-index hashes, and `marks`: the
   (height u32, ordinal u32) pairs of the outputs this block marked spent, undone with it.
@@ -13,6 +13,13 @@ Format version 1 (`PRAGMA user_version`, `PRAGMA application_id` = "SPSX"):
   in the block's row.
 - `spends(height, ordinal)`: the taproot outputs of indexed txs that later blocks spent,
   keyed by the block and the output's position among that block's taproot outputs.
+- `mempool(seq, txid, tweak33, tweak64, out_vouts, out_keys, out_values)`: the eligible txs of
+  the node's mempool as a running `sync --mempool` last saw them, `seq` ascending in the order
+  they were added. A block appended removes its txs from it in the same transaction. Its rows
+  are trusted only while the writer that keeps them holds the file (`writer_active`).
+
+Version 1 files (no `mempool` table) are upgraded in place when opened for writing; read-only,
+they read as an index with an empty mempool.
 
 Bytes in, bytes out: the store packs and unpacks nothing beyond what the rows need.
 Every SQLite failure is raised as `IndexStoreError` naming the file.
@@ -29,13 +36,15 @@ import os
 import sqlite3
 import struct
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..errors import HeightError, IndexStoreError
 from ..types import BlockData
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_UPGRADABLE = (1,)  # older versions a writer upgrades in place (adding the mempool table)
 APPLICATION_ID = 0x53505358  # "SPSX"
 NETWORKS = ("main", "test", "testnet4", "signet", "regtest")
 PAGE_SIZE = 16384
@@ -57,6 +66,14 @@ _SCHEMA = [
     " PRIMARY KEY(prefix, height, tx)) WITHOUT ROWID",
     "CREATE TABLE spends(height INTEGER NOT NULL, ordinal INTEGER NOT NULL, PRIMARY KEY(height, ordinal)) WITHOUT ROWID",
 ]
+MEMPOOL_COLUMNS = ("txid", "tweak33", "tweak64", "out_vouts", "out_keys", "out_values")
+_MEMPOOL_SCHEMA = (
+    "CREATE TABLE mempool(seq INTEGER PRIMARY KEY, txid BLOB NOT NULL UNIQUE, "
+    + ", ".join(f"{c} BLOB NOT NULL" for c in MEMPOOL_COLUMNS[1:])
+    + ")"
+)
+_SCHEMA.append(_MEMPOOL_SCHEMA)
+_WRITER_LOCK_TRIES = 100  # a reader's liveness probe holds a shared lock for microseconds: retry 1 ms apart
 _MARK = struct.Struct("<II")
 
 
@@ -142,6 +159,7 @@ class Store:
         self._lock = threading.RLock()
         self._writer_fd: int | None = None
         self._locators: collections.OrderedDict[int, _Locator] = collections.OrderedDict()
+        self._has_mempool = True
         self.network = self._meta("network")
 
     # ---- opening ----
@@ -207,16 +225,34 @@ class Store:
         if app_id != APPLICATION_ID:
             conn.close()
             raise IndexStoreError(f"{path} is not an sp-scan index")
-        if version != FORMAT_VERSION:
+        if version != FORMAT_VERSION and version not in _UPGRADABLE:
             conn.close()
             raise IndexStoreError(f"{path} is an index of format version {version}; this sp-scan reads version {FORMAT_VERSION}")
         store = cls(path, conn, readonly)
+        store._has_mempool = version == FORMAT_VERSION
         if not readonly:
             store._execute("PRAGMA synchronous = NORMAL")  # WAL: a commit survives a killed process
+            if version != FORMAT_VERSION:
+                store._upgrade()
         if network is not None and store.network != network:
             store.close()
             raise IndexStoreError(f"{path} is an index of network {store.network}, not {network}")
         return store
+
+    @_checked
+    def _upgrade(self) -> None:
+        """Bring a version-1 file to FORMAT_VERSION in one transaction: add the (empty) mempool table."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            if self._conn.execute("PRAGMA user_version").fetchone()[0] != FORMAT_VERSION:  # another writer may have done it
+                self._conn.execute(_MEMPOOL_SCHEMA)
+                self._conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT_VERSION,))
+                self._conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+        self._has_mempool = True
 
     def close(self) -> None:
         """Close the file (and release the writer lock)."""
@@ -237,12 +273,32 @@ class Store:
         if self._writer_fd is not None:
             return
         fd = os.open(self.path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        for _ in range(_WRITER_LOCK_TRIES):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                time.sleep(0.001)
+        else:
             os.close(fd)
-            raise IndexStoreError(f"{self.path} is being written by another process (a sync is running)") from None
+            raise IndexStoreError(f"{self.path} is being written by another process (a sync is running)")
         self._writer_fd = fd
+
+    def writer_active(self) -> bool:
+        """True while a writer (this store or another process's) holds the file's writer lock."""
+        if self._writer_fd is not None:
+            return True
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # also releases the shared lock taken
+        return False
 
     # ---- reading ----
 
@@ -386,6 +442,7 @@ class Store:
                 "out_keys": data.out_keys, "tweaks64": data.tweaks64,
             }  # fmt: skip
             self._conn.execute(f"INSERT INTO blocks VALUES ({', '.join('?' * len(COLUMNS))})", [values[c] for c in COLUMNS])
+            self._mempool_delete([data.txids[i : i + 32] for i in range(0, len(data.txids), 32)])
         return len(marks)
 
     def _locator(self, height: int) -> _Locator:
@@ -432,6 +489,76 @@ class Store:
             marks = [m for m in marks if self._conn.execute("INSERT OR IGNORE INTO spends VALUES (?, ?)", m).rowcount]
         self._conn.execute("RELEASE marks")
         return marks
+
+    # ---- the mempool table ----
+
+    def _mempool_version(self) -> int:
+        return int(self._meta("mempool_version") or 0)
+
+    def _mempool_bump(self) -> int:
+        version = self._mempool_version() + 1
+        self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('mempool_version', ?)", (version,))
+        return version
+
+    def _mempool_delete(self, txids32: Sequence[bytes]) -> int:
+        """Delete the rows of these txids (inside a transaction), bumping the version when any went."""
+        before = self._conn.total_changes
+        for chunk in _chunks(txids32, 500):
+            self._conn.execute(f"DELETE FROM mempool WHERE txid IN ({', '.join('?' * len(chunk))})", chunk)
+        gone = self._conn.total_changes - before
+        if gone:
+            self._mempool_bump()
+        return gone
+
+    @_checked
+    def mempool_update(self, added: Sequence[Sequence[bytes]], removed: Sequence[bytes], clear: bool = False) -> int:
+        """Change the mempool table in one transaction and bump its version.
+
+        Args:
+            added: rows in MEMPOOL_COLUMNS order, in the order they entered the mempool (a txid
+                already in the table keeps its row).
+            removed: txids32 to delete (absent ones are ignored).
+            clear: delete every row first.
+
+        Returns:
+            The new mempool version.
+        """
+        with self._transaction():
+            if clear:
+                self._conn.execute("DELETE FROM mempool")
+            self._mempool_delete(removed)
+            self._conn.executemany(
+                f"INSERT OR IGNORE INTO mempool({', '.join(MEMPOOL_COLUMNS)}) VALUES ({', '.join('?' * len(MEMPOOL_COLUMNS))})", added
+            )
+            return self._mempool_bump()
+
+    @_checked
+    def mempool_clear(self) -> bool:
+        """Empty the mempool table (one transaction, version bumped) unless it is empty; True when it was not."""
+        if self._conn.execute("SELECT 1 FROM mempool LIMIT 1").fetchone() is None:
+            return False
+        self.mempool_update([], [], clear=True)
+        return True
+
+    @_checked
+    def mempool_version(self) -> int:
+        """The mempool table's version: it changes with every change of the table (0 before any)."""
+        return self._mempool_version()
+
+    @_checked
+    def mempool_rows(self) -> tuple[int, tuple[int, bytes] | None, list[tuple]]:
+        """One consistent read: (mempool version, (height, hash32) of the tip or None, the rows in
+        MEMPOOL_COLUMNS order, oldest first). A version-1 file read-only has no rows."""
+        if not self._has_mempool:
+            return 0, self.tip(), []
+        self._conn.execute("BEGIN")
+        try:
+            version = self._mempool_version()
+            tip = self._conn.execute("SELECT height, hash FROM blocks ORDER BY height DESC LIMIT 1").fetchone()
+            rows = self._conn.execute(f"SELECT {', '.join(MEMPOOL_COLUMNS)} FROM mempool ORDER BY seq").fetchall()
+        finally:
+            self._conn.execute("COMMIT")
+        return version, tip, rows
 
     @_checked
     def rollback(self, height: int) -> int:

@@ -2,12 +2,20 @@
 
 One loop, after Bitcoin Core's `BaseIndex::Sync`: the next height's block is fetched and
 computed (in worker processes when jobs > 1, several blocks in flight), and the parent
-commits blocks in height order, each in one transaction with the new tip. A block whose
-previous hash is not the stored tip means the source switched branches: walk back to the
-highest height where the stored hash is the source's, roll back above it (blocks, txloc
-entries and the spending marks they made) and go on from there. The stored tip is also
-checked against the source before each round, so a reorg that happens between runs or
-while following is seen too.
+commits blocks in height order, each in one transaction with the new tip.
+
+A source never shrinks the index. A reorg is a competing branch with at least as much work;
+the node's active chain is its best, and this side sees only that chain's heights, so a branch
+is followed when the node's block at a height the index holds is another AND the node's chain
+is at least as long as the index's: then the loop walks back to the highest height where the
+stored hash is the node's, rolls back above it (blocks, txloc entries and the spending marks
+they made) and goes on from there. A node whose chain is shorter (still syncing, reindexing,
+another node behind a load balancer) is waited for when following and refused otherwise.
+Block files only ever extend the index: files that end below its tip, hold another block at
+its tip or do not link to it are refused. A node whose block at the next height does not name
+its own block below as parent (a stale cache in front of it) is asked again a bounded number
+of times, then refused naming both hashes. The stored tip is checked against the source before
+each round, so a reorg between runs or while following is seen too.
 
 A source is any object with `chain()`, `tip_height()`, `block_hash(height)` (display hex)
 and `block(hash_hex)` -> (block_bytes, spent_bytes): `sp_scan.node.RestNode`, `RpcNode`,
@@ -17,13 +25,10 @@ or `BlockFiles` below. It is pickled to the workers.
 from __future__ import annotations
 
 import functools
-import multiprocessing
-import multiprocessing.pool
-import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from .. import block, workers
 from ..errors import HeightError, IndexStoreError, NodeError, SPError
@@ -176,7 +181,9 @@ class SyncStats:
         fetch_s, compute_s: seconds spent fetching and computing (summed over workers).
         store_s: seconds spent committing.
         reorgs, rolled_back: branch switches seen and blocks removed by them.
-        waiting: True while following and caught up.
+        waiting: True while following and caught up, or while the source is behind the index.
+        behind: the source's tip height while it is below the index's (following waits for it), else None.
+        mempool: what the mempool follower did (sync with mempool=True), else None.
     """
 
     height: int | None = None
@@ -191,7 +198,9 @@ class SyncStats:
     reorgs: int = 0
     rolled_back: int = 0
     waiting: bool = False
+    behind: int | None = None
     began: float = field(default_factory=time.monotonic)
+    mempool: object | None = None
 
 
 def network_of(source: Source, retry: Retry) -> str:
@@ -207,67 +216,99 @@ def network_of(source: Source, retry: Retry) -> str:
     return chain
 
 
-def _init_worker() -> None:
-    # The parent decides when to stop (Ctrl-C, SIGTERM) and lets workers finish what they hold.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
-def _fetched_in_order(
-    pool: multiprocessing.pool.Pool | None, source: Source, heights: range, retry: Retry, ahead: int
-) -> Iterator[Fetched]:
-    """Each height's Fetched, in order, with at most `ahead` blocks in flight in the pool."""
-    fetch_at = functools.partial(fetch, source, retry=retry)
-    return map(fetch_at, heights) if pool is None else workers.in_order(pool, fetch_at, heights, ahead)
+class _Unlinked(NodeError):
+    """The node's block at the next height names another parent than the node's own block below it."""
 
 
 class Syncer:
     """One sync run of a store from a source (see `run`)."""
 
     def __init__(
-        self, store: Store, source: Source, jobs: int, retry: Retry, progress: Callable[[SyncStats], None] | None
+        self,
+        store: Store,
+        source: Source,
+        jobs: int,
+        retry: Retry,
+        progress: Callable[[SyncStats], None] | None,
+        idle: Callable[[float], None] = time.sleep,
     ) -> None:
+        """`idle(interval)` is called while following and caught up, instead of sleeping (the mempool's hook)."""
         self.store, self.source, self.jobs, self.retry = store, source, jobs, retry
         self.progress = progress or (lambda stats: None)
+        self.idle = idle
         self.stats = SyncStats()
+        self._fetch = functools.partial(fetch, source, retry=retry)
+        self._files = isinstance(source, BlockFiles)
 
-    def _node_hash(self, height: int) -> bytes:
-        return bytes.fromhex(self.retry.call(self.source.block_hash, height))[::-1]
-
-    def _rewind_to_fork(self) -> None:
-        """Roll back to the highest stored block that the source also has at its height."""
-        tip = self.store.tip()
-        if tip is None:
-            return
-        first = self.store.first_height
-        h = min(tip[0], self.retry.call(self.source.tip_height))
+    def _source_hash(self, height: int) -> bytes | None:
+        """The source's hash32 at `height`; None when block files have no file there."""
         try:
-            while h >= first and self.store.row(h, ["hash"])[0] != self._node_hash(h):
-                h -= 1
-        except HeightError as exc:
-            raise HeightError(f"cannot find where the source's chain leaves the index's ({exc})") from None
+            return bytes.fromhex(self.retry.call(self.source.block_hash, height))[::-1]
+        except HeightError:
+            if self._files:
+                return None
+            raise
+
+    def _refuse_files(self, what: str) -> NoReturn:
+        raise NodeError(f"{what}: block files must extend the index; they never roll it back")
+
+    def _behind(self, source_tip: int, tip: int, follow: bool) -> None:
+        """The source's chain is shorter than the index's: refused, or waited for when following.
+
+        Raises:
+            NodeError: block files, or a node without `follow`.
+        """
+        if self._files:
+            self._refuse_files(f"the block files end at height {source_tip}, below the index's tip {tip}")
+        if not follow:
+            raise NodeError(
+                f"the node's chain ends at height {source_tip}, below the index's tip {tip} (a node still syncing or "
+                "reindexing, or another node?): nothing is rolled back; --follow waits for it"
+            )
+        self.stats.behind = source_tip
+
+    def _switch_branch(self, tip: tuple[int, bytes]) -> None:
+        """The source holds another block at the index's tip height: roll back to the highest block both hold.
+
+        Called only when the source's chain is at least as long as the index's (a competing branch).
+
+        Raises:
+            NodeError: block files (they never roll the index back).
+        """
+        if self._files:
+            theirs = self._source_hash(tip[0])
+            self._refuse_files(f"the block file at height {tip[0]} is {theirs[::-1].hex()}, not the index's {tip[1][::-1].hex()}")
+        first = self.store.first_height
+        h = tip[0]
+        while h >= first and self.store.row(h, ["hash"])[0] != self._source_hash(h):
+            h -= 1
+        if self.retry.call(self.source.tip_height) < tip[0]:
+            return  # the node went behind while the fork was looked for: the next round waits or refuses
         self.stats.rolled_back += self.store.rollback(max(h, first - 1))
         self.stats.reorgs += 1
         self.stats.height = h if h >= first else None
 
-    def _tip_is_stale(self, node_tip: int) -> bool:
-        tip = self.store.tip()
-        if tip is None:
-            return False
-        if node_tip < tip[0]:
-            return True
-        try:
-            return self._node_hash(tip[0]) != tip[1]
-        except HeightError:  # block files that start above the tip: the next block's link decides
-            return False
+    def _not_linked(self, got: Fetched, tip: tuple[int, bytes]) -> None:
+        """A fetched block whose parent is not the index's tip: the source switched branches (return) or is inconsistent.
 
-    def _commit_range(self, pool: multiprocessing.pool.Pool | None, heights: range) -> bool:
-        """Commit heights in order; False when a block does not link to the tip (a reorg: rewound)."""
-        for got in _fetched_in_order(pool, self.source, heights, self.retry, 2 * self.jobs):
+        Raises:
+            NodeError: block files that do not link to the tip.
+            _Unlinked: the node's block at tip + 1 does not link to the node's own block at the tip.
+        """
+        block = f"block {got.height} ({got.data.hash32[::-1].hex()}) names {got.data.prev32[::-1].hex()} as its parent"
+        if self._files:
+            self._refuse_files(f"the block file at height {got.height} does not link to the index's tip {tip[1][::-1].hex()}: {block}")
+        if self._source_hash(tip[0]) == tip[1]:
+            raise _Unlinked(f"the node's {block}, but its block {tip[0]} is {tip[1][::-1].hex()}")
+
+    def _commit_range(self, pool: workers.Workers | None, heights: range) -> None:
+        """Commit heights in order; stop early when a block does not link to the tip (see `_not_linked`)."""
+        fetched = map(self._fetch, heights) if pool is None else pool.in_order(heights, 2 * self.jobs)
+        for got in fetched:
             tip = self.store.tip()
             if tip is not None and got.data.prev32 != tip[1]:
-                self._rewind_to_fork()
-                return False
+                self._not_linked(got, tip)
+                return
             began = time.perf_counter()
             self.store.append(got.height, got.data, got.filters)
             s = self.stats
@@ -276,7 +317,6 @@ class Syncer:
             s.compute_s += got.compute_s
             s.height, s.blocks, s.txs, s.eligible = got.height, s.blocks + 1, s.txs + got.data.block_txs, s.eligible + got.data.n_tx
             self.progress(s)
-        return True
 
     def run(self, start: int | None, stop: int | None, follow: bool, interval: float) -> SyncStats:
         """Sync up to `stop` (default: the source's tip), then keep following when `follow`.
@@ -284,8 +324,10 @@ class Syncer:
         Raises:
             IndexStoreError: another network, or a start that contradicts the index's first height.
             HeightError: `stop` is beyond the source's tip (without follow).
-            NodeError: the source fails after the retries (the message names the height to resume at).
+            NodeError: the source fails after the retries, is behind the index (without follow), does not
+                link, or is block files that do not extend the index (the message names the height to resume at).
             MalformedDataError, PrevoutsError: a bad block (nothing of it is stored).
+            WorkerDiedError: a worker process was killed.
         """
         network = network_of(self.source, self.retry)
         if network != self.store.network:
@@ -294,9 +336,10 @@ class Syncer:
         if first is not None and start is not None and start != first:
             raise IndexStoreError(f"{self.store.path} starts at height {first}; it resumes from its tip (drop --from or give {first})")
         begin = first if first is not None else start if start is not None else self._default_start(network)
-        pool = multiprocessing.Pool(self.jobs, initializer=_init_worker) if self.jobs > 1 else None
+        pool = workers.Workers(self.jobs, self._fetch) if self.jobs > 1 else None
         try:
             self.store.lock_writer()  # after the fork: workers must not inherit the lock
+            self.store.mempool_clear()  # a mempool a killed sync left is never trusted
             tip = self.store.tip()
             self.stats.height = tip[0] if tip else None
             self.stats.start = tip[0] + 1 if tip else begin
@@ -307,31 +350,47 @@ class Syncer:
             raise NodeError(f"{exc} ({where})") from None
         finally:
             if pool is not None:
-                pool.close()
-                pool.join()
+                pool.close()  # kills the workers whatever they wait for: a stop never waits for the node
 
     def _default_start(self, network: str) -> int:
-        if isinstance(self.source, BlockFiles) and self.source.heights:
+        if self._files and self.source.heights:
             return self.source.heights[0]
         return TAPROOT_ACTIVATION if network == "main" else 0
 
-    def _loop(self, pool, begin: int, stop: int | None, follow: bool, interval: float) -> SyncStats:
+    def _wait(self, interval: float) -> None:
+        self.stats.waiting = True
+        self.progress(self.stats)
+        (time.sleep if self.stats.behind is not None else self.idle)(interval)  # the mempool waits while caught up
+
+    def _loop(self, pool: workers.Workers | None, begin: int, stop: int | None, follow: bool, interval: float) -> SyncStats:
+        unlinked = 0
         while True:
-            node_tip = self.retry.call(self.source.tip_height)
-            for height in (stop, begin if self.store.tip() is None else None):
-                if height is not None and height > node_tip and not follow:
-                    raise HeightError(f"height {height} is beyond the source's tip {node_tip}")
-            if self._tip_is_stale(node_tip):
-                self._rewind_to_fork()
+            source_tip = self.retry.call(self.source.tip_height)
             tip = self.store.tip()
+            for height in (stop, begin if tip is None else None):
+                if height is not None and height > source_tip and not follow:
+                    raise HeightError(f"height {height} is beyond the source's tip {source_tip}")
+            self.stats.behind = None
+            if tip is not None and source_tip < tip[0]:
+                self._behind(source_tip, tip[0], follow)
+                self._wait(interval)
+                continue
+            if tip is not None and self._source_hash(tip[0]) not in (None, tip[1]):
+                self._switch_branch(tip)
+                continue  # look again: the node may have moved on meanwhile
             nxt = tip[0] + 1 if tip else begin
-            target = node_tip if stop is None else min(stop, node_tip)
+            target = source_tip if stop is None else min(stop, source_tip)
             self.stats.target, self.stats.waiting = target, False
             if nxt <= target:
-                self._commit_range(pool, range(nxt, target + 1))
+                committed = self.stats.blocks
+                try:
+                    self._commit_range(pool, range(nxt, target + 1))
+                except _Unlinked as exc:
+                    unlinked = 1 if self.stats.blocks > committed else unlinked + 1
+                    if unlinked > self.retry.attempts:
+                        raise NodeError(f"{exc}; seen {unlinked} times (a stale cache or proxy in front of the node?)") from None
+                    time.sleep(self.retry.delay * 2 ** (unlinked - 1))
                 continue  # look again: the source may have moved on or switched branches meanwhile
             if not follow or (stop is not None and nxt > stop):
                 return self.stats
-            self.stats.waiting = True
-            self.progress(self.stats)
-            time.sleep(interval)
+            self._wait(interval)
