@@ -569,3 +569,48 @@ def test_unsubscribe_and_disconnect_wipe_the_native_copy_of_the_keys(kernel_inde
         while any(r.scan_key32 in (WALLET.scan_key32, kernelchain.OTHER_WALLET.scan_key32) for r in list(native._scanners)):
             assert time.monotonic() < deadline, "a native copy of a key outlived its subscription"
             time.sleep(0.05)
+
+
+def test_a_mempool_payment_is_notified_once_at_height_0_and_not_again_when_it_confirms(kernel_copy, tmp_path):
+    """The index's mempool table, kept by a following sync over the stand-in node's mempool (kernel-signed txs)."""
+    from node_mempool import NodeMempool, wait_for
+    from sp_scan.index import Index
+    from sp_scan.node import RestNode
+
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    path = tmp_path / "m.db"
+    stop = threading.Event()
+
+    def progress(stats) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+
+    with kernelchain.rest_server(chain, mempool=pool) as rest, Index.create(path, "regtest") as index:
+        index.sync(RestNode(rest.url))
+        follower = threading.Thread(target=_follow, args=(index, RestNode(rest.url), progress), daemon=True)
+        follower.start()
+        try:
+            with ElectrumThread(path) as server, negotiated(server.port) as c:
+                reply = c.result(SP, [*keys(), 100, [1, 7]])
+                assert flat(c.history()) == expected(chain, start=100)
+                tx = chain.transaction("unconfirmed", [chain.reserve.pop()], [("wallet", 1), ("other",)])
+                pool.accept(tx.tx.serialize())
+                note = c.notification(SP)["params"]
+                assert note == {"subscription": reply, "progress": 1.0, "history": [{"height": 0, "tx_hash": tx.txid32[::-1].hex(), "tweak_key": tx.tweak33.hex()}]}
+                other = chain.transaction("confirmed-directly", [chain.reserve.pop()], [("wallet", None), ("p2wpkh",)])
+                height = chain.mine([tx, other]).height
+                pool.chain_moved()
+                note = c.notification(SP)["params"]  # the block: only the tx not seen in the mempool
+                assert note["history"] == [{"height": height, "tx_hash": other.txid32[::-1].hex(), "tweak_key": other.tweak33.hex()}]
+                wait_for("the mempool emptied", lambda: not index.mempool_tweaks().txs)
+                assert c.call("server.ping")["result"] is None and not [n for n in c.notifications if n["method"] == SP]
+        finally:
+            stop.set()
+            follower.join(60)
+
+
+def _follow(index, node, progress) -> None:
+    try:
+        index.sync(node, follow=True, interval=0.05, progress=progress, mempool=True)
+    except KeyboardInterrupt:
+        pass

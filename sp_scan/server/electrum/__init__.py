@@ -25,11 +25,11 @@ from sp_scan.index import Index
 
 from ..app import READER_THREADS, Readers
 from ..limits import IpGate
-from .passes import MempoolTx, ScanService
+from .passes import ScanService
 from .proxy import BackendUrl
 from .session import LISTEN_BACKLOG, ElectrumSession, Limits, ServerState
 
-__all__ = ["BackendUrl", "ElectrumServer", "IpGate", "Limits", "MempoolTx", "ScanService"]
+__all__ = ["BackendUrl", "ElectrumServer", "IpGate", "Limits", "ScanService"]
 
 
 class ElectrumServer:
@@ -44,7 +44,7 @@ class ElectrumServer:
         gate: the per-IP caps (default: IpGate()).
         limits: per-connection caps.
         threads: native scanning threads.
-        mempool: a mempool source for `ScanService`.
+        mempool: tell caught-up subscriptions of mempool payments (the index's mempool table).
 
     Raises:
         ValueError: a malformed backend URL.
@@ -60,7 +60,7 @@ class ElectrumServer:
         gate: IpGate | None = None,
         limits: Limits = Limits(),
         threads: int = 1,
-        mempool=None,
+        mempool: bool = True,
     ) -> None:
         self.db, self.host, self.port, self.tls = Path(db), host, port, tls
         self.backend = BackendUrl.parse(backend) if backend else None

@@ -6,8 +6,10 @@ for every watch whose next height lies in it, so watches over the same range sha
 `index scan --wallets` does. Partitions are taken in elevator order (the lowest at or above the
 last one, then around again), so a watch that starts low never stalls the others. A watch delivers
 its history in height order, then `progress` 1.0, then each new block as the index's sync commits
-it. A reorg sends every watch whose scan reached the fork back to it. Mempool transactions, when a
-source is given, are scanned for caught-up watches and delivered once each.
+it. A reorg sends every watch whose scan reached the fork back to it. The mempool the index holds
+(`Index.mempool_tweaks`, kept by `sync --follow --mempool`) is scanned for caught-up watches: each
+paying transaction is delivered once at height 0, and not again when it confirms (Frigate's rule:
+the wallet follows it through its scripthash subscription).
 
 Keys stay in the watches (connection memory) only; the native copy of a watch's keys is wiped by
 the worker once the watch is dropped (`native.release_scanner`), never while a scan uses it.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -27,6 +29,7 @@ from sp_scan.errors import HeightError, IndexStoreError, InvalidKeyError
 from sp_scan.index import Index, Partition, scan_partition_wallets
 from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS
 from sp_scan.scan import Receiver, scan_tweaks
+from sp_scan.types import MempoolTx
 
 log = logging.getLogger("sp_scan.server.electrum")
 
@@ -47,15 +50,6 @@ class Entry:
     def sort_key(self) -> tuple:
         """Frigate's order: by height then display txid, mempool (height 0) last."""
         return (self.height == 0, self.height, self.txid32[::-1])
-
-
-@dataclass(frozen=True, slots=True)
-class MempoolTx:
-    """A mempool transaction as a mempool source gives it: txid, tweak (input_hash·A) and taproot outputs."""
-
-    txid32: bytes
-    tweak33: bytes
-    outputs32: tuple[bytes, ...]
 
 
 Deliver = Callable[[list[Entry], float], None]
@@ -84,6 +78,7 @@ class Watch:
     live: bool = field(init=False, default=False)
     cancelled: bool = field(init=False, default=False)
     mempool_sent: set[bytes] = field(init=False, default_factory=set)
+    mempool_seen: set[bytes] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
         self.cursor = self.start
@@ -104,19 +99,16 @@ class ScanService:
         db: the index file (opened read-only in the worker).
         threads: native scanning threads per scan.
         partition_blocks: heights per grid partition (the read and scan unit).
-        mempool: returns the current mempool transactions, or None without a mempool source.
-        poll: seconds between looks at the index's tip when idle.
+        mempool: also scan the index's mempool table for caught-up watches.
+        poll: seconds between looks at the index's tip (and mempool) when idle.
     """
 
     def __init__(
-        self,
-        db,
-        threads: int = 1,
-        partition_blocks: int = DEFAULT_PARTITION_BLOCKS,
-        mempool: Callable[[], Sequence[MempoolTx]] | None = None,
-        poll: float = POLL_SECONDS,
+        self, db, threads: int = 1, partition_blocks: int = DEFAULT_PARTITION_BLOCKS, mempool: bool = True, poll: float = POLL_SECONDS
     ) -> None:
         self.db, self.threads, self.partition_blocks, self.mempool, self.poll = db, threads, partition_blocks, mempool, poll
+        self._mempool_version = 0
+        self._mempool_txs: tuple[MempoolTx, ...] = ()
         self._watches: list[Watch] = []
         self._dropped: list[Watch] = []
         self._wake = threading.Condition()
@@ -211,9 +203,11 @@ class ScanService:
         self._check_reorg(index, tip_height)
         with self._wake:
             watches = list(self._watches)
+        fresh_mempool = self._read_mempool(index)
         for watch in watches:
             self._settle(watch, tip_height, base)
-        self._feed_mempool(watches)
+        if fresh_mempool:
+            self._feed_mempool(watches)
         todo = [w for w in watches if not w.cancelled and w.cursor <= self._limit(w, tip_height)]
         if not todo:
             return False, None
@@ -248,8 +242,7 @@ class ScanService:
         if not watch.live and watch.cursor > watch.target and not watch.cancelled:
             watch.live = True
             watch.cursor = max(watch.cursor, tip_height + 1) if watch.end is not None else watch.cursor
-            entries = self._mempool_entries(watch, self._mempool_now())
-            watch.deliver(entries, 1.0)
+            watch.deliver(self._mempool_entries(watch), 1.0)
 
     def _pick(self, todo: list[Watch], base: int) -> int:
         cells = sorted({self._cell(w.cursor, base) for w in todo})
@@ -318,32 +311,30 @@ class ScanService:
 
     # --- mempool ---
 
-    def _mempool_now(self) -> Sequence[MempoolTx]:
-        if self.mempool is None:
-            return ()
-        try:
-            return self.mempool()
-        except Exception as exc:  # a mempool source failing must not stop block scanning
-            log.warning("electrum scan: mempool source failed: %s", exc)
-            return ()
+    def _read_mempool(self, index: Index) -> bool:
+        """Read the index's mempool table when its version changed; True when it did."""
+        if not self.mempool or index.mempool_version() == self._mempool_version:
+            return False
+        view = index.mempool_tweaks()
+        self._mempool_version, self._mempool_txs = view.version, view.txs
+        return True
 
     def _feed_mempool(self, watches: list[Watch]) -> None:
-        live = [w for w in watches if w.live and not w.cancelled]
-        if not live or self.mempool is None:
-            return
-        txs = self._mempool_now()
-        for watch in live:
-            entries = self._mempool_entries(watch, txs)
-            if entries:
-                watch.deliver(entries, 1.0)
+        for watch in watches:
+            if watch.live and not watch.cancelled:
+                entries = self._mempool_entries(watch)
+                if entries:
+                    watch.deliver(entries, 1.0)
 
-    def _mempool_entries(self, watch: Watch, txs: Sequence[MempoolTx]) -> list[Entry]:
-        """The mempool transactions paying `watch` not delivered to it before (each is then marked sent)."""
-        new = [t for t in txs if t.txid32 not in watch.mempool_sent]
+    def _mempool_entries(self, watch: Watch) -> list[Entry]:
+        """The mempool transactions paying `watch` that it was not given before (each is then marked sent)."""
+        txs = self._mempool_txs
+        new = [t for t in txs if t.txid32 not in watch.mempool_seen]
+        watch.mempool_seen = {t.txid32 for t in txs}  # forget the txs that left the mempool
         if not new:
             return []
-        found = scan_tweaks([t.tweak33 for t in new], [list(t.outputs32) for t in new], watch.receiver, threads=self.threads)
-        entries = [Entry(0, t.txid32, t.tweak33) for t, outs in zip(new, found) if outs]
+        found = scan_tweaks([t.tweak33 for t in new], [[key for _, key, _ in t.outputs] for t in new], watch.receiver, threads=self.threads)
+        entries = [Entry(0, t.txid32, t.tweak33) for t, outs in zip(new, found) if outs and t.txid32 not in watch.mempool_sent]
         watch.mempool_sent.update(e.txid32 for e in entries)
         return sorted(entries, key=Entry.sort_key)
 
