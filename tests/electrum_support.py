@@ -195,3 +195,63 @@ class ElectrumX:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+class Relay:
+    """A TCP forwarder on 127.0.0.1 to `port`: `down()` cuts every connection and refuses new ones, `up()` ends that."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.pairs: list[tuple[socket.socket, socket.socket]] = []
+        self.refusing = False
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                if self.refusing:
+                    client.close()
+                    continue
+                backend = socket.create_connection(("127.0.0.1", self.target))
+                self.pairs.append((client, backend))
+            for a, b in ((client, backend), (backend, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def down(self) -> None:
+        with self.lock:
+            self.refusing = True
+            for pair in self.pairs:
+                for s in pair:
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+            self.pairs.clear()
+
+    def up(self) -> None:
+        with self.lock:
+            self.refusing = False
+
+    def close(self) -> None:
+        self.down()
+        self.listener.close()

@@ -23,7 +23,7 @@ import pytest
 from coincurve import PrivateKey
 
 import kernelchain
-from electrum_support import ElectrumThread, ElectrumX, RawClient
+from electrum_support import ElectrumThread, ElectrumX, RawClient, Relay
 from serving import sync, synced_index
 from sp_scan import address as sp_address
 from sp_scan import crypto
@@ -614,3 +614,28 @@ def _follow(index, node, progress) -> None:
         index.sync(node, follow=True, interval=0.05, progress=progress, mempool=True)
     except KeyboardInterrupt:
         pass
+
+
+def test_a_backend_that_goes_away_gives_errors_not_hangs_and_is_reconnected_with_the_subscriptions(kernel_index, electrumx, kernel_chain):
+    relay = Relay(electrumx.port)
+    try:
+        with ElectrumThread(kernel_index, backend=f"tcp://127.0.0.1:{relay.port}") as server, negotiated(server.port) as c:
+            header = c.result("blockchain.headers.subscribe")
+            record = next(t for t in kernel_chain.active()[104].txs if t.payments)
+            scripthash = hashlib.sha256(bytes(record.tx.vout[record.payments[0].vout].scriptPubKey)).digest()[::-1].hex()
+            status = c.result("blockchain.scripthash.subscribe", [scripthash])
+            relay.down()
+            deadline = time.monotonic() + 30
+            while "error" not in (answer := c.call("blockchain.block.header", [5])):
+                assert time.monotonic() < deadline
+            assert answer["error"]["code"] == -32000 and answer["error"]["message"] == "Backend Electrum server unavailable"
+            assert isinstance(answer["error"]["data"], str)
+            assert c.result(SP, [*keys(), kernelchain.SAMPLE_TIP])["address"] == address()  # served from the index meanwhile
+            relay.up()
+            while "error" in (answer := c.call("blockchain.block.header", [5])):
+                assert time.monotonic() < deadline + 60
+            assert answer["result"] == kernel_chain.block(5)[:80].hex()
+            assert c.notification("blockchain.headers.subscribe")["params"] == [header]  # renewed after the reconnect
+            assert c.result("blockchain.scripthash.subscribe", [scripthash]) == status
+    finally:
+        relay.close()

@@ -40,7 +40,9 @@ class DataError(RPCError):
 
 
 def unavailable(reason: str) -> DataError:
-    return DataError(UNAVAILABLE, "Backend Electrum server unavailable", reason)
+    error = DataError(UNAVAILABLE, "Backend Electrum server unavailable", reason)
+    error.cost = -RPCSession.error_base_cost  # the client's requests did nothing wrong: aiorpcx must not bill them
+    return error
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,21 +144,22 @@ class Backend:
         self._session = session
         try:
             await self._renew()
-        except (RPCError, TaskTimeout, OSError) as exc:
-            self.reason = f"{self.url} refused to resume the session: {exc}"
-            await session.close()
+        except RPCError as exc:
+            self.reason = f"{self.url} did not resume the session: {exc.message}"
+            self._session = None
+            await session.close(force_after=1)
             return False
         return True
 
     async def _renew(self) -> None:
         """After a reconnect: the same version, then every subscription the client had."""
         if self._version_args is not None:
-            await self._session.send_request("server.version", self._version_args)
+            await self.request("server.version", self._version_args)
         if self._headers:
-            header = await self._session.send_request("blockchain.headers.subscribe", [])
+            header = await self.request("blockchain.headers.subscribe", [])
             await self.relay("blockchain.headers.subscribe", [header])
         for scripthash, old in list(self.statuses.items()):
-            status = await self._session.send_request("blockchain.scripthash.subscribe", [scripthash])
+            status = await self.request("blockchain.scripthash.subscribe", [scripthash])
             if status != old:
                 self.statuses[scripthash] = status
                 await self.relay("blockchain.scripthash.subscribe", [scripthash, status])

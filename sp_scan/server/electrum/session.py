@@ -30,7 +30,7 @@ from ..app import Readers
 from ..limits import IpGate
 from . import cake, frigate
 from .passes import ScanService, Watch
-from .proxy import METHOD_NOT_FOUND, Backend, BackendUrl, DataError
+from .proxy import METHOD_NOT_FOUND, Backend, BackendUrl, DataError, unavailable
 
 log = logging.getLogger("sp_scan.server.electrum")
 
@@ -262,13 +262,13 @@ class ElectrumSession(RPCSession):
         if self.backend is not None:
             if not self.backend.connected and not await self.backend.connect():
                 self.backend.start_reconnecting()
-                raise DataError(-32000, "Backend Electrum server unavailable", self.backend.reason)
+                raise unavailable(self.backend.reason)
             args = [client_name if isinstance(client_name, str) else "", [_version_text(low), _version_text(max(low, capped))]]
             answer = await self.backend.version(args)
             try:
                 version = min(_version(answer[-1]), capped)
             except (ValueError, TypeError, IndexError, KeyError):
-                raise DataError(-32000, "Backend Electrum server unavailable", f"unexpected server.version answer {str(answer)[:80]}") from None
+                raise unavailable(f"unexpected server.version answer {str(answer)[:80]}") from None
         if version < MIN_VERSION:
             raise DataError(UNSUPPORTED_VERSION, "Unsupported version", _version_text(version))
         self.version = version
