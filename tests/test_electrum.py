@@ -639,3 +639,48 @@ def test_a_backend_that_goes_away_gives_errors_not_hangs_and_is_reconnected_with
             assert c.result("blockchain.scripthash.subscribe", [scripthash]) == status
     finally:
         relay.close()
+
+
+def test_sp_scan_serve_starts_the_electrum_listener_beside_the_http_one_and_stops_on_sigterm(kernel_index, kernel_chain, electrumx):
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sp_scan.cli", "serve", "--db", str(kernel_index), "--port", "0", "--electrum-port", "0",
+         "--electrum-backend", electrumx.url, "--electrum-limit", "labels=2"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        first = proc.stderr.readline()
+        port = int(re.search(r"sp-scan serve: tcp://127\.0\.0\.1:(\d+) \(electrum\)", first).group(1))
+        assert "http://127.0.0.1:" in proc.stderr.readline()
+        with negotiated(port) as c:
+            assert c.result("blockchain.block.header", [3]) == kernel_chain.block(3)[:80].hex()
+            assert c.call(SP, [*keys(), 0, [1, 7, 9]])["error"]["code"] == -32602  # labels=2
+            assert c.result(SP, [*keys(), 0, [1, 7]])["labels"] == [0, 1, 7]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--electrum-backend", "tcp://127.0.0.1:1"], "need --electrum-port"),
+        (["--electrum-port", "0", "--electrum-backend", "http://x:1"], "tcp://HOST:PORT or ssl://HOST:PORT"),
+        (["--electrum-port", "0", "--electrum-backend", "tcp://x"], "has no port"),
+        (["--electrum-port", "0", "--electrum-limit", "labels=0"], "NAME=N"),
+        (["--electrum-port", "0", "--electrum-limit", "bogus=3"], "NAME=N"),
+    ],
+    ids=["no-port", "scheme", "no-backend-port", "zero-limit", "unknown-limit"],
+)
+def test_bad_electrum_options_are_one_line_and_exit_2(kernel_index, args, message):
+    from click.testing import CliRunner
+
+    from sp_scan.cli import app
+
+    result = CliRunner().invoke(app, ["serve", "--db", str(kernel_index), *args])
+    assert result.exit_code == 2 and message in result.output, result.output
