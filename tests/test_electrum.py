@@ -28,7 +28,7 @@ from serving import sync, synced_index
 from sp_scan import address as sp_address
 from sp_scan import crypto
 from sp_scan.server.electrum import Limits, cake
-from sp_scan.server.limits import IpGate, ip_group
+from sp_scan.server.electrum.gate import IpGate, ip_group
 
 SP = "blockchain.silentpayments.subscribe"
 WALLET = kernelchain.TEST_WALLET

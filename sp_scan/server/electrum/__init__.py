@@ -3,7 +3,7 @@
 Sparrow (Frigate's methods) and Cake Wallet (its tweak methods) connect here; every other Electrum
 method goes to a backend Electrum server (electrs, Fulcrum, ElectrumX) on a connection per client.
 Modules: `session` (the listener and per-connection protocol), `frigate` and `cake` (their methods'
-params and answers), `passes` (the shared scans), `proxy` (the backend), `..limits` (per-IP caps).
+params and answers), `passes` (the shared scans), `proxy` (the backend), `gate` (per-IP caps).
 
 ```python
 server = ElectrumServer("tweaks.db", port=50001, backend="tcp://127.0.0.1:60001")
@@ -24,7 +24,7 @@ from aiorpcx import serve_rs
 from sp_scan.index import Index
 
 from ..app import READER_THREADS, Readers
-from ..limits import IpGate
+from .gate import IpGate
 from .passes import ScanService
 from .proxy import BackendUrl
 from .session import LISTEN_BACKLOG, ElectrumSession, Limits, ServerState

@@ -4,7 +4,7 @@ Frigate's rules for every connection: `server.version` first (anything before it
 -1), the negotiated version the lower of the client's and the backend's within 1.4-1.6; silent-
 payments and Cake methods answered from the index; everything else proxied to the client's own
 backend connection. Limits: a line over `max_line` bytes gets -32600 "request too large" and the
-connection is closed; connections and subscriptions are counted per IP group (`limits.IpGate`);
+connection is closed; connections and subscriptions are counted per IP group (`gate.IpGate`);
 a client that stops reading is disconnected once a message waits `send_timeout` for it or
 `outbox` notifications pile up.
 """
@@ -27,7 +27,7 @@ from sp_scan.errors import HeightError
 from sp_scan.index import Index
 
 from ..app import Readers
-from ..limits import IpGate
+from .gate import IpGate
 from . import cake, frigate
 from .passes import ScanService, Watch
 from .proxy import METHOD_NOT_FOUND, Backend, BackendUrl, DataError, unavailable

@@ -1,4 +1,4 @@
-"""Per-client limits shared by the listeners: connections and subscriptions counted by IP group.
+"""Per-client caps of the Electrum listener: connections and subscriptions counted by IP group.
 
 Clients are grouped by IPv4 address or by IPv6 /64 prefix (one IPv6 allocation is usually a whole
 /64, so a per-address count would be evaded inside it); an IPv4-mapped IPv6 address counts as its
