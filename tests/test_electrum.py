@@ -684,3 +684,35 @@ def test_bad_electrum_options_are_one_line_and_exit_2(kernel_index, args, messag
 
     result = CliRunner().invoke(app, ["serve", "--db", str(kernel_index), *args])
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_concurrent_subscriptions_share_the_partition_reads_and_each_reports_in_order(kernel_index, kernel_chain, monkeypatch):
+    from sp_scan.server.electrum import frigate
+
+    monkeypatch.setattr(frigate, "MIN_PROGRESS_GAP", 0.0)  # every partition's progress is sent
+    cells = kernelchain.SAMPLE_TIP // 5 + 1
+    with ElectrumThread(kernel_index, partition_blocks=5) as server:
+        results: list = [None] * 10
+        barrier = threading.Barrier(10)
+
+        def run(i: int) -> None:
+            with negotiated(server.port) as c:
+                barrier.wait()
+                reply = c.result(SP, [*keys(), 0, [1, 7]])
+                results[i] = (reply, c.history())
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        for reply, notes in results:
+            check_history(notes, reply)
+            assert flat(notes) == expected(kernel_chain)
+            assert len(notes) >= cells // 2 and len({n["progress"] for n in notes}) == len(notes)  # rising, per partition
+        passes = server.call(_passes(server))
+    assert passes <= 3 * cells, f"{passes} partition reads for 10 subscriptions over {cells} partitions"
+
+
+async def _passes(server) -> int:
+    return server.server.state.scans.passes

@@ -22,6 +22,7 @@ from pathlib import Path
 from aiorpcx import serve_rs
 
 from sp_scan.index import Index
+from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS
 
 from ..app import READER_THREADS, Readers
 from .gate import IpGate
@@ -44,6 +45,7 @@ class ElectrumServer:
         gate: the per-IP caps (default: IpGate()).
         limits: per-connection caps.
         threads: native scanning threads.
+        partition_blocks: heights read and scanned at a time for the subscriptions.
         mempool: tell caught-up subscriptions of mempool payments (the index's mempool table).
 
     Raises:
@@ -61,10 +63,12 @@ class ElectrumServer:
         limits: Limits = Limits(),
         threads: int = 1,
         mempool: bool = True,
+        partition_blocks: int = DEFAULT_PARTITION_BLOCKS,
     ) -> None:
         self.db, self.host, self.port, self.tls = Path(db), host, port, tls
         self.backend = BackendUrl.parse(backend) if backend else None
         self.gate, self.limits, self.threads, self.mempool = gate or IpGate(), limits, threads, mempool
+        self.partition_blocks = partition_blocks
         self.state: ServerState | None = None
         self._server: asyncio.base_events.Server | None = None
 
@@ -83,7 +87,7 @@ class ElectrumServer:
             context.load_cert_chain(*self.tls)
         with Index.open(self.db, readonly=True) as index:
             network = index.network
-        scans = ScanService(self.db, threads=self.threads, mempool=self.mempool)
+        scans = ScanService(self.db, threads=self.threads, partition_blocks=self.partition_blocks, mempool=self.mempool)
         self.state = ServerState(self.db, network, scans, Readers(self.db, READER_THREADS), self.gate, self.limits, self.backend)
         scans.start()
         state = self.state

@@ -3,8 +3,9 @@
 One worker thread owns every scan. The index is cut into a fixed grid of partitions (partition_blocks
 heights each, from the index's first height); each turn the worker reads one partition and scans it
 for every watch whose next height lies in it, so watches over the same range share each read, as
-`index scan --wallets` does. Partitions are taken in elevator order (the lowest at or above the
-last one, then around again), so a watch that starts low never stalls the others. A watch delivers
+`index scan --wallets` does. The partition most watches wait for goes first (so one that started a
+moment earlier is caught up with and then shares), equals in elevator order (the lowest at or above
+the last one, then around again), so no watch waits for ever. A watch delivers
 its history in height order, then `progress` 1.0, then each new block as the index's sync commits
 it. A reorg sends every watch whose scan reached the fork back to it. The mempool the index holds
 (`Index.mempool_tweaks`, kept by `sync --follow --mempool`) is scanned for caught-up watches: each
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections import Counter
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -245,7 +247,10 @@ class ScanService:
             watch.deliver(self._mempool_entries(watch), 1.0)
 
     def _pick(self, todo: list[Watch], base: int) -> int:
-        cells = sorted({self._cell(w.cursor, base) for w in todo})
+        """The partition most watches wait for; among equals the next in elevator order from the last one."""
+        counts = Counter(self._cell(w.cursor, base) for w in todo)
+        most = max(counts.values())
+        cells = sorted(c for c, n in counts.items() if n == most)
         at = bisect.bisect_left(cells, self._sweep)
         self._sweep = cells[at] if at < len(cells) else cells[0]
         return self._sweep
