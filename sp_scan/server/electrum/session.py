@@ -144,7 +144,6 @@ class ElectrumSession(RPCSession):
         self.version_reply: list | None = None
         self.backend: Backend | None = None
         self.subs: dict[str, frigate.Subscription] = {}
-        self.scripthashes: set[str] = set()
         self.outbox: asyncio.Queue = asyncio.Queue(state.limits.outbox)
         self._after_reply: dict[asyncio.Task, list] = {}
         self._tasks: list[asyncio.Task] = []
