@@ -130,10 +130,21 @@ class ElectrumThread:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.call(self.server.close())
+        try:
+            self.call(self.server.close())
+        except TimeoutError:
+            self.call(_dump_tasks(), 5)
+            raise
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
+
+
+async def _dump_tasks() -> None:
+    """Print every task's stack (what a server that does not close waits for)."""
+    for task in asyncio.all_tasks():
+        frames = [f"{f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_code.co_name}:{f.f_lineno}" for f in task.get_stack(limit=12)]
+        print("task", task.get_name(), task.get_coro().__qualname__, frames, file=sys.stderr)
 
 
 class ElectrumX:

@@ -151,6 +151,7 @@ class ElectrumSession(RPCSession):
         host = (self.remote_address() and str(self.remote_address().host)) or "127.0.0.1"
         self.admission = state.gate.admit(host)
         self.subscription_reservations = 0
+        self._dropping = False
         state.sessions.add(self)
 
     def default_framer(self):
@@ -175,6 +176,7 @@ class ElectrumSession(RPCSession):
     async def _cleanup(self) -> None:
         for task in self._tasks:
             task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         for sub in self.subs.values():
             if sub.watch is not None:
                 self.state.scans.drop(sub.watch)
@@ -197,11 +199,11 @@ class ElectrumSession(RPCSession):
             transport.close()
 
     async def _send_message(self, message):
-        try:
-            sent = await asyncio.wait_for(super()._send_message(message), self.state.limits.send_timeout)
-        except asyncio.TimeoutError:
-            log.info("electrum: disconnecting %s: it does not read what it is sent", self.remote_address())
-            self.loop.create_task(self.abort())
+        try:  # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that lands as the write ends
+            async with asyncio.timeout(self.state.limits.send_timeout):
+                sent = await super()._send_message(message)
+        except TimeoutError:
+            self._drop_client("it does not read what it is sent")
             return time.time()
         for callback in self._after_reply.pop(asyncio.current_task(), ()):
             callback()
@@ -221,7 +223,13 @@ class ElectrumSession(RPCSession):
         try:
             self.outbox.put_nowait((method, params))
         except asyncio.QueueFull:
-            log.info("electrum: disconnecting %s: it does not read its notifications", self.remote_address())
+            self._drop_client("it does not read its notifications")
+
+    def _drop_client(self, why: str) -> None:
+        """Abort the connection of a client that does not read (once: later calls do nothing)."""
+        if not self._dropping:
+            self._dropping = True
+            log.info("electrum: disconnecting %s: %s", self.remote_address(), why)
             self.loop.create_task(self.abort())
 
     async def _relay(self, method: str, params) -> None:
