@@ -1,8 +1,10 @@
-"""Test support for the CLI: local Core-like HTTP servers and chains they serve."""
+"""Test support for the CLI: importing it from the source tree, and local Core-like HTTP servers."""
 
 from __future__ import annotations
 
 import base64
+import importlib
+import importlib.util
 import json
 import socket
 import struct
@@ -22,6 +24,22 @@ from sp_scan.wire import compact_size, parse_spent
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_GETUTXOS_OUTPOINTS = 15  # rest.cpp's limit
+
+
+def load_cli():
+    """Import sp_scan.cli; from a source checkout, map cli/ to it as pyproject.toml does."""
+    try:
+        return importlib.import_module("sp_scan.cli")
+    except ModuleNotFoundError:
+        pass
+    import sp_scan
+
+    spec = importlib.util.spec_from_file_location("sp_scan.cli", ROOT / "cli" / "__init__.py", submodule_search_locations=[str(ROOT / "cli")])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sp_scan.cli"] = module
+    spec.loader.exec_module(module)
+    sp_scan.cli = module
+    return module
 
 
 # --- Core-like servers (127.0.0.1 only, one thread per request, stopped by the fixture) ---
@@ -375,18 +393,15 @@ class RpcHandler(_Base):
     def _one(self, chain: ChainView, request: dict) -> tuple[int, dict]:
         self.server.requests.append(request["method"])
         try:
-            result = self.dispatch(chain, request["method"], request["params"])
+            result = self.dispatch(chain, request["method"], request.get("params", []))
         except LookupError as exc:
             code, message = exc.args
             return 404 if code == -32601 else 500, {"result": None, "error": {"code": code, "message": message}, "id": request["id"]}
         return 200, {"result": result, "error": None, "id": request["id"]}
 
     def dispatch(self, chain: ChainView, method: str, params: list) -> object:
-        if method in _MEMPOOL_RPCS:
-            mempool = self.server.mempool
-            if mempool is None:
-                raise LookupError(-1, "Mempool disabled or instance not found")
-            return getattr(self, method)(chain, mempool, params)
+        if method in _MEMPOOL_RPCS and self.server.mempool is not None:
+            return getattr(self, method)(chain, self.server.mempool, params)
         if method == "getblockcount":
             return chain.best()[0]
         if method == "getblockchaininfo":
@@ -413,6 +428,28 @@ class RpcHandler(_Base):
             if spent is None:
                 raise LookupError(-1, "Can't read undo data from disk")
             return bf.block_json(raw, parse_spent(spent), height)
+        return self.electrumx_call(chain, method, params)
+
+    def electrumx_call(self, chain: ChainView, method: str, params: list) -> object:
+        """The other calls ElectrumX (e-x 2.x) makes of Core 31 (node facts, fee estimates), and without a
+        stand-in mempool an empty one and a txindex over the chain."""
+        height = chain.best()[0]
+        if method == "getnetworkinfo":
+            return {"version": 310000, "subversion": "/Satoshi:31.0.0/", "protocolversion": 70016, "relayfee": 0.00001,
+                    "incrementalfee": 0.00001, "networkactive": True, "connections": 0, "warnings": ""}  # fmt: skip
+        if method == "getindexinfo":
+            return {name: {"synced": True, "best_block_height": height} for name in ("txindex", "txospenderindex")}
+        if method == "estimatesmartfee":
+            return {"feerate": 0.00002, "blocks": 2}
+        if method == "getrawmempool":
+            return []
+        if method == "getmempoolinfo":
+            return {"loaded": True, "size": 0, "bytes": 0, "mempoolminfee": 0.00001, "minrelaytxfee": 0.00001, "incrementalrelayfee": 0.00001}
+        if method == "getrawtransaction":
+            raw = transactions(chain).get(params[0])
+            if raw is None:
+                raise LookupError(-5, "No such mempool or blockchain transaction. Use gettransaction for wallet transactions.")
+            return raw.hex()
         raise LookupError(-32601, "Method not found")
 
 
@@ -457,6 +494,17 @@ class RpcHandler(_Base):
 
 
 _MEMPOOL_RPCS = ("getrawmempool", "getmempoolinfo", "getrawtransaction", "gettxout")
+
+
+def transactions(chain: ChainView) -> dict[str, bytes]:
+    """Display txid -> raw transaction of every transaction on the active chain (a txindex)."""
+    from bitcoin.core import CBlock
+
+    out = {}
+    for height in range(chain.best()[0] + 1):
+        for tx in CBlock.deserialize(chain.lookup(chain.hash_at(height))[1]).vtx:
+            out[tx.GetTxid()[::-1].hex()] = tx.serialize()
+    return out
 
 
 def _script_json(script: bytes) -> dict:

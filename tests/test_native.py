@@ -432,3 +432,19 @@ def test_the_scanner_is_built_once_per_receiver():
     assert native._scanners[receiver] is first
     del receiver, first
     assert not any(r.labels == (0, 5) for r in native._scanners.keys())
+
+
+def test_release_scanner_closes_the_native_copy_of_the_keys_and_a_later_scan_builds_a_new_one():
+    """Cake's v2 fixture (cake-tech/sp_scanner test/scan_block_v2_test.dart): b_scan 0x22…, one payment at k = 0."""
+    receiver = scan.Receiver(b"\x22" * 32, bytes.fromhex("023c72addb4fdf09af94f0c94d7fe92a386a7e70cf8a1d85916386bb2535c7b1b1"))
+    tweak33 = bytes.fromhex("0302cc2a75db0e06919f9d3312c17c831b68ff1ead95498a529fd366d64921e3c0")
+    output32 = bytes.fromhex("46db9bd8d491531b2e783d32e07acb0624093fcdad75573e7e6da39ac21d0c13")
+    assert [f.output32 for f in scan.scan_tweak(tweak33, [output32], receiver)] == [output32]
+    scanner = native._scanners[receiver]
+    native.release_scanner(receiver)
+    assert receiver not in native._scanners
+    with pytest.raises(ValueError, match="closed"):
+        native._core.scan_tweak(scanner, tweak33, [output32])
+    scanner.close()  # a second close is harmless
+    assert [f.output32 for f in scan.scan_tweak(tweak33, [output32], receiver)] == [output32]
+    native.release_scanner(receiver)

@@ -181,6 +181,20 @@ def _scanner(receiver):
     return scanner
 
 
+def release_scanner(receiver) -> None:
+    """Wipe and free the native copy of `receiver`'s keys now, not when the receiver is collected.
+
+    A later scan with the same receiver builds a new copy.
+
+    Raises:
+        RuntimeError: a scan with it is running in another thread (the copy is kept).
+    """
+    scanner = _scanners.get(receiver)
+    if scanner is not None:
+        scanner.close()
+        del _scanners[receiver]
+
+
 def _found(outputs32: _Sequence[bytes], found: list) -> list[FoundOutput]:
     return [FoundOutput(bytes(outputs32[i]), tweak32, label) for i, tweak32, label in found]
 

@@ -269,6 +269,7 @@ typedef struct {
     PyObject_HEAD
     spn_scanner sc;
     int live;
+    int busy; /* scans running on sc without the GIL: close() must wait for them */
 } ScannerObject;
 
 static void Scanner_dealloc(ScannerObject *self) {
@@ -336,9 +337,27 @@ done:
     return (PyObject *)self;
 }
 
+/* close(): wipe and free the keys now rather than when the object is collected */
+static PyObject *Scanner_close(ScannerObject *self, PyObject *unused) {
+    (void)unused;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the scanner is in use by a running scan");
+        return NULL;
+    }
+    if (self->live) spn_scanner_free(&self->sc);
+    self->live = 0;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef scanner_methods[] = {
+    {"close", (PyCFunction)Scanner_close, METH_NOARGS, "Wipe and free b_scan and the label tweaks; the scanner is unusable after."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyType_Slot scanner_slots[] = {
     {Py_tp_new, Scanner_new},
     {Py_tp_dealloc, Scanner_dealloc},
+    {Py_tp_methods, scanner_methods},
     {Py_tp_doc, "A receiver's keys parsed once: b_scan (wiped on free), B_spend, the label table."},
     {0, NULL},
 };
@@ -350,6 +369,10 @@ static PyTypeObject *ScannerType;
 static int scanner_of(PyObject *o, const spn_scanner **sc) {
     if (!PyObject_TypeCheck(o, ScannerType)) {
         PyErr_SetString(PyExc_TypeError, "expected a Scanner");
+        return 0;
+    }
+    if (!((ScannerObject *)o)->live) {
+        PyErr_SetString(PyExc_ValueError, "the scanner was closed");
         return 0;
     }
     *sc = &((ScannerObject *)o)->sc;
@@ -488,8 +511,11 @@ static PyObject *py_scan_tweaks_packed(PyObject *self, PyObject *args) {
     const unsigned char **xs = NULL;
     spn_batch_found *found = NULL;
     long n_found = 0;
+    ScannerObject *held = NULL;
     if (!PyArg_ParseTuple(args, "Oy*ny*y*n:scan_tweaks_packed", &scanner, &tw, &width, &ob, &cb, &threads)) return NULL;
     if (!ready() || !scanner_of(scanner, &sc)) goto done;
+    held = (ScannerObject *)scanner;
+    held->busy++;
     if (width != 33 && width != 64) {
         PyErr_Format(E_KEY, "tweak_width must be 33 or 64, not %zd", width);
         goto done;
@@ -530,6 +556,7 @@ static PyObject *py_scan_tweaks_packed(PyObject *self, PyObject *args) {
     if ((n_found = run_batch(sc, &b, (size_t)threads, 1, &found, "tweak of tx %zu is not a valid point")) < 0) goto done;
     out = found_list(found, n_found, 1);
 done:
+    if (held) held->busy--;
     found_free(found, n_found);
     free(first);
     free(xs);
@@ -784,11 +811,13 @@ static PyObject *py_block_scan(PyObject *self, PyObject *args) {
     long n = 0;
     if (!PyArg_ParseTuple(args, "y*y*O:block_scan", &block, &spent, &scanner)) return NULL;
     if (ready() && scanner_of(scanner, &sc)) {
+        ((ScannerObject *)scanner)->busy++;
         spn_ecc_enter();
         Py_BEGIN_ALLOW_THREADS
         n = spn_block_scan(block.buf, (size_t)block.len, spent.buf, (size_t)spent.len, sc, &res);
         Py_END_ALLOW_THREADS
         spn_ecc_leave();
+        ((ScannerObject *)scanner)->busy--;
         if (n < 0) {
             raise_code(n, "");
         } else if ((out = PyList_New(n))) {

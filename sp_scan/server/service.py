@@ -166,10 +166,12 @@ async def serve(
     sync: SyncChild | None = None,
     log: Callable[[str], None] = print,
     stop: asyncio.Event | None = None,
+    listeners: Sequence = (),
 ) -> None:
     """Serve until SIGINT or SIGTERM (or until `stop` is set), with `sync` running beside when given.
 
-    Signal handlers are installed when called from the main thread.
+    Signal handlers are installed when called from the main thread. `listeners` (e.g. an
+    `electrum.ElectrumServer`) are started once the index exists and closed before the sync stops.
 
     Raises:
         IndexStoreError, OSError: as `Server.start`, or the sync exited before creating a new index.
@@ -191,7 +193,11 @@ async def serve(
             if not await _wait_for_index(server.db, sync, stop):
                 return
         url = await server.start()
+        started = []
         try:
+            for listener in listeners:
+                log(f"sp-scan serve: {await listener.start()} (electrum)")
+                started.append(listener)
             with Index.open(server.db, readonly=True) as index:
                 tip = index.tip()
                 where = f"tip {tip[0]}" if tip else "no blocks yet"
@@ -199,6 +205,8 @@ async def serve(
             await stop.wait()
             log("sp-scan serve: stopping")
         finally:
+            for listener in started:
+                await listener.close()
             await server.close()
     finally:
         if sync is not None:

@@ -1,0 +1,142 @@
+"""The Electrum listener's subscriptions against `sp-scan index scan` over the same index and keys.
+
+Usage:
+    python -m bench.electrum                  # 71 linked copies of mainnet.bin (~100,000 eligible txs)
+    python -m bench.electrum --blocks 24 --threads 1 2 --repeat 3
+
+Rows (wall time, best of --repeat):
+- one full-history `blockchain.silentpayments.subscribe` from a raw socket client until its first
+  `progress` 1.0 notification, against `Index.scan` (what `sp-scan index scan` runs) over the same
+  range with the same receiver, native threads and partition size (goal ≤ 1.2×);
+- 10 subscriptions sent at once on 10 connections until each has its 1.0, against one
+  `Index.scan_wallets` pass (`index scan --wallets`) for the same 10 wallets (goal ≤ 1.5×).
+The index is bench.index's chain (copies of the mainnet-sized sample block; copy 0 pays the test
+wallet), built once in a temporary directory. Client and server share the machine's cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from coincurve import PrivateKey
+
+from sp_scan import native
+from sp_scan.index import Index
+from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS
+from sp_scan.scan import Receiver
+from sp_scan.server.electrum import ElectrumServer
+
+from .index import ROOT, LinkedChain
+from .test_block import _receiver
+
+SP = "blockchain.silentpayments.subscribe"
+
+
+def build_index(blocks: int, workdir: Path) -> Path:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from cli_support import NodeServer, RestHandler
+
+    from sp_scan.node import RestNode
+
+    db = workdir / "electrum-bench.db"
+    with NodeServer(RestHandler, LinkedChain(blocks)) as server, Index.create(db, "regtest") as idx:
+        idx.sync(RestNode(server.url), jobs=2)
+    return db
+
+
+def wallets(n: int) -> list[Receiver]:
+    """The sample's test wallet first, then n - 1 wallets of fresh keys (they find nothing; the work is the same)."""
+    return [_receiver()] + [Receiver(PrivateKey().secret, PrivateKey().public_key.format(), (1,)) for _ in range(n - 1)]
+
+
+def subscribe_until_done(port: int, receiver: Receiver, ready: threading.Barrier, out: list, i: int) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as sock, sock.makefile("rb") as lines:
+        send = lambda obj: sock.sendall(json.dumps(obj).encode() + b"\n")  # noqa: E731
+        send({"jsonrpc": "2.0", "id": 0, "method": "server.version", "params": ["bench", "1.4"]})
+        lines.readline()
+        ready.wait()
+        began = time.perf_counter()
+        params = [receiver.scan_key32.hex(), receiver.spend_pubkey33.hex(), 0, [m for m in receiver.labels if m]]
+        send({"jsonrpc": "2.0", "id": 1, "method": SP, "params": params})
+        found = 0
+        while True:
+            message = json.loads(lines.readline())
+            if message.get("method") == SP:
+                found += len(message["params"]["history"])
+                if message["params"]["progress"] == 1.0:
+                    out[i] = (time.perf_counter() - began, found)
+                    return
+
+
+def electrum_time(db: Path, receivers: list[Receiver], threads: int) -> tuple[float, int]:
+    """Seconds until every subscription reached progress 1.0 (all sent at once), and the txs they reported."""
+    server = ElectrumServer(db, port=0, threads=threads)
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
+    try:
+        out: list = [None] * len(receivers)
+        ready = threading.Barrier(len(receivers))
+        clients = [threading.Thread(target=subscribe_until_done, args=(server.port, r, ready, out, i)) for i, r in enumerate(receivers)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join()
+        return max(t for t, _ in out), sum(n for _, n in out)
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join()
+        loop.close()
+
+
+def index_scan_time(db: Path, receivers: list[Receiver], threads: int) -> tuple[float, int]:
+    """Seconds of `Index.scan` (one wallet) or `Index.scan_wallets` (several), and the distinct txs found."""
+    with Index.open(db, readonly=True) as idx:
+        began = time.perf_counter()
+        if len(receivers) == 1:
+            txs = {m.txid32 for m in idx.scan(receivers[0], threads=threads, partition_blocks=DEFAULT_PARTITION_BLOCKS)}
+            count = len(txs)
+        else:
+            pairs = {(w, m.txid32) for w, m in idx.scan_wallets(receivers, threads=threads, partition_blocks=DEFAULT_PARTITION_BLOCKS)}
+            count = len(pairs)
+        return time.perf_counter() - began, count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=71)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, os.cpu_count() or 1])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    print(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, EC engine: {native.ec_engine()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        db = build_index(args.blocks, Path(tmp))
+        with Index.open(db, readonly=True) as idx:
+            eligible = idx.info()["eligible_transactions"]
+        print(f"Index: {args.blocks} linked copies of mainnet.bin, {eligible:,} eligible txs\n")
+        print("| row | threads | sp-scan index scan | electrum subscribe(s) to progress 1.0 | ratio | goal |")
+        print("|---|---|---|---|---|---|")
+        for n, goal in ((1, 1.2), (10, 1.5)):
+            receivers = wallets(n)
+            for threads in sorted(set(args.threads)):
+                scan = min((index_scan_time(db, receivers, threads) for _ in range(args.repeat)), key=lambda r: r[0])
+                sub = min((electrum_time(db, receivers, threads) for _ in range(args.repeat)), key=lambda r: r[0])
+                assert sub[1] == scan[1], f"the subscriptions reported {sub[1]} txs, index scan found {scan[1]}"
+                name = "1 full-history subscribe" if n == 1 else f"{n} concurrent subscribes vs one --wallets pass"
+                print(f"| {name} ({scan[1]} txs) | {threads} | {scan[0]:.2f} s | {sub[0]:.2f} s | {sub[0] / scan[0]:.2f} | ≤ {goal} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""`sp-scan serve`'s Electrum options (--electrum-*): Sparrow's and Cake's server beside the BlindBit API."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+LIMIT_NAMES = {
+    "labels": "labels per silent-payments subscription (default 10)",
+    "subscriptions": "silent-payments subscriptions per connection (default 100)",
+    "connections-per-ip": "connections per IPv4 address or IPv6 /64 (default 100; loopback exempt)",
+    "subscriptions-per-ip": "subscriptions, scripthash ones included, per IP group (default 1000)",
+    "connections": "connections in total (default 10000)",
+}
+
+
+def _limit(ctx, param, values) -> dict[str, int]:
+    limits = {}
+    for value in values:
+        name, sep, number = value.partition("=")
+        if not sep or name not in LIMIT_NAMES or not number.isdigit() or int(number) < 1:
+            raise click.BadParameter(f"{value!r}: NAME=N with N >= 1 and NAME one of {', '.join(LIMIT_NAMES)}")
+        limits[name] = int(number)
+    return limits
+
+
+ELECTRUM_OPTIONS = [
+    click.option("--electrum-port", type=click.IntRange(0, 65535), default=None, metavar="N", help="Also serve the Electrum protocol (Sparrow's and Cake's silent-payments methods) on this port (0: any free port)."),
+    click.option("--electrum-host", default="127.0.0.1", show_default=True, help="Address the Electrum listener binds."),
+    click.option("--electrum-backend", metavar="URL", help="tcp://HOST:PORT or ssl://HOST:PORT of the Electrum server (electrs, Fulcrum, ElectrumX) that answers every other method."),
+    click.option("--electrum-tls-cert", type=click.Path(exists=True, dir_okay=False), metavar="FILE", help="PEM certificate (chain): the Electrum listener speaks TLS (with --electrum-tls-key)."),
+    click.option("--electrum-tls-key", type=click.Path(exists=True, dir_okay=False), metavar="FILE", help="PEM private key of --electrum-tls-cert."),
+    click.option("--electrum-threads", type=click.IntRange(min=1), default=None, metavar="N", help="Native threads per subscription scan [default: the CPUs]."),
+    click.option("--electrum-limit", "electrum_limits", multiple=True, callback=_limit, metavar="NAME=N", help="Change a cap: " + "; ".join(f"{k}: {v}" for k, v in LIMIT_NAMES.items()) + "."),
+]  # fmt: skip
+
+
+def electrum_options(f):
+    """The --electrum-* options, passed to the command as keyword arguments."""
+    for decorator in reversed(ELECTRUM_OPTIONS):
+        f = decorator(f)
+    return f
+
+
+def electrum_listeners(db, electrum_port, electrum_host, electrum_backend, electrum_tls_cert, electrum_tls_key, electrum_threads, electrum_limits) -> list:
+    """The Electrum listener the options ask for ([] without --electrum-port).
+
+    Raises:
+        click.UsageError: a TLS file without the other, options without --electrum-port, a malformed backend URL.
+    """
+    if (electrum_tls_cert is None) != (electrum_tls_key is None):
+        raise click.UsageError("--electrum-tls-cert and --electrum-tls-key go together")
+    if electrum_port is None:
+        if electrum_backend or electrum_tls_cert or electrum_limits:
+            raise click.UsageError("the --electrum-* options need --electrum-port")
+        return []
+    from sp_scan.server.electrum import ElectrumServer, IpGate, Limits
+
+    gate = IpGate(
+        max_connections=electrum_limits.get("connections", 10_000),
+        max_connections_per_ip=electrum_limits.get("connections-per-ip", 100),
+        max_subscriptions_per_ip=electrum_limits.get("subscriptions-per-ip", 1_000),
+    )
+    limits = Limits(max_labels=electrum_limits.get("labels", 10), max_subscriptions=electrum_limits.get("subscriptions", 100))
+    tls = (electrum_tls_cert, electrum_tls_key) if electrum_tls_cert else None
+    try:
+        return [ElectrumServer(db, electrum_host, electrum_port, electrum_backend, tls, gate, limits, electrum_threads or os.cpu_count() or 1)]
+    except ValueError as exc:
+        raise click.UsageError(f"--electrum-backend: {exc}") from None

@@ -1,0 +1,499 @@
+"""The Electrum JSON-RPC listener: newline-delimited JSON-RPC 2.0 over TCP or TLS, on aiorpcx.
+
+Frigate's rules for every connection: `server.version` first (anything before it is refused with
+-1), the negotiated version the lower of the client's and the backend's within 1.4-1.6; silent-
+payments and Cake methods answered from the index; everything else proxied to the client's own
+backend connection. Limits: a line over `max_line` bytes gets -32600 "request too large" and the
+connection is closed; connections and subscriptions are counted per IP group (`gate.IpGate`);
+a client that stops reading is disconnected once a message waits `send_timeout` for it or
+`outbox` notifications pile up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiorpcx import JSONRPCConnection, NewlineFramer, RPCError, RPCSession
+from aiorpcx.jsonrpc import JSONRPCv2
+from aiorpcx.rawsocket import ConnectionLostError
+
+from sp_scan.errors import HeightError
+from sp_scan.index import Index
+
+from ..app import Readers
+from .gate import IpGate
+from . import cake, frigate
+from .passes import ScanService, Watch
+from .proxy import METHOD_NOT_FOUND, Backend, BackendUrl, DataError, unavailable
+
+log = logging.getLogger("sp_scan.server.electrum")
+
+SERVER_NAME = "sp-scan"
+MIN_VERSION, MAX_VERSION = (1, 4), (1, 6)
+"""Frigate's range: at least 1.4; at most 1.6 (with a backend that does package broadcast)."""
+NOT_NEGOTIATED = -1
+UNSUPPORTED_VERSION = -32003
+INVALID_REQUEST = -32600
+OUTBOX_LIMIT = 10_000
+"""Notifications waiting for a client that does not read before it is disconnected."""
+MAX_LINE = 1_000_000
+SEND_TIMEOUT = 60.0
+"""Seconds a message may wait for a client that does not read before the connection is dropped."""
+GENESIS = {
+    "main": "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
+    "test": "000000000933ea01ad0ee984209779baaec3ced90fa3f408719526f8d77f4943",
+    "testnet4": "00000000da84f2bafbbc53dee25a72ae507ff4914b867c565be350b0da8bf043",
+    "signet": "00000008819873e925422c1ff0f99f7cc9bbb232af63a077a480a3633bee1ef6",
+    "regtest": "0f9188f13cb7b2c71f2a335e3a4fc328bf5beb436012afca590b1a11466e2206",
+}
+SCRIPTHASH_SUBSCRIBE, SCRIPTHASH_UNSUBSCRIBE = "blockchain.scripthash.subscribe", "blockchain.scripthash.unsubscribe"
+PROGRESS_TICK = 1.0
+LISTEN_BACKLOG = 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client may hold (Frigate's defaults); the per-IP caps live in the server's IpGate."""
+
+    max_labels: int = frigate.MAX_LABELS
+    max_subscriptions: int = frigate.MAX_SUBSCRIPTIONS
+    max_line: int = MAX_LINE
+    outbox: int = OUTBOX_LIMIT
+    send_timeout: float = SEND_TIMEOUT
+
+
+class _Json(JSONRPCv2):
+    """JSON-RPC 2.0 whose error objects carry `data` when the error has it (Frigate's -32003, -32000)."""
+
+    @classmethod
+    def error_payload(cls, error, request_id):
+        payload = super().error_payload(error, request_id)
+        if getattr(error, "data", None) is not None:
+            payload["error"]["data"] = error.data
+        return payload
+
+
+class _LineFramer(NewlineFramer):
+    """Newline framing that reports a line longer than max_size instead of silently dropping it."""
+
+    def __init__(self, max_size: int, on_oversize) -> None:
+        super().__init__(max_size)
+        self.on_oversize = on_oversize
+
+    async def receive_message(self):
+        try:
+            return await super().receive_message()
+        except MemoryError:
+            self.on_oversize()
+            raise ConnectionLostError() from None
+
+
+def _version(text) -> tuple[int, ...]:
+    if not isinstance(text, str) or len(text) > 20:
+        raise ValueError
+    parts = tuple(int(p) for p in text.split("."))
+    if not parts or any(p < 0 for p in parts):
+        raise ValueError
+    return parts
+
+
+def _version_text(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
+def _client_versions(value) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(min, max) of server.version's protocol_version: "1.4" or ["1.4", "1.6"]."""
+    if value is None:
+        return MIN_VERSION, MIN_VERSION
+    if isinstance(value, list) and 1 <= len(value) <= 2:
+        low, high = _version(value[0]), _version(value[-1])
+        return low, high
+    return _version(value), _version(value)
+
+
+@dataclass(eq=False)
+class ServerState:
+    """What every connection shares: the index, its scanner, limits and the backend's address."""
+
+    db: Path
+    network: str
+    scans: ScanService
+    readers: Readers
+    gate: IpGate
+    limits: Limits
+    backend: BackendUrl | None
+    sessions: set = field(default_factory=set)
+
+
+class ElectrumSession(RPCSession):
+    """One client connection."""
+
+    processing_timeout = 600.0
+    """A Cake stream of 1,000 blocks is one request."""
+
+    def __init__(self, transport, *, state: ServerState) -> None:
+        super().__init__(transport, connection=JSONRPCConnection(_Json))
+        self.state = state
+        self.version: tuple[int, ...] | None = None
+        self.version_reply: list | None = None
+        self.backend: Backend | None = None
+        self.subs: dict[str, frigate.Subscription] = {}
+        self.outbox: asyncio.Queue = asyncio.Queue(state.limits.outbox)
+        self._after_reply: dict[asyncio.Task, list] = {}
+        self._tasks: list[asyncio.Task] = []
+        self.loop = asyncio.get_running_loop()
+        host = (self.remote_address() and str(self.remote_address().host)) or "127.0.0.1"
+        self.admission = state.gate.admit(host)
+        self.subscription_reservations = 0
+        self._dropping = False
+        state.sessions.add(self)
+
+    def default_framer(self):
+        return _LineFramer(self.state.limits.max_line, self._too_large)
+
+    # --- lifetime ---
+
+    async def process_messages(self, recv_message):
+        if self.admission is None:
+            log.info("electrum: refused a connection from %s (connection limit)", self.remote_address())
+            await self.abort()
+            self.state.sessions.discard(self)
+            return
+        if self.state.backend is not None:
+            self.backend = Backend(self.state.backend, self._relay)
+        self._tasks = [asyncio.create_task(self._write()), asyncio.create_task(self._tick())]
+        try:
+            await super().process_messages(recv_message)
+        finally:
+            await self._cleanup()
+
+    async def _cleanup(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for sub in self.subs.values():
+            if sub.watch is not None:
+                self.state.scans.drop(sub.watch)
+        self.subs.clear()
+        if self.admission is not None:
+            self.state.gate.release_subscriptions(self.admission, self.subscription_reservations)
+            self.subscription_reservations = 0
+            self.state.gate.release(self.admission)
+            self.admission = None
+        if self.backend is not None:
+            await self.backend.close()
+        self.state.sessions.discard(self)
+
+    def _too_large(self) -> None:
+        """A line over max_line: answer -32600 and close (the rest of the line is not read)."""
+        transport = getattr(self.transport, "_asyncio_transport", None)
+        if transport is not None and not transport.is_closing():
+            error = {"jsonrpc": "2.0", "error": {"code": INVALID_REQUEST, "message": "request too large"}, "id": None}
+            transport.write(json.dumps(error).encode() + b"\n")
+            transport.close()
+
+    async def _send_message(self, message):
+        try:  # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that lands as the write ends
+            async with asyncio.timeout(self.state.limits.send_timeout):
+                sent = await super()._send_message(message)
+        except TimeoutError:
+            self._drop_client("it does not read what it is sent")
+            return time.time()
+        for callback in self._after_reply.pop(asyncio.current_task(), ()):
+            callback()
+        return sent
+
+    def after_reply(self, callback) -> None:
+        """Run `callback` once the answer to the request being handled has been written."""
+        self._after_reply.setdefault(asyncio.current_task(), []).append(callback)
+
+    async def _write(self) -> None:
+        while True:
+            method, params = await self.outbox.get()
+            await self.send_notification(method, params)
+
+    def notify(self, method: str, params) -> None:
+        """Queue a notification; a client that lets `limits.outbox` of them pile up is disconnected."""
+        try:
+            self.outbox.put_nowait((method, params))
+        except asyncio.QueueFull:
+            self._drop_client("it does not read its notifications")
+
+    def _drop_client(self, why: str) -> None:
+        """Abort the connection of a client that does not read (once: later calls do nothing)."""
+        if not self._dropping:
+            self._dropping = True
+            log.info("electrum: disconnecting %s: %s", self.remote_address(), why)
+            self.loop.create_task(self.abort())
+
+    async def _relay(self, method: str, params) -> None:
+        self.notify(method, params)
+
+    # --- requests ---
+
+    async def handle_request(self, request):
+        method, args = request.method, request.args
+        if method == "server.version":
+            return await self.server_version(args)
+        if self.version is None:
+            raise RPCError(NOT_NEGOTIATED, "server.version must be the first message")
+        local = LOCAL.get(method)
+        if local is not None:
+            return await local(self, args)
+        return await self.proxy(method, args)
+
+    def _backend(self) -> Backend:
+        if self.backend is None:
+            raise RPCError(METHOD_NOT_FOUND, "Method not found (this server has no backend Electrum server)")
+        return self.backend
+
+    async def proxy(self, method: str, args):
+        return await self._backend().request(method, args)
+
+    async def server_version(self, args):
+        if self.version is not None:
+            return self.version_reply
+        client_name, wanted = frigate.named(args, ("client_name", "protocol_version"), 0)
+        try:
+            low, high = _client_versions(wanted)
+        except (ValueError, TypeError):
+            raise frigate.invalid("protocol_version must be a version string or [min, max]") from None
+        capped = min(high, MAX_VERSION)
+        version = capped
+        if self.backend is not None:
+            if not self.backend.connected and not await self.backend.connect():
+                self.backend.start_reconnecting()
+                raise unavailable(self.backend.reason)
+            args = [client_name if isinstance(client_name, str) else "", [_version_text(low), _version_text(max(low, capped))]]
+            answer = await self.backend.version(args)
+            try:
+                version = min(_version(answer[-1]), capped)
+            except (ValueError, TypeError, IndexError, KeyError):
+                raise unavailable(f"unexpected server.version answer {str(answer)[:80]}") from None
+        if version < MIN_VERSION:
+            raise DataError(UNSUPPORTED_VERSION, "Unsupported version", _version_text(version))
+        self.version = version
+        self.version_reply = [f"{SERVER_NAME} {_package_version()}", _version_text(version)]
+        return self.version_reply
+
+    async def server_features(self, args):
+        features = None
+        if self.backend is not None:
+            try:
+                features = await self.backend.request("server.features", [])
+            except RPCError as exc:
+                if exc.code != METHOD_NOT_FOUND:
+                    raise
+        if not isinstance(features, dict):
+            features = {
+                "genesis_hash": GENESIS.get(self.state.network),
+                "hash_function": "sha256",
+                "server_version": self.version_reply[0],
+                "protocol_min": _version_text(MIN_VERSION),
+                "protocol_max": _version_text(self.version),
+                "pruning": None,
+            }
+        return {**features, "hosts": {}, "silent_payments": [0]}
+
+    async def ping(self, args):
+        return None
+
+    async def headers_subscribe(self, args):
+        return await self._backend().subscribe_headers()
+
+    async def scripthash_subscribe(self, args):
+        backend = self._backend()
+        (scripthash,) = frigate.named(args, ("scripthash",), 1)
+        if not isinstance(scripthash, str) or len(scripthash) != 64:
+            raise frigate.invalid("scripthash must be 64 hex digits")
+        new = scripthash not in backend.statuses
+        if new:
+            self._reserve()
+            backend.statuses[scripthash] = None
+        try:
+            status = await backend.request(SCRIPTHASH_SUBSCRIBE, [scripthash])
+        except RPCError:
+            if new:
+                backend.statuses.pop(scripthash, None)
+                self._unreserve(1)
+            raise
+        backend.statuses[scripthash] = status
+        return status
+
+    async def scripthash_unsubscribe(self, args):
+        backend = self._backend()
+        (scripthash,) = frigate.named(args, ("scripthash",), 1)
+        if backend.statuses.pop(scripthash, False) is not False:
+            self._unreserve(1)
+        return await backend.request(SCRIPTHASH_UNSUBSCRIBE, [scripthash])
+
+    def _reserve(self) -> None:
+        if not self.state.gate.reserve_subscription(self.admission):
+            raise RPCError(frigate.SUBSCRIPTION_LIMIT, "subscription limit exceeded")
+        self.subscription_reservations += 1
+
+    def _unreserve(self, count: int) -> None:
+        count = min(count, self.subscription_reservations)
+        self.state.gate.release_subscriptions(self.admission, count)
+        self.subscription_reservations -= count
+
+    # --- silent payments (Frigate) ---
+
+    async def sp_subscribe(self, args):
+        scan_hex, spend_hex, start, labels = frigate.named(args, ("scan_private_key", "spend_public_key", "start", "labels"), 2)
+        scan32, spend33 = frigate.parse_keys(scan_hex, spend_hex)
+        labels = frigate.parse_labels(labels, self.state.limits.max_labels)
+        address = frigate.address_of(scan32, spend33, self.state.network)
+        tip = await self.state.readers.run(_tip_height)
+        first, last, when = frigate.parse_start(start, tip)
+        if when is not None:
+            first = await self.state.readers.run(_height_at_time, when)
+        # From here to the end no await: the limit check and the insertion are one step.
+        existing = self.subs.get(address)
+        if existing is None and len(self.subs) >= self.state.limits.max_subscriptions:
+            raise frigate.invalid(f"subscription limit reached ({self.state.limits.max_subscriptions}) for this connection")
+        if existing is not None:
+            first = min(first, existing.reply["start_height"])
+            self._drop(existing)
+        else:
+            self._reserve()
+        reply = {"address": address, "labels": list(labels), "start_height": first}
+        sub = frigate.Subscription(address, reply)
+        self.subs[address] = sub
+        receiver = frigate.receiver_of(scan32, spend33, labels)
+        watch = Watch(receiver, first, last, self._deliverer(sub), self._failer(sub))
+        sub.watch = watch
+        self.after_reply(lambda: self._open(sub))
+        return reply
+
+    def _open(self, sub: frigate.Subscription) -> None:
+        """The answer is out: start the scan, send what it has queued."""
+        if self.subs.get(sub.address) is not sub:
+            return
+        sub.opened = True
+        self.state.scans.add(sub.watch)
+
+    def _deliverer(self, sub: frigate.Subscription):
+        def deliver(entries, progress) -> None:  # on the scan thread
+            self.loop.call_soon_threadsafe(self._delivered, sub, entries, progress)
+
+        return deliver
+
+    def _failer(self, sub: frigate.Subscription):
+        def fail(message: str) -> None:
+            log.error("electrum: %s; closing %s", message, self.remote_address())
+            self.loop.call_soon_threadsafe(lambda: self.loop.create_task(self.close()))
+
+        return fail
+
+    def _delivered(self, sub: frigate.Subscription, entries, progress: float) -> None:
+        if self.subs.get(sub.address) is not sub:
+            return  # unsubscribed or replaced meanwhile
+        now = time.monotonic()
+        if not entries and progress < 1.0 and now - sub.last_sent < frigate.MIN_PROGRESS_GAP:
+            sub.progress = progress
+            return
+        if progress >= 1.0:
+            sub.history_done = True
+        sub.progress, sub.last_sent = progress, now
+        for params in frigate.notifications(sub, entries, progress):
+            self.notify(frigate.SUBSCRIBE, params)
+
+    async def _tick(self) -> None:
+        """During a history scan, a progress notification at least every PROGRESS_EVERY seconds."""
+        while True:
+            await asyncio.sleep(PROGRESS_TICK)
+            now = time.monotonic()
+            for sub in list(self.subs.values()):
+                if sub.opened and not sub.history_done and now - sub.last_sent >= frigate.PROGRESS_EVERY:
+                    sub.last_sent = now
+                    self.notify(frigate.SUBSCRIBE, frigate.notifications(sub, [], sub.progress)[0])
+
+    def _drop(self, sub: frigate.Subscription) -> None:
+        self.subs.pop(sub.address, None)
+        if sub.watch is not None:
+            self.state.scans.drop(sub.watch)
+
+    async def sp_unsubscribe(self, args):
+        scan_hex, spend_hex = frigate.named(args, ("scan_private_key", "spend_public_key"), 2)
+        scan32, spend33 = frigate.parse_keys(scan_hex, spend_hex)
+        address = frigate.address_of(scan32, spend33, self.state.network)
+        sub = self.subs.get(address)
+        if sub is not None:
+            self._drop(sub)
+            self._unreserve(1)
+        return address
+
+    # --- Cake ---
+
+    async def tweaks_subscribe(self, args):
+        height, count, historical, protocol = cake.parse_subscribe(args)
+        span = await self.state.readers.run(cake.stream_range, height, count)
+        if span is not None:
+            lo, last = span
+            for chunk_lo in range(lo, last + 1, cake.READ_BLOCKS):
+                chunk_hi = min(chunk_lo + cake.READ_BLOCKS - 1, last)
+                for params in await self.state.readers.run(cake.stream_chunk, chunk_lo, chunk_hi, last, historical, protocol):
+                    await self.send_notification(cake.TWEAKS_SUBSCRIBE, [params])
+        done = {"jsonrpc": "2.0", "method": cake.TWEAKS_SUBSCRIBE, "params": [cake.done_message()]}
+        await self.send_notification(cake.TWEAKS_SUBSCRIBE, done["params"])
+        return done
+
+    async def block_tweaks(self, args):
+        (height,) = frigate.named(args, ("height",), 1)
+        height = cake._height(height, "height")
+        try:
+            return await self.state.readers.run(cake.block_tweaks, height)
+        except HeightError as exc:
+            raise RPCError(cake.NOT_FOUND, str(exc)) from None
+
+    async def tweaks_get(self, args):
+        txid32, vout, height = cake.parse_get(args)
+        return await self.state.readers.run(cake.tweak_output, txid32, vout, height)
+
+
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version("sp-scan")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _tip_height(index: Index) -> int | None:
+    tip = index.tip()
+    return tip[0] if tip else None
+
+
+def _height_at_time(index: Index, when: int) -> int:
+    """The first indexed block whose time is at or after `when` (tip + 1 when none is)."""
+    tip, first = index.tip(), index.first_height
+    if tip is None:
+        return 0
+    lo, hi = first, tip[0] + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if index.block_time(mid) >= when:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+LOCAL = {
+    "server.features": ElectrumSession.server_features,
+    "server.ping": ElectrumSession.ping,
+    "blockchain.headers.subscribe": ElectrumSession.headers_subscribe,
+    SCRIPTHASH_SUBSCRIBE: ElectrumSession.scripthash_subscribe,
+    SCRIPTHASH_UNSUBSCRIBE: ElectrumSession.scripthash_unsubscribe,
+    frigate.SUBSCRIBE: ElectrumSession.sp_subscribe,
+    frigate.UNSUBSCRIBE: ElectrumSession.sp_unsubscribe,
+    cake.TWEAKS_SUBSCRIBE: ElectrumSession.tweaks_subscribe,
+    cake.BLOCK_TWEAKS: ElectrumSession.block_tweaks,
+    cake.TWEAKS_GET: ElectrumSession.tweaks_get,
+}
