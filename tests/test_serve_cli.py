@@ -171,7 +171,7 @@ async def fetch_all(url: str, plan: list[list[str]]) -> list[list[tuple[str, int
 
 
 def test_200_concurrent_clients_get_the_single_client_answers(index_db):
-    proc = serve("--db", str(index_db), "--port", "0")
+    proc = serve("--db", str(index_db), "--port", "0", "--per-ip-rate", "0")  # every client is 127.0.0.1
     try:
         url = base_url(proc)
         paths = load_paths()

@@ -113,6 +113,14 @@ class Index:
         """
         return self._store.row(height, ("hash",))[0]
 
+    def block_hashes(self, start: int, end: int) -> list[tuple[int, bytes]]:
+        """(height, hash32) of every indexed block from start to end, ascending (heights not indexed are absent)."""
+        return self._store.hashes(start, end)
+
+    def data_version(self) -> int:
+        """A number that changes whenever another connection (a sync) commits to the file: a cheap "anything new?"."""
+        return self._store.data_version()
+
     def block_time(self, height: int) -> int:
         """The header timestamp of the indexed block at `height`.
 

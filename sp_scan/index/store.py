@@ -286,6 +286,16 @@ class Store:
             raise HeightError(f"height {height} is not in the index ({self._range_text()})")
         return found
 
+    @_checked
+    def hashes(self, start: int, end: int) -> list[tuple[int, bytes]]:
+        """(height, hash32) of every block from start to end, ascending."""
+        return self._conn.execute("SELECT height, hash FROM blocks WHERE height BETWEEN ? AND ? ORDER BY height", (start, end)).fetchall()
+
+    @_checked
+    def data_version(self) -> int:
+        """A number that changes whenever another connection (a sync) commits to the file."""
+        return self._conn.execute("PRAGMA data_version").fetchone()[0]
+
     def _range_text(self) -> str:
         lo, hi = self._conn.execute("SELECT MIN(height), MAX(height) FROM blocks").fetchone()
         return "it is empty" if lo is None else f"it holds {lo}..{hi}"

@@ -1,8 +1,8 @@
-"""`sp-scan serve`: the BlindBit Oracle v1 HTTP API over a tweak index.
+"""`sp-scan serve`: the BlindBit Oracle v1 HTTP API (and v2 gRPC) over a tweak index.
 
-Light-client wallets (spdk's `backend-blindbit-v1`, Dana) point at it for per-block tweaks,
-filters, UTXOs and spent indexes. Routes are adapters: parse the request, ask the index's
-read API, serialize; the index stores everything as served, so a request costs a row read.
+Light-client wallets (spdk's `backend-blindbit-v1` and `-v2`, Dana, BlindBit Desktop) point at it
+for per-block tweaks, filters, UTXOs and spent indexes. Answers are built once per block and
+served from a cache; every listener is held to the per-IP and total limits of `limits`.
 
 ```python
 import asyncio
@@ -12,7 +12,9 @@ asyncio.run(serve(Server("tweaks.db", port=8000)))   # until Ctrl-C / SIGTERM
 ```
 """
 
-from .app import Readers, create_app
+from .answers import AnswerCache, ChainView, Readers
+from .app import BlindBitV1
+from .limits import Gate, Limits, ip_group
 from .service import Server, SyncChild, serve, sync_command
 
-__all__ = ["Readers", "Server", "SyncChild", "create_app", "serve", "sync_command"]
+__all__ = ["AnswerCache", "BlindBitV1", "ChainView", "Gate", "Limits", "Readers", "Server", "SyncChild", "ip_group", "serve", "sync_command"]
