@@ -201,6 +201,18 @@ class Index:
             raise IndexStoreError(f"{self.path}: block {height} was stored without its spent index")
         return [value[i : i + 8] for i in range(0, len(value), 8)]
 
+    def spent_keys(self, height: int) -> bytes:
+        """The first 8 bytes of the x-only key of every P2TR output the block spends, tx then vin order.
+
+        Raises:
+            HeightError: not indexed.
+            IndexStoreError: the block was stored without them (by an sp-scan from before they were kept).
+        """
+        value = self._store.spent_keys(height)
+        if value is None:
+            raise IndexStoreError(f"{self.path}: block {height} was stored without its spent keys (an index built before sp-scan kept them: build it again to serve them)")
+        return value
+
     def partition(self, start: int, end: int) -> Partition:
         """Heights start..end packed for scanning (one consistent read; heights not indexed are absent)."""
         rows, spends = self._store.scan_rows(start, end, _PARTITION_COLUMNS)

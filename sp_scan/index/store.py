@@ -13,6 +13,9 @@ Format version 1 (`PRAGMA user_version`, `PRAGMA application_id` = "SPSX"):
   in the block's row.
 - `spends(height, ordinal)`: the taproot outputs of indexed txs that later blocks spent,
   keyed by the block and the output's position among that block's taproot outputs.
+- `spent_keys(hash, keys8)`: per block (by hash), the first 8 bytes of the key of every P2TR
+  output its inputs spend (BlindBit v2's spent outputs). Added after version 1 shipped, so it
+  is created on opening for writing when missing; blocks stored before it have no row.
 
 Bytes in, bytes out: the store packs and unpacks nothing beyond what the rows need.
 Every SQLite failure is raised as `IndexStoreError` naming the file.
@@ -57,6 +60,7 @@ _SCHEMA = [
     " PRIMARY KEY(prefix, height, tx)) WITHOUT ROWID",
     "CREATE TABLE spends(height INTEGER NOT NULL, ordinal INTEGER NOT NULL, PRIMARY KEY(height, ordinal)) WITHOUT ROWID",
 ]
+_SPENT_KEYS_TABLE = "CREATE TABLE IF NOT EXISTS spent_keys(hash BLOB PRIMARY KEY, keys8 BLOB NOT NULL) WITHOUT ROWID"
 _MARK = struct.Struct("<II")
 
 
@@ -164,7 +168,7 @@ class Store:
             try:
                 conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                 conn.execute("BEGIN")
-                for statement in _SCHEMA:
+                for statement in (*_SCHEMA, _SPENT_KEYS_TABLE):
                     conn.execute(statement)
                 conn.executemany("INSERT INTO meta VALUES (?, ?)", [("network", network), ("format", FORMAT_VERSION)])
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -213,6 +217,7 @@ class Store:
         store = cls(path, conn, readonly)
         if not readonly:
             store._execute("PRAGMA synchronous = NORMAL")  # WAL: a commit survives a killed process
+            store._execute(_SPENT_KEYS_TABLE)  # an index from before the table
         if network is not None and store.network != network:
             store.close()
             raise IndexStoreError(f"{path} is an index of network {store.network}, not {network}")
@@ -292,6 +297,21 @@ class Store:
         return self._conn.execute("SELECT height, hash FROM blocks WHERE height BETWEEN ? AND ? ORDER BY height", (start, end)).fetchall()
 
     @_checked
+    def spent_keys(self, height: int) -> bytes | None:
+        """The 8-byte key prefixes of the P2TR outputs block `height` spends (tx then vin order), or None
+        when the block was stored without them.
+
+        Raises:
+            HeightError: the height is not indexed.
+        """
+        (hash32,) = self.row(height, ("hash",))
+        try:
+            found = self._conn.execute("SELECT keys8 FROM spent_keys WHERE hash = ?", (hash32,)).fetchone()
+        except sqlite3.OperationalError:  # an index from before the table, opened read-only
+            return None
+        return found[0] if found else None
+
+    @_checked
     def data_version(self) -> int:
         """A number that changes whenever another connection (a sync) commits to the file."""
         return self._conn.execute("PRAGMA data_version").fetchone()[0]
@@ -358,13 +378,13 @@ class Store:
         self._conn.execute("COMMIT")
 
     @_checked
-    def append(self, height: int, data: BlockData, filters: tuple[bytes, bytes, bytes] | None) -> int:
+    def append(self, height: int, data: BlockData, filters: tuple[bytes, ...] | None) -> int:
         """Add the next block and mark what it spends, in one transaction with the new tip.
 
         Args:
             height: tip + 1 (the first block of an empty index sets `first_height`).
             data: the block's index data; its prev32 must be the tip's hash.
-            filters: (new-UTXO filter, spent filter, spent hashes k × 8), or None.
+            filters: (new-UTXO filter, spent filter, spent hashes k × 8[, spent P2TR keys' prefixes m × 8]), or None.
 
         Returns:
             How many outputs of indexed txs this block marked spent.
@@ -387,7 +407,9 @@ class Store:
             )
             self._remember(height, _Locator(data.txids, data.out_counts, data.out_vouts))
             marks = self._mark_spends(data.spent_outpoints)
-            filter_new, filter_spent, spent_hashes = filters or (None, None, None)
+            filter_new, filter_spent, spent_hashes, *spent_keys = filters or (None, None, None)
+            if spent_keys:
+                self._conn.execute("INSERT OR REPLACE INTO spent_keys VALUES (?, ?)", (data.hash32, spent_keys[0]))
             values = {
                 "height": height, "hash": data.hash32, "prev": data.prev32, "time": data.time, "block_txs": data.block_txs,
                 "n_tx": data.n_tx, "max_values": data.max_values, "out_counts": data.out_counts, "out_vouts": data.out_vouts,
@@ -453,6 +475,7 @@ class Store:
         with self._transaction():
             rows = self._conn.execute("SELECT height, txids, marks FROM blocks WHERE height > ? ORDER BY height DESC", (height,)).fetchall()
             for h, txids, marks in rows:
+                self._conn.execute("DELETE FROM spent_keys WHERE hash = (SELECT hash FROM blocks WHERE height = ?)", (h,))
                 self._conn.executemany("DELETE FROM spends WHERE height = ? AND ordinal = ?", list(_MARK.iter_unpack(marks)))
                 self._conn.executemany(
                     "DELETE FROM txloc WHERE prefix = ? AND height = ? AND tx = ?", [(p, h, n) for n, p in enumerate(_prefixes(txids, 32))]

@@ -10,11 +10,21 @@ from sp_scan.server import Server, serve
 
 asyncio.run(serve(Server("tweaks.db", port=8000)))   # until Ctrl-C / SIGTERM
 ```
+
+Names are imported on first use, so `sp_scan.server.limits` alone stays light.
 """
 
-from .answers import AnswerCache, ChainView, Readers
-from .app import BlindBitV1
-from .limits import Gate, Limits, ip_group
-from .service import Server, SyncChild, serve, sync_command
+import importlib
 
-__all__ = ["AnswerCache", "BlindBitV1", "ChainView", "Gate", "Limits", "Readers", "Server", "SyncChild", "ip_group", "serve", "sync_command"]
+_EXPORTS = {
+    "AnswerCache": "answers", "ChainView": "answers", "Readers": "answers", "BlindBitV1": "app",
+    "Gate": "limits", "Limits": "limits", "ip_group": "limits",
+    "Server": "service", "SyncChild": "service", "serve": "service", "sync_command": "service",
+}  # fmt: skip
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
