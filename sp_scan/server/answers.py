@@ -89,6 +89,7 @@ class ChainView:
         self.tip: tuple[int, bytes] | None = None
         self._hashes = bytearray()
         self._version: int | None = None
+        self._checked = False
         self.refresh()
 
     def close(self) -> None:
@@ -105,11 +106,21 @@ class ChainView:
         return "it is empty" if self.tip is None else f"it holds {self.first}..{self.tip[0]}"
 
     def refresh(self) -> bool:
-        """Catch up with the file if a sync committed since the last call; True when the tip changed.
+        """Catch up with the file if a sync committed since the last look; True when the tip changed.
+
+        Looks once per turn of the running event loop (a PRAGMA data_version), or at every call
+        outside one.
 
         Raises:
             IndexStoreError: the file cannot be read.
         """
+        if self._checked:
+            return False
+        try:
+            asyncio.get_running_loop().call_soon(self._uncheck)
+            self._checked = True  # until this turn of the loop ends: requests handled in one turn share a look
+        except RuntimeError:
+            pass
         version = self._index.data_version()
         if version == self._version:
             return False
@@ -136,6 +147,9 @@ class ChainView:
                 self.replaced(fork if fork is not None else tip[0] + 1)
         self.tip = tip
         return True
+
+    def _uncheck(self) -> None:
+        self._checked = False
 
     def _load(self, start: int, end: int) -> None:
         self._hashes = bytearray(b"".join(hash32 for _, hash32 in self._index.block_hashes(start, end)))

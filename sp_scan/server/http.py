@@ -44,8 +44,11 @@ SWEEP_EVERY = 1.0
 WRITE_HIGH_WATER = 256 * 1024
 _TARGET = re.compile(rb"[\x21-\x7e]+")
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_FIELD_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|(?<!\r)\n")
+_VERSION = re.compile(rb"HTTP/\d\.\d")
 _END = b"\r\n\r\n"
+HEAD_CACHE = 1024
+"""Parsed request heads kept by their bytes: a client repeats the same head on its keep-alive connection."""
 
 
 class BadRequest(Exception):
@@ -58,7 +61,8 @@ class BadRequest(Exception):
 
 @dataclass(slots=True)
 class Request:
-    """A parsed request. Header names are lower case; `path` is percent-decoded; `query` is raw."""
+    """A parsed request. Header names are lower case (the dict is shared by requests with the same head:
+    read it only); `path` is percent-decoded; `query` is raw."""
 
     method: str
     path: str
@@ -75,6 +79,12 @@ class Request:
             BadRequest: the query string does not decode (400).
         """
         if not self.query:
+            return None
+        if "%" not in self.query and "+" not in self.query and ";" not in self.query:  # the usual `dustLimit=N`
+            for pair in self.query.split("&"):
+                key, _, value = pair.partition("=")
+                if key == name:
+                    return value
             return None
         try:
             for key, value in urllib.parse.parse_qsl(self.query, keep_blank_values=True, errors="strict", max_num_fields=32):
@@ -126,10 +136,10 @@ def parse_head(head: bytes, peer: str, max_headers: int) -> tuple[Request, int |
     if len(parts) != 3:
         raise BadRequest(400, "the request line is not METHOD TARGET VERSION")
     method, target, version = parts
-    if not version.startswith(b"HTTP/") or not re.fullmatch(rb"HTTP/\d\.\d", version):
-        raise BadRequest(400, "the request line has no HTTP version")
     if version not in (b"HTTP/1.1", b"HTTP/1.0"):
-        raise BadRequest(505, "only HTTP/1.0 and HTTP/1.1 are served")
+        if _VERSION.fullmatch(version):
+            raise BadRequest(505, "only HTTP/1.0 and HTTP/1.1 are served")
+        raise BadRequest(400, "the request line has no HTTP version")
     if not _TOKEN.fullmatch(method):
         raise BadRequest(400, "the method is not a token")
     if not _TARGET.fullmatch(target):
@@ -145,6 +155,8 @@ def parse_head(head: bytes, peer: str, max_headers: int) -> tuple[Request, int |
         raise BadRequest(400, "the path is not UTF-8 once percent-decoded") from None
     if len(lines) - 1 > max_headers:
         raise BadRequest(431, f"more than {max_headers} header fields")
+    if _CONTROL.search(head):  # one look over the whole head: no CR or LF but in CRLF, no other controls but tab
+        raise BadRequest(400, "the request head holds control characters or a bare CR or LF")
     headers: dict[str, str] = {}
     lengths: list[bytes] = []
     for line in lines[1:]:
@@ -152,8 +164,6 @@ def parse_head(head: bytes, peer: str, max_headers: int) -> tuple[Request, int |
         if not colon or not _TOKEN.fullmatch(name):
             raise BadRequest(400, "a header line does not parse (folded, or a bad name)")
         value = value.strip(b" \t")
-        if not _FIELD_VALUE.fullmatch(value):
-            raise BadRequest(400, "a header value holds control characters")
         key = name.decode("ascii").lower()
         text = value.decode("latin-1")
         if key == "content-length":
@@ -203,6 +213,7 @@ class HttpServer:
         self.log = log
         self.access_log = access_log
         self.connections: set[HttpConnection] = set()
+        self.heads: dict[bytes, tuple[Request, int | None, bool]] = {}
         self.requests = 0
         self.bad_requests = 0
         self.timeouts = {"header": 0, "idle": 0, "write": 0}
@@ -336,11 +347,19 @@ class HttpConnection(asyncio.Protocol):
                 if len(self._buffer) > limits.max_header_bytes:
                     self._refuse(BadRequest(431, f"the request head is over {limits.max_header_bytes} bytes"))
                 return
-            try:
-                request, length, expect = parse_head(bytes(self._buffer[:end]), self.peer, limits.max_headers)
-            except BadRequest as exc:
-                self._refuse(exc)
-                return
+            head = bytes(self._buffer[:end])
+            parsed = server.heads.get(head)
+            if parsed is None:
+                try:
+                    parsed = parse_head(head, "", limits.max_headers)
+                except BadRequest as exc:
+                    self._refuse(exc)
+                    return
+                if len(server.heads) >= HEAD_CACHE:
+                    del server.heads[next(iter(server.heads))]
+                server.heads[head] = parsed
+            template, length, expect = parsed
+            request = Request(template.method, template.path, template.query, template.version, template.headers, self.peer)
             body_start = end + 4
             if length:
                 if length > limits.max_body_bytes:
