@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Protocol
 
 import blockfactory as bf
+from bitcoin.core import CTransaction
+from bitcoin.core.serialize import SerializationError
 from sp_scan.block import parse_spent
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -287,6 +289,15 @@ class RpcHandler(_Base):
             if spent is None:
                 raise LookupError(-1, "Can't read undo data from disk")
             return bf.block_json(raw, parse_spent(spent), height)
+        if method == "sendrawtransaction":
+            try:
+                tx = CTransaction.deserialize(bytes.fromhex(params[0]))
+            except (ValueError, TypeError, SerializationError):
+                raise LookupError(-22, "TX decode failed") from None
+            self.server.relayed.append(params[0])
+            return tx.GetTxid()[::-1].hex()
+        if method == "getmempoolinfo":
+            return {"loaded": True, "size": len(self.server.relayed), "bytes": sum(len(h) // 2 for h in self.server.relayed)}
         raise LookupError(-32601, "Method not found")
 
 
@@ -303,6 +314,7 @@ class NodeServer:
         self.httpd.credentials = credentials
         self.httpd.delay = delay
         self.httpd.requests = []
+        self.httpd.relayed = []  # raw tx hex that sendrawtransaction accepted
         self.httpd.lock = threading.Lock()
         self.httpd.budget = None
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

@@ -275,6 +275,7 @@ class HttpConnection(asyncio.Protocol):
     _receiving: bool = False
     _paused: bool = False
     _closing: bool = False
+    _lingering: bool = False
     _pending: int = 0
     _progress: float = 0.0
 
@@ -310,7 +311,7 @@ class HttpConnection(asyncio.Protocol):
             self.task.cancel()
 
     def data_received(self, data: bytes) -> None:
-        if self._closing:
+        if self._closing:  # a refused request's remaining bytes are read and dropped (see _refuse)
             return
         if not self._receiving and not self._buffer:
             self._receiving, self._since = True, time.monotonic()
@@ -321,7 +322,7 @@ class HttpConnection(asyncio.Protocol):
             self.transport.pause_reading()  # pipelined requests beyond one are read once this one is answered
 
     def eof_received(self) -> bool:
-        return self.task is not None  # keep the write side open for an answer in progress
+        return self.task is not None and not self._lingering  # keep the write side open for an answer in progress
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -418,12 +419,23 @@ class HttpConnection(asyncio.Protocol):
             self._close()
 
     def _refuse(self, exc: BadRequest) -> None:
-        """Answer a request the parser refused, log it (rate-limited) and close."""
+        """Answer a request the parser refused, log it (rate-limited) and close.
+
+        The connection lingers: its write side is shut once the answer is out and what the client
+        still sends is read and dropped until it closes (at most header_timeout), so that the
+        client reads the answer instead of a reset.
+        """
         self.server.bad_requests += 1
         self.server.note("parse", f"refused a request from {self.peer}: {exc.status} {exc}")
         response = json_error(exc.status, str(exc), close=True)
         self.transport.write(head_bytes(response, False) + response.body)
-        self._close()
+        self._closing = self._lingering = True
+        self._buffer.clear()
+        self._since = time.monotonic()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        else:
+            self.transport.close()
 
     def _close(self) -> None:
         self._closing = True
@@ -447,6 +459,9 @@ class HttpConnection(asyncio.Protocol):
                 transport.abort()  # frees the buffered answer
             return
         self._pending = 0
+        if self._lingering and now - self._since > limits.header_timeout:
+            transport.close()
+            return
         if self.task is not None or self._closing:
             return
         if self._receiving and now - self._since > limits.header_timeout:
