@@ -276,6 +276,11 @@ def test_a_reorg_while_serving_replaces_the_branch(kernel_copy, tmp_path):
             spent_by_dropped = {u["vout"]: u["spent"] for u in ok(f"{url}/utxos/104") if u["txid"] == display(both.txid32)}
             assert True in spent_by_dropped.values()
 
+            for h in (108, 109, 110):  # cached now, keyed by the hashes the reorg replaces
+                ok(f"{url}/tweak-index/{h}"), ok(f"{url}/utxos/{h}"), ok(f"{url}/filter/spent/{h}")
+            replaced = {bytes.fromhex(before[h])[::-1] for h in (109, 110)}
+            assert any(replaced & set(key) for key in server.server.cache._entries)
+
             reorg = kernelchain.make_reorg(kernel_copy)
             sync(db, node.url)
 
@@ -294,6 +299,7 @@ def test_a_reorg_while_serving_replaces_the_branch(kernel_copy, tmp_path):
                 v: False for v in spent_by_dropped
             }
             assert ok(f"{url}/utxos/104") == expected_utxos(kernel_copy, 104)
+            assert not any(replaced & set(key) for key in server.server.cache._entries)  # dropped with their blocks
 
 
 def test_requests_are_answered_while_the_index_syncs(kernel_rest, kernel_chain, tmp_path):
