@@ -8,6 +8,7 @@ recomputed from outpoints, UTXO spent flags from the chain's own spends.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import random
@@ -324,3 +325,24 @@ def test_requests_are_answered_while_the_index_syncs(kernel_rest, kernel_chain, 
     assert errors == []
     assert seen == sorted(seen) and seen[0] >= 60 and seen[-1] == TIP
     assert len(set(seen)) > 2  # requests really arrived between commits
+
+
+def test_a_client_that_hangs_up_while_its_answer_is_built_does_not_cancel_the_build_others_wait_for():
+    async def scenario() -> list[int]:
+        from sp_scan.server.answers import AnswerCache, answer
+
+        cache, release = AnswerCache(), asyncio.Event()
+
+        async def make():
+            await release.wait()
+            return answer(200, b"[]")
+
+        first = asyncio.ensure_future(cache.build("key", make))
+        others = [asyncio.ensure_future(cache.build("key", make)) for _ in range(3)]
+        await asyncio.sleep(0)
+        first.cancel()  # the first requester's client went away
+        release.set()
+        results = await asyncio.gather(*others)
+        return [r.status for r in results] + [len(cache)]
+
+    assert asyncio.run(scenario()) == [200, 200, 200, 1]

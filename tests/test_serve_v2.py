@@ -7,9 +7,10 @@ and against the v1 answers of the same server.
 
 from __future__ import annotations
 
+import sqlite3
+
 import grpc
 import pytest
-from bitcoin.core import CBlock
 from google.protobuf import empty_pb2
 
 import kernelchain
@@ -161,3 +162,21 @@ def test_a_cancelled_stream_ends_and_the_server_serves_on(served):
         list(stream)
     assert err.value.code() == grpc.StatusCode.CANCELLED
     assert oracle.unary("GetBestBlockHeight", empty_pb2.Empty(), pb.BlockHeightResponse).block_height == TIP
+
+
+def test_an_index_from_before_the_spent_keys_serves_the_compute_index_and_says_what_is_missing(kernel_index, tmp_path):
+    """An index written before the spent_keys table existed (dropped here): read-only serving still works, and
+    StreamBlockScanDataShort says those blocks were stored without their spent keys."""
+    old = tmp_path / "old.db"
+    with sqlite3.connect(kernel_index) as source, sqlite3.connect(old) as copy:
+        source.backup(copy)
+    with sqlite3.connect(old) as conn:
+        conn.execute("DROP TABLE spent_keys")
+    with ServerThread(old, grpc_port=0) as server:
+        oracle = Oracle(server.server.urls["grpc"])
+        request = pb.RangedBlockHeightRequestFiltered(start=100, end=101)
+        assert len(list(oracle.stream("StreamComputeIndex", request, pb.ComputeIndexResponse))) == 2
+        with pytest.raises(grpc.RpcError) as err:
+            list(oracle.stream("StreamBlockScanDataShort", request, pb.BlockScanDataShortResponse))
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE and "stored without its spent keys" in err.value.details()
+        oracle.close()

@@ -16,7 +16,7 @@ import asyncio
 import collections
 import threading
 import zlib
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,7 +186,7 @@ class AnswerCache:
         self.bytes = 0
         self.hits = self.misses = 0
         self._entries: collections.OrderedDict[Hashable, Answer] = collections.OrderedDict()
-        self._building: dict[Hashable, asyncio.Future] = {}
+        self._building: dict[Hashable, asyncio.Task] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -214,23 +214,24 @@ class AnswerCache:
             _, dropped = self._entries.popitem(last=False)
             self.bytes -= dropped.size
 
-    async def build(self, key: Hashable, make: Callable[[], asyncio.Future | object]) -> Answer:
-        """The answer for `key` from one run of `make()` (awaited) however many ask at once; cached when it may be."""
-        pending = self._building.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future = asyncio.get_running_loop().create_future()
-        self._building[key] = future
+    async def build(self, key: Hashable, make: Callable[[], Awaitable[Answer]]) -> Answer:
+        """The answer for `key` from one run of `make()` however many ask at once; cached when it may be.
+
+        The build runs as its own task: a requester that goes away (its client hung up) cancels
+        its wait, never the build the others wait for.
+        """
+        task = self._building.get(key)
+        if task is None:
+            task = self._building[key] = asyncio.ensure_future(self._run(key, make))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even if nobody waits
+        return await asyncio.shield(task)
+
+    async def _run(self, key: Hashable, make: Callable[[], Awaitable[Answer]]) -> Answer:
         try:
             value = await make()
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: waiters re-raise it, nobody else must
-            raise
         finally:
             del self._building[key]
         self.put(key, value)
-        future.set_result(value)
         return value
 
     def drop(self, keep: Callable[[Hashable], bool]) -> int:

@@ -15,8 +15,6 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sp_scan.errors import HeightError
-
 from .answers import Answer, answer
 
 if TYPE_CHECKING:
@@ -68,10 +66,6 @@ def dumps(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def error_answer(status: int, message: str) -> Answer:
-    return answer(status, dumps({"error": message}))
-
-
 def _display(hash32: bytes) -> str:
     return hash32[::-1].hex()
 
@@ -84,7 +78,7 @@ def _string_array(hex_texts: bytes, width: int) -> bytes:
     return b'["' + b'","'.join(items) + b'"]'
 
 
-def _read(index: Index, height: int, hash32: bytes, tip: bytes | None, read: Callable[[], object]) -> tuple[bytes, object, bool]:
+def read_block(index: Index, height: int, hash32: bytes, tip: bytes | None, read: Callable[[], object]) -> tuple[bytes, object, bool]:
     """(the block's hash, read(), cacheable): read() while block `height` stays one block around it.
 
     Cacheable when that block is `hash32` and, with `tip`, the index's tip hash is `tip` around
@@ -114,20 +108,20 @@ def tweaks_answer(index: Index, height: int, hash32: bytes, tip: bytes | None, d
     A tx is kept when its largest taproot output is >= dust_limit; with cut_through, only while
     one of its taproot outputs is unspent, and by the largest unspent one.
     """
-    _, tweaks, cacheable = _read(index, height, hash32, tip, lambda: index.tweaks(height, dust_limit=dust_limit, cut_through=cut_through))
+    _, tweaks, cacheable = read_block(index, height, hash32, tip, lambda: index.tweaks(height, dust_limit=dust_limit, cut_through=cut_through))
     return answer(200, _string_array(b"".join(tweaks).hex().encode(), 66), cacheable)
 
 
 def filter_answer(index: Index, height: int, hash32: bytes, kind: str) -> Answer:
     """`/filter/new-utxos/:h` and `/filter/spent/:h`: the stored GCS bytes as `data` hex."""
-    got, data, cacheable = _read(index, height, hash32, None, lambda: index.filter(height, kind))
+    got, data, cacheable = read_block(index, height, hash32, None, lambda: index.filter(height, kind))
     body = {"block_hash": _display(got), "block_height": height, "data": data.hex(), "filter_type": FILTER_TYPE}
     return answer(200, dumps(body), cacheable)
 
 
 def utxos_answer(index: Index, height: int, hash32: bytes, tip: bytes) -> Answer:
     """`/utxos/:h`: every taproot output of the block's eligible txs, spent ones flagged (as of `tip`)."""
-    got, (time, utxos), cacheable = _read(index, height, hash32, tip, lambda: (index.block_time(height), index.utxos(height)))
+    got, (time, utxos), cacheable = read_block(index, height, hash32, tip, lambda: (index.block_time(height), index.utxos(height)))
     tail = f',"block_height":{height},"block_hash":"{_display(got)}","timestamp":{time},"spent":'
     spent, unspent = tail + "true}", tail + "false}"
     rows = [
@@ -140,7 +134,7 @@ def utxos_answer(index: Index, height: int, hash32: bytes, tip: bytes) -> Answer
 
 def spent_index_answer(index: Index, height: int, hash32: bytes) -> Answer:
     """`/spent-index/:h`: the block's 8-byte spent-index hashes, tx then vin order."""
-    got, hashes, cacheable = _read(index, height, hash32, None, lambda: index.spent_index(height))
+    got, hashes, cacheable = read_block(index, height, hash32, None, lambda: index.spent_index(height))
     data = _string_array(b"".join(hashes).hex().encode(), 16)
     return answer(200, b'{"block_hash":"%s","data":%s}' % (_display(got).encode(), data), cacheable)
 
@@ -168,8 +162,3 @@ def block_hash_body(hash32: bytes) -> bytes:
     """`/block-hash/:h`: the block's hash, display hex."""
     return dumps({"block_hash": _display(hash32)})
 
-
-__all__ = [
-    "FILTER_KINDS", "HeightError", "RouteError", "block_hash_body", "block_height_body", "dumps", "error_answer",
-    "filter_answer", "info_body", "parse_dust_limit", "parse_height", "spent_index_answer", "tweaks_answer", "utxos_answer",
-]  # fmt: skip

@@ -76,7 +76,7 @@ def block_message(index, height: int, hash32: bytes, tip: bytes | None, dust: in
     def read():
         return index.eligible_txs(height, dust, cut), index.spent_keys(height) if spent else b""
 
-    got, (txs, keys8), cacheable = routes._read(index, height, hash32, tip, read)
+    got, (txs, keys8), cacheable = routes.read_block(index, height, hash32, tip, read)
     ident = pb.BlockIdentifier(block_hash=got[::-1], block_height=height)
     if spent:
         message = pb.BlockScanDataShortResponse(block_identifier=ident, comp_index=_items(txs), spent_outputs=keys8)
@@ -87,7 +87,7 @@ def block_message(index, height: int, hash32: bytes, tip: bytes | None, dust: in
 
 def spent_message(index, height: int, hash32: bytes) -> Answer:
     """GetSpentOutputsShort's answer for one block, serialized."""
-    got, keys8, cacheable = routes._read(index, height, hash32, None, lambda: index.spent_keys(height))
+    got, keys8, cacheable = routes.read_block(index, height, hash32, None, lambda: index.spent_keys(height))
     message = pb.IndexResponse(block_identifier=pb.BlockIdentifier(block_hash=got[::-1], block_height=height), index=keys8)
     return Answer(200, message.SerializeToString(), None, cacheable)
 
