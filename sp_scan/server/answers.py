@@ -18,7 +18,7 @@ import threading
 import zlib
 from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sp_scan.index import Index
@@ -157,16 +157,21 @@ class ChainView:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """A built answer: status, JSON body, its gzip form (None when not worth it), and whether it may be cached."""
+    """A built answer: status, JSON body, its gzip form (None when not worth it), and whether it may be cached.
+
+    `wires` is the HTTP app's: each form as a whole keep-alive response, built on its first use.
+    """
 
     status: int
     plain: bytes
     gzip: bytes | None
     cacheable: bool = True
+    wires: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def size(self) -> int:
-        return len(self.plain) + len(self.gzip or b"") + 200
+        """Bytes counted against the cache: the bodies twice (room for their `wires`)."""
+        return 2 * (len(self.plain) + len(self.gzip or b"")) + 400
 
 
 def answer(status: int, body: bytes, cacheable: bool = True) -> Answer:

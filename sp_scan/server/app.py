@@ -20,7 +20,7 @@ from sp_scan.errors import HeightError, IndexStoreError, NodeError
 
 from . import routes
 from .answers import Answer, AnswerCache, ChainView, Readers, answer
-from .http import JSON_HEADERS, BadRequest, Request, Response, json_error
+from .http import JSON_HEADERS, BadRequest, Request, Response, head_bytes, json_error
 
 log = logging.getLogger("sp_scan.server")
 
@@ -55,10 +55,20 @@ def _qvalue(text: str) -> float:
 
 
 def send(built: Answer, gzip: bool) -> Response:
-    """The HTTP response for a built answer, gzip when the client takes it and the answer has that form."""
-    if gzip and built.gzip is not None:
-        return Response(built.status, built.gzip, GZIPPED)
-    return Response(built.status, built.plain, PLAIN)
+    """The HTTP response for a built answer, gzip when the client takes it and the answer has that form.
+
+    A cacheable answer keeps each form as a whole keep-alive response (`Answer.wires`), so a hit
+    is one write of ready bytes.
+    """
+    gzipped = gzip and built.gzip is not None
+    body, headers = (built.gzip, GZIPPED) if gzipped else (built.plain, PLAIN)
+    response = Response(built.status, body, headers)
+    if built.cacheable:
+        wire = built.wires.get(gzipped)
+        if wire is None:
+            wire = built.wires[gzipped] = head_bytes(response, True) + body
+        response.wire = wire
+    return response
 
 
 def options(methods: tuple[str, ...]) -> Response:

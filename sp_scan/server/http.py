@@ -105,6 +105,8 @@ class Response:
     close: bool = False
     length: int | None = None
     """Content-Length to announce when it is not len(body) (a HEAD answer)."""
+    wire: bytes | None = None
+    """The whole response as sent on a keep-alive connection, when it was built ahead."""
 
 
 def json_error(status: int, message: str, headers: bytes = b"", close: bool = False) -> Response:
@@ -411,7 +413,10 @@ class HttpConnection(asyncio.Protocol):
         keep_alive = keeps_alive(request) and not response.close
         if request.method == "HEAD":
             response = Response(response.status, b"", response.headers, response.close, len(response.body))
-        self.transport.write(head_bytes(response, keep_alive) + response.body)
+        if keep_alive and response.wire is not None:
+            self.transport.write(response.wire)
+        else:
+            self.transport.write(head_bytes(response, keep_alive) + response.body)
         self._progress = time.monotonic()
         if self.server.access_log is not None:
             self.server.access_log(request, response, self._progress - began)
