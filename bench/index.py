@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sp_scan import block, native
+from sp_scan import block, native, wire
 from sp_scan.index import Index
 from sp_scan.node import RestNode
 
@@ -46,12 +46,12 @@ class LinkedChain:
     def __init__(self, n: int) -> None:
         raw, self.spent = BLOCK.read_bytes(), SPENT.read_bytes()
         taproot = set(_split(block.block_index(raw, self.spent).spent_outpoints, 36))
-        inputs = [i.outpoint.to_bytes() for tx in block.parse_block(raw).txs[1:] for i in tx.inputs]
+        inputs = [i.outpoint.to_bytes() for tx in wire.parse_block(raw).txs[1:] for i in tx.inputs]
         self.blocks, prev, targets = [], b"\x00" * 32, []
         for h in range(n):
             body = _repoint(raw[80:], inputs, taproot, targets, h) if h else raw[80:]
             header = raw[:4] + prev + raw[36:76] + h.to_bytes(4, "little")
-            prev = block.sha256d(header)
+            prev = wire.sha256d(header)
             self.blocks.append((prev, header + body))
             targets = _outpoints(block.block_index(header + body, self.spent))
         self.heights = {hash32: h for h, (hash32, _) in enumerate(self.blocks)}

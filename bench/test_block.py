@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from coincurve import PublicKey
 
-from sp_scan import block, extract, native, scan
+from sp_scan import block, extract, native, scan, wire
 from sp_scan.scan import Receiver
 
 from . import peers
@@ -97,7 +97,7 @@ def test_library_scan_libsecp_module(benchmark):
     r = _receiver()
     txs = [
         (tx.inputs, [o.script[2:] for o in tx.outputs if extract.script_type(o.script) is extract.ScriptType.P2TR])
-        for tx in block.transactions(BLOCK.read_bytes(), SPENT.read_bytes())
+        for tx in wire.transactions(BLOCK.read_bytes(), SPENT.read_bytes())
     ]
     txs = [(inputs, outs) for inputs, outs in txs if outs]
     labels = {}

@@ -9,11 +9,11 @@ import atheris
 from _harness import SMALL_BLOCK, SMALL_SPENT, outcome, run
 
 with atheris.instrument_imports(include=["sp_scan"]):
-    from sp_scan import block, native
+    from sp_scan import native, reference
 
 
 def test_one(data: bytes) -> None:
-    expected = outcome(block.tweaks_reference, data, SMALL_SPENT)
+    expected = outcome(reference.block.tweaks, data, SMALL_SPENT)
     got = outcome(native.block_tweaks, data, SMALL_SPENT)
     assert got == expected, (got, expected)
 

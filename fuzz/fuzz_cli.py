@@ -8,20 +8,15 @@ file's bytes separated by the first b"\\n--\\n" (no separator: the sample spent 
 
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 import atheris
 from _harness import ROOT, run
 
-sys.path.insert(0, str(ROOT / "tests"))  # cli_support maps cli/ to sp_scan.cli in a source tree
-
 with atheris.instrument_imports(include=["sp_scan"]):
     from click.testing import CliRunner
-    from cli_support import load_cli
-
-    CLI = load_cli()
+    from sp_scan import cli as CLI
 
 BLOCKS = ROOT / "vectors" / "blocks"
 WALLET = json.loads((BLOCKS / "small.expected.json").read_text())["wallet"]

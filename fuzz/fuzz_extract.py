@@ -16,8 +16,8 @@ import atheris
 from _harness import ROOT, run
 
 with atheris.instrument_imports(include=["sp_scan"]):
-    from sp_scan import crypto, extract, native, summary
-    from sp_scan.block import parse_witness
+    from sp_scan import crypto, extract, native, reference, summary
+    from sp_scan.wire import parse_witness
     from sp_scan.errors import MalformedDataError
     from sp_scan.types import OutPoint, TxInput
 
@@ -54,11 +54,11 @@ def _inputs(data: bytes) -> list[TxInput]:
 def test_one(data: bytes) -> None:
     inputs = _inputs(data)
     for i in inputs:
-        expected = extract.input_pubkey_reference(i.prevout_script, i.script_sig, i.witness)
+        expected = reference.extract.input_pubkey(i.prevout_script, i.script_sig, i.witness)
         assert extract.input_pubkey(i.prevout_script, i.script_sig, i.witness) == expected
-    assert extract.tx_pubkeys(inputs) == extract.tx_pubkeys_reference(inputs)
+    assert extract.tx_pubkeys(inputs) == reference.extract.tx_pubkeys(inputs)
     if inputs:
-        assert summary.summarize(inputs) == summary.summarize_reference(inputs)
+        assert summary.summarize(inputs) == reference.summary.summarize(inputs)
 
 
 def encode(vin: list[dict]) -> bytes:

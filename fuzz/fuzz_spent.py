@@ -7,19 +7,19 @@ import atheris
 from _harness import SMALL_BLOCK, SMALL_SPENT, outcome, run
 
 with atheris.instrument_imports(include=["sp_scan"]):
-    from sp_scan import block, native
+    from sp_scan import formats, native, reference, wire
     from sp_scan.errors import MalformedDataError
 
 
 def test_one(data: bytes) -> None:
-    parsed, error = outcome(block.parse_spent, data)
+    parsed, error = outcome(wire.parse_spent, data)
     if parsed is not None:
-        assert block.serialize_spent(parsed) == data
+        assert wire.serialize_spent(parsed) == data
     else:
         assert error is MalformedDataError
     # load_spent sniffs binary / hex / JSON: typed errors only
-    outcome(block.load_spent, data)
-    expected = outcome(block.tweaks_reference, SMALL_BLOCK, data)
+    outcome(formats.load_spent, data)
+    expected = outcome(reference.block.tweaks, SMALL_BLOCK, data)
     assert outcome(native.block_tweaks, SMALL_BLOCK, data) == expected
 
 

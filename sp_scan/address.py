@@ -8,10 +8,7 @@ from bitcoin.segwit_addr import CHARSET, bech32_hrp_expand, bech32_polymod, conv
 
 from . import crypto
 from .errors import InvalidAddressError
-from .scan import label_tweak
-
-HRPS = ("sp", "tsp")
-"""Mainnet and testnet/signet/regtest human-readable parts."""
+from .network import HRPS
 
 MAX_LENGTH = 1023
 _BECH32M_CONST = 0x2BC830A3
@@ -120,4 +117,4 @@ def labelled_spend_pubkey(scan_key32: bytes, spend_pubkey33: bytes, m: int) -> b
         InvalidKeyError: a key of the wrong width or invalid, or m out of [0, 2**32).
     """
     spend = crypto.pubkey(spend_pubkey33, "spend_pubkey33")
-    return spend.add(label_tweak(scan_key32, m)).format()
+    return spend.add(crypto.label_tweak(scan_key32, m)).format()

@@ -1,4 +1,4 @@
-"""Reference primitives: BIP340 tagged hashes, HASH160 and secp256k1 points over coincurve."""
+"""Primitives both backends share: BIP352 constants, tagged hashes, HASH160, points and scalars over coincurve."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 TAG_INPUTS = "BIP0352/Inputs"
 TAG_SHARED_SECRET = "BIP0352/SharedSecret"
 TAG_LABEL = "BIP0352/Label"
+
+K_MAX = 2323
+"""The most outputs a receiver finds in one transaction, and a sender may create per scan key (BIP352 v1.1)."""
 
 
 def tagged_hash(tag: str, msg: bytes) -> bytes:
@@ -97,3 +100,15 @@ def pubkey(data33: bytes, name: str) -> PublicKey:
     if p is None:
         raise InvalidKeyError(f"{name} is not a valid compressed point")
     return p
+
+
+def label_tweak(scan_key32: bytes, m: int) -> bytes:
+    """Return ℓ_m = hash_BIP0352/Label(b_scan ‖ ser32(m)), 32 bytes.
+
+    Raises:
+        InvalidKeyError: scan_key32 is not a valid 32-byte secret key, or m is not in [0, 2**32).
+    """
+    scalar(scan_key32, "scan_key32")
+    if not isinstance(m, int) or not 0 <= m < 2**32:
+        raise InvalidKeyError("label m must be an integer in [0, 2**32)")
+    return tagged_hash(TAG_LABEL, bytes(scan_key32) + ser32(m))

@@ -24,16 +24,15 @@ from bitcoin import base58
 from coincurve import PrivateKey, PublicKey
 
 from . import address, crypto
-from .block import sha256d
 from .errors import DescriptorError, InvalidAddressError
-from .scan import Receiver
+from .network import MAIN, TEST
+from .network import get as get_network
+from .types import Receiver
+from .wire import sha256d
 
 INPUT_CHARSET = "0123456789()[],'/*abcdefgh@:$%{}IJKLMNOPQRSTUVWXYZ&+-.;<=>?!^_|~ijklmnopqrstuvwxyzABCDEFGH`#\"\\ "
 CHECKSUM_CHARSET = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
 _GENERATOR = (0xF5DEE51989, 0xA9FDCA3312, 0x1BAB10E32D, 0x3706B1677A, 0x644D626FFD)
-
-MAIN, TEST = "main", "test"
-"""The networks a descriptor can name: keys and hrps only tell mainnet from the test networks."""
 
 BIRTHDAY_HEIGHT, GAP_LIMIT, MAX_LABEL = "bh", "gl", "ml"
 MAX_SCANNED_LABELS = 100_000
@@ -44,7 +43,6 @@ _HRPS = {"spscan": (MAIN, False), "tspscan": (TEST, False), "spspend": (MAIN, Tr
 _WIF = {0x80: MAIN, 0xEF: TEST}
 _XPRV = {bytes.fromhex("0488ade4"): MAIN, bytes.fromhex("04358394"): TEST}
 _XPUB = {bytes.fromhex("0488b21e"): MAIN, bytes.fromhex("043587cf"): TEST}
-_COIN = {MAIN: 0, TEST: 1}
 _PAIR = re.compile(r"([a-z]+)=(0|[1-9][0-9]*)")
 _STEP = re.compile(r"([0-9]+)([h']?)")
 
@@ -232,7 +230,11 @@ def _extended(text: str, where: str) -> _ExtKey:
 
 
 def _derive(key: _ExtKey, path: tuple[int, ...], where: str) -> _ExtKey:
-    """BIP32 child key derivation along `path`."""
+    """BIP32 child key derivation along `path` (CKDpriv, or CKDpub without a secret).
+
+    The child secret k + I_L and the child point K + I_L·G come from libsecp256k1's tweak-add
+    (coincurve), constant-time, which refuses I_L >= n and a zero or infinite child as BIP32 does.
+    """
     for i in path:
         if i & HARDENED:
             if key.secret32 is None:
@@ -242,12 +244,10 @@ def _derive(key: _ExtKey, path: tuple[int, ...], where: str) -> _ExtKey:
             data = key.pubkey33 + i.to_bytes(4, "big")
         digest = hmac.new(key.chain32, data, hashlib.sha512).digest()
         tweak, chain = digest[:32], digest[32:]
-        if int.from_bytes(tweak, "big") >= crypto.N:
-            raise DescriptorError(f"{where}: derivation step {i} gives an invalid key")
         try:
             if key.secret32 is not None:
-                secret = ((int.from_bytes(key.secret32, "big") + int.from_bytes(tweak, "big")) % crypto.N).to_bytes(32, "big")
-                key = _ExtKey(key.network, key.depth + 1, chain, secret, PrivateKey(secret).public_key.format())
+                child = PrivateKey(key.secret32).add(tweak)
+                key = _ExtKey(key.network, key.depth + 1, chain, child.secret, child.public_key.format())
             else:
                 key = _ExtKey(key.network, key.depth + 1, chain, None, PublicKey(key.pubkey33).add(tweak).format())
         except ValueError:
@@ -354,7 +354,7 @@ class SPDescriptor:
 
     def address(self) -> str:
         """The wallet's unlabelled address (sp1… on mainnet, tsp1… otherwise)."""
-        return address.encode(self.scan_pubkey33, self.spend_pubkey33, "sp" if self.network == MAIN else "tsp")
+        return address.encode(self.scan_pubkey33, self.spend_pubkey33, get_network(self.network).hrp)
 
     def receiver(self) -> Receiver:
         """The receiver to scan with: labels 1..ml (and the change label 0, always scanned).
@@ -456,7 +456,7 @@ def from_keys(scan_key32: bytes, spend: bytes, *, network: str = MAIN, origin: K
         DescriptorError: a key of the wrong width or out of range, or an unknown network.
         InvalidKeyError: the spend public key is not a valid point.
     """
-    if network not in _COIN:
+    if network not in (MAIN, TEST):
         raise DescriptorError(f"network must be {MAIN!r} or {TEST!r}")
     crypto.scalar(scan_key32, "scan_key32")
     if len(spend) == 32:
@@ -485,7 +485,7 @@ def from_master(xprv: str, *, account: int = 0, watch_only: bool = False,
     master = _extended(xprv.strip(), "master key")
     if master.secret32 is None:
         raise DescriptorError("master key: an extended private key is needed")
-    base_path = (352 | HARDENED, _COIN[master.network] | HARDENED, account | HARDENED)
+    base_path = (352 | HARDENED, get_network(master.network).coin | HARDENED, account | HARDENED)
     base = _derive(master, base_path, "master key")
     scan = _derive(base, (1 | HARDENED, 0), "master key")
     spend = _derive(base, (0 | HARDENED, 0), "master key")

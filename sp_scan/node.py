@@ -3,7 +3,7 @@
 Both clients give the same four calls: `chain()` (Core's chain name),
 `tip_height()`, `block_hash(height)` (display hex) and `block(hash_hex)` ->
 (block_bytes, spent_bytes), the spent outputs in Core's REST binary form as
-`sp_scan.block` expects.
+`sp_scan.wire` parses.
 Only the standard library is used. Every failure raises `NodeError`;
 credentials never appear in messages.
 """
@@ -17,11 +17,13 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from . import block
+from . import formats
 from .errors import MalformedDataError, NodeError
 
 DEFAULT_TIMEOUT = 120.0
 _MAX_ERROR_TEXT = 200
+_REST_HINT = " (is the node started with -rest? spenttxouts needs Core 30+)"
+_PRUNED_HINT = " (the node has pruned this block: scan it from an unpruned node, or keep more blocks with a larger -prune)"
 # Nodes are reached directly: proxy settings from the environment are not applied.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -42,7 +44,7 @@ def _split_url(url: str) -> tuple[str, tuple[str, str] | None]:
 
 def _hash_hex(text: str, what: str) -> str:
     try:
-        raw = block.from_hex(text, what)
+        raw = formats.from_hex(text, what)
     except MalformedDataError as exc:
         raise NodeError(str(exc)) from None
     if len(raw) != 32:
@@ -78,7 +80,7 @@ class RestNode:
                 return reply.read()
         except urllib.error.HTTPError as exc:
             detail = _first_line(exc.read())
-            hint = " (is the node started with -rest? spenttxouts needs Core 30+)" if exc.code == 404 else ""
+            hint = (_PRUNED_HINT if "pruned" in detail else _REST_HINT) if exc.code == 404 else ""
             raise NodeError(f"REST {path}: HTTP {exc.code} {detail}{hint}".rstrip()) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -181,7 +183,7 @@ class RpcNode:
             reason = getattr(exc, "reason", exc)
             raise NodeError(f"cannot reach the node at {self.url}: {reason}") from None
         try:
-            reply_obj = block.load_json(data, f"RPC {method} reply")
+            reply_obj = formats.load_json(data, f"RPC {method} reply")
         except MalformedDataError as exc:
             raise NodeError(str(exc)) from None
         if not isinstance(reply_obj, dict) or "result" not in reply_obj:
@@ -189,7 +191,7 @@ class RpcNode:
         error = reply_obj.get("error")
         if error:
             message = error.get("message", error) if isinstance(error, dict) else error
-            raise NodeError(f"RPC {method}: {message}")
+            raise NodeError(f"RPC {method}: {message}{_PRUNED_HINT if 'pruned' in str(message) else ''}")
         return reply_obj["result"]
 
     def chain(self) -> str:
@@ -224,6 +226,6 @@ class RpcNode:
         if not isinstance(raw, str):
             raise NodeError("RPC getblock 0: not a hex string")
         try:
-            return block.from_hex(raw, "getblock 0 result"), block.spent_from_getblock(self.call("getblock", hash_hex, 3))
+            return formats.from_hex(raw, "getblock 0 result"), formats.spent_from_getblock(self.call("getblock", hash_hex, 3))
         except MalformedDataError as exc:
             raise NodeError(f"RPC getblock: {exc}") from None

@@ -1,11 +1,17 @@
-"""Frozen value types passed between the stages."""
+"""Frozen value types passed between the stages (both backends take and return these)."""
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from coincurve import PublicKey
+
+from . import crypto
 from .errors import InvalidKeyError, MalformedDataError
+
+CHANGE_LABEL = 0
+"""The label m = 0, reserved for change; every `Receiver` scans it."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -211,3 +217,50 @@ class IndexMatch:
     amount: int
     found: FoundOutput
     spent: bool
+
+
+@dataclass(frozen=True, slots=True, weakref_slot=True)
+class Receiver:
+    """A receiver's scanning keys: scan secret, spend public key and labels.
+
+    The change label m = 0 is always scanned, whether listed or not. The
+    scan key never appears in `repr`.
+
+    Attributes:
+        scan_key32: b_scan, 32 bytes.
+        spend_pubkey33: B_spend, compressed.
+        labels: the labels m in use (0 is added).
+        label_table: ser_P(ℓ_m·G) -> (m, ℓ_m) for every label, built once.
+
+    Raises:
+        InvalidKeyError: a key of the wrong width, not a valid key, or a label out of range.
+    """
+
+    scan_key32: bytes = field(repr=False)
+    spend_pubkey33: bytes
+    labels: tuple[int, ...] = ()
+    label_table: dict[bytes, tuple[int, bytes]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        crypto.scalar(self.scan_key32, "scan_key32")
+        crypto.pubkey(self.spend_pubkey33, "spend_pubkey33")
+        labels = tuple(dict.fromkeys((CHANGE_LABEL, *self.labels)))
+        table = {}
+        for m in labels:
+            tweak32 = crypto.label_tweak(self.scan_key32, m)
+            table[PublicKey.from_secret(tweak32).format()] = (m, tweak32)
+        object.__setattr__(self, "labels", labels)
+        object.__setattr__(self, "label_table", table)
+
+
+@dataclass(frozen=True, slots=True)
+class InputKey:
+    """The private key of one eligible input, for sending.
+
+    Attributes:
+        private_key32: the input's secret key (never shown in repr).
+        is_taproot: True for a P2TR input, whose key counts with even Y.
+    """
+
+    private_key32: bytes = field(repr=False)
+    is_taproot: bool

@@ -15,7 +15,7 @@ from decimal import Decimal
 from bitcoin.core import COutPoint, CBlock, CMutableTransaction, CScript, CScriptWitness, CTxIn, CTxInWitness, CTxOut, CTxWitness, lx
 
 from conftest import CASES, RECEIVING
-from sp_scan.block import TxOut, parse_witness, serialize_spent
+from sp_scan.wire import TxOut, parse_witness, serialize_spent
 
 P2WPKH_FILLER = bytes.fromhex("0014") + hashlib.sha256(b"filler").digest()[:20]
 P2TR_G = bytes.fromhex("5120" "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798")  # pays the generator's x

@@ -1,13 +1,10 @@
-"""Test support for the CLI: importing it from the source tree, and local Core-like HTTP servers."""
+"""Test support for the CLI: local Core-like HTTP servers and chains they serve."""
 
 from __future__ import annotations
 
 import base64
-import importlib
-import importlib.util
 import json
 import socket
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,25 +14,9 @@ from typing import Protocol
 import blockfactory as bf
 from bitcoin.core import CTransaction
 from bitcoin.core.serialize import SerializationError
-from sp_scan.block import parse_spent
+from sp_scan.wire import parse_spent
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def load_cli():
-    """Import sp_scan.cli; from a source checkout, map cli/ to it as pyproject.toml does."""
-    try:
-        return importlib.import_module("sp_scan.cli")
-    except ModuleNotFoundError:
-        pass
-    import sp_scan
-
-    spec = importlib.util.spec_from_file_location("sp_scan.cli", ROOT / "cli" / "__init__.py", submodule_search_locations=[str(ROOT / "cli")])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sp_scan.cli"] = module
-    spec.loader.exec_module(module)
-    sp_scan.cli = module
-    return module
 
 
 # --- Core-like servers (127.0.0.1 only, one thread per request, stopped by the fixture) ---
@@ -214,6 +195,9 @@ class RestHandler(_Base):
         found = chain.lookup(hash32)
         if found is None:
             self.error(404, f"{param} not found")
+        elif found[0] < self.server.pruned_below:
+            self.error(404, f"{param} not available (pruned data)")  # Core's rest.cpp
+            return None
         return found
 
     def block(self, chain: ChainView, param: str, fmt: str) -> None:
@@ -284,6 +268,8 @@ class RpcHandler(_Base):
             if found is None:
                 raise LookupError(-5, "Block not found")
             height, raw, spent = found
+            if height < self.server.pruned_below:
+                raise LookupError(-1, "Block not available (pruned data)")
             if params[1] == 0:
                 return raw.hex()
             if spent is None:
@@ -304,13 +290,16 @@ class RpcHandler(_Base):
 class NodeServer:
     """Run a handler over a ChainView on 127.0.0.1 in a background thread; `url` to reach it, `stop()` to end it.
 
+    With `pruned_below`, blocks below that height answer as a pruned Core's do.
+
     The chain is read on every request, so blocks mined or reorganised while a
     client syncs are served as a node would serve them.
     """
 
-    def __init__(self, handler: type[_Base], chain: ChainView, credentials: str = "", delay: float = 0.0) -> None:
+    def __init__(self, handler: type[_Base], chain: ChainView, credentials: str = "", delay: float = 0.0, pruned_below: int = 0) -> None:
         self.httpd = _Server(("127.0.0.1", 0), handler)
         self.httpd.chain = chain
+        self.httpd.pruned_below = pruned_below  # blocks below it answer as a pruned node's do
         self.httpd.credentials = credentials
         self.httpd.delay = delay
         self.httpd.requests = []

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sp_scan.block import parse_witness
+from sp_scan.wire import parse_witness
 from sp_scan.types import OutPoint, TxInput
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -36,7 +36,7 @@ from cli_support import NodeServer, RestHandler, RpcHandler
 from helpers import sample_blocks_generator
 from sp_scan import crypto, extract, send
 from sp_scan.address import SPAddress, labelled_spend_pubkey
-from sp_scan.block import TxOut, serialize_spent, sha256d
+from sp_scan.wire import TxOut, serialize_spent, sha256d
 from sp_scan.scan import Receiver, label_tweak
 from sp_scan.types import OutPoint, TxTweak
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from coincurve import PrivateKey
 
 from sp_scan import address, crypto, psbt
-from sp_scan.block import TxOut, compact_size
+from sp_scan.wire import TxOut, compact_size
 from sp_scan.scan import Receiver
 from sp_scan.types import OutPoint
 
@@ -32,15 +32,15 @@ class Coin:
 
     def input_map(self) -> dict[bytes, bytes]:
         m = {
-            key(psbt.IN_PREVIOUS_TXID): self.outpoint.txid32,
-            key(psbt.IN_OUTPUT_INDEX): self.outpoint.vout.to_bytes(4, "little"),
-            key(psbt.IN_WITNESS_UTXO): self.prevout.to_bytes(),
+            key(psbt.fields.IN_PREVIOUS_TXID): self.outpoint.txid32,
+            key(psbt.fields.IN_OUTPUT_INDEX): self.outpoint.vout.to_bytes(4, "little"),
+            key(psbt.fields.IN_WITNESS_UTXO): self.prevout.to_bytes(),
         }
         if self.kind == "p2wpkh":
             pub = PrivateKey(self.private_key32).public_key.format()
-            m[key(psbt.IN_BIP32_DERIVATION, pub)] = bytes(4)
+            m[key(psbt.fields.IN_BIP32_DERIVATION, pub)] = bytes(4)
         if self.redeem_script:
-            m[key(psbt.IN_REDEEM_SCRIPT)] = self.redeem_script
+            m[key(psbt.fields.IN_REDEEM_SCRIPT)] = self.redeem_script
         return m
 
 
@@ -75,20 +75,20 @@ def receiver_address(label: int | None = None) -> address.SPAddress:
 def build(coins: list[Coin], pays: list[address.SPAddress | bytes], modifiable: int = 0x03) -> psbt.Psbt:
     """A PSBT spending `coins` to silent-payment addresses or plain scripts (bytes), 10,000 sats each."""
     g = {
-        key(psbt.GLOBAL_VERSION): (2).to_bytes(4, "little"),
-        key(psbt.GLOBAL_TX_VERSION): (2).to_bytes(4, "little"),
-        key(psbt.GLOBAL_INPUT_COUNT): compact_size(len(coins)),
-        key(psbt.GLOBAL_OUTPUT_COUNT): compact_size(len(pays)),
-        key(psbt.GLOBAL_TX_MODIFIABLE): bytes([modifiable]),
+        key(psbt.fields.GLOBAL_VERSION): (2).to_bytes(4, "little"),
+        key(psbt.fields.GLOBAL_TX_VERSION): (2).to_bytes(4, "little"),
+        key(psbt.fields.GLOBAL_INPUT_COUNT): compact_size(len(coins)),
+        key(psbt.fields.GLOBAL_OUTPUT_COUNT): compact_size(len(pays)),
+        key(psbt.fields.GLOBAL_TX_MODIFIABLE): bytes([modifiable]),
     }
     inputs = [c.input_map() for c in coins]
     outputs = []
     for pay in pays:
-        m = {key(psbt.OUT_AMOUNT): (10_000).to_bytes(8, "little")}
+        m = {key(psbt.fields.OUT_AMOUNT): (10_000).to_bytes(8, "little")}
         if isinstance(pay, bytes):
-            m[key(psbt.OUT_SCRIPT)] = pay
+            m[key(psbt.fields.OUT_SCRIPT)] = pay
         else:
-            m[key(psbt.OUT_SP_V0_INFO)] = pay.scan_pubkey33 + pay.spend_pubkey33
+            m[key(psbt.fields.OUT_SP_V0_INFO)] = pay.scan_pubkey33 + pay.spend_pubkey33
         outputs.append(m)
     return psbt.Psbt(g, inputs, outputs)
 

@@ -16,14 +16,13 @@ import pytest
 from click.testing import CliRunner
 from coincurve import PrivateKey
 
-from cli_support import load_cli
 from helpers import secret
-from sp_scan import address, block, crypto, extract, native, scan, send
-from sp_scan.block import TxOut, compact_size, serialize_spent
+from sp_scan import address, block, crypto, extract, native, reference, scan, send, wire
+from sp_scan import cli as CLI
+from sp_scan.wire import TxOut, compact_size, serialize_spent
 from sp_scan.errors import MalformedBlockError, MalformedDataError, PrevoutsError, SPError
 from sp_scan.types import OutPoint, TxInput
 
-CLI = load_cli()
 ROOT = Path(__file__).resolve().parent.parent
 BLOCKS = ROOT / "vectors" / "blocks"
 SMALL_BLOCK = bytes.fromhex((BLOCKS / "small.hex").read_text())
@@ -108,9 +107,9 @@ def spent_for(*prevs: TxOut) -> bytes:
 
 BACKENDS = {
     "tweaks": lambda b, s: block.tweaks(b, s),
-    "tweaks_reference": lambda b, s: block.tweaks_reference(b, s),
+    "tweaks_reference": lambda b, s: reference.block.tweaks(b, s),
     "scan": lambda b, s: block.scan(b, s, RECEIVER),
-    "scan_reference": lambda b, s: block.scan_reference(b, s, RECEIVER),
+    "scan_reference": lambda b, s: reference.block.scan(b, s, RECEIVER),
 }
 
 
@@ -198,7 +197,7 @@ def test_the_10000_byte_p2pkh_script_sig_gives_the_key_from_both_backends_quickl
     sig = worst_case_script_sig(key33)
     spk = b"\x76\xa9\x14" + crypto.hash160(key33) + b"\x88\xac"
     assert len(sig) == 10_000
-    for f in (extract.input_pubkey, extract.input_pubkey_reference):
+    for f in (extract.input_pubkey, reference.extract.input_pubkey):
         start = time.perf_counter()
         assert f(spk, sig, ()) == key33
         assert time.perf_counter() - start < 0.5
@@ -215,7 +214,7 @@ def test_a_10000_byte_script_sig_without_the_key_or_with_a_truncated_tail_gives_
         (b"\x4d\xff\xff") + b"\x21" * 9997,  # PUSHDATA2 past the end
     ):
         assert extract.input_pubkey(spk, sig, ()) is None
-        assert extract.input_pubkey_reference(spk, sig, ()) is None
+        assert reference.extract.input_pubkey(spk, sig, ()) is None
 
 
 def test_the_10000_byte_script_sig_in_a_block_gives_the_same_tweak_from_both_backends():
@@ -228,7 +227,7 @@ def test_the_10000_byte_script_sig_in_a_block_gives_the_same_tweak_from_both_bac
     # A legacy scriptSig with a witness would be rejected by Core; the parser only needs it well-formed.
     spent_bytes = spent_for(prev)
     tweaks = block.tweaks(block_bytes, spent_bytes)
-    assert tweaks == block.tweaks_reference(block_bytes, spent_bytes) and len(tweaks) == 1
+    assert tweaks == reference.block.tweaks(block_bytes, spent_bytes) and len(tweaks) == 1
     assert [m.found.output32 for m in block.scan(block_bytes, spent_bytes, RECEIVER)] == paid
 
 
@@ -247,7 +246,7 @@ def test_the_unaltered_hostile_block_template_parses():
     inputs, outputs, prev = _valid_tx()
     block_bytes, spent_bytes = make_block(tx(inputs, outputs)), spent_for(prev)
     assert len(block.tweaks(block_bytes, spent_bytes)) == 1
-    assert block.tweaks(block_bytes, spent_bytes) == block.tweaks_reference(block_bytes, spent_bytes)
+    assert block.tweaks(block_bytes, spent_bytes) == reference.block.tweaks(block_bytes, spent_bytes)
 
 
 @pytest.mark.parametrize("size", HUGE, ids=lambda b: b.hex())
@@ -291,14 +290,14 @@ def test_a_huge_or_non_canonical_compact_size_in_spent_data_is_malformed(where, 
     spent_bytes = _spent(**{where: size})
     assert_every_backend_raises(MalformedDataError, make_block(tx(inputs, outputs)), spent_bytes)
     with pytest.raises(MalformedDataError):
-        block.parse_spent(spent_bytes)
+        wire.parse_spent(spent_bytes)
 
 
 @pytest.mark.parametrize("size", HUGE, ids=lambda b: b.hex())
 def test_a_huge_witness_count_or_item_length_is_malformed(size):
     for data in (size, b"\x01" + size, b"\x02\x00" + size + b"\x00"):
         with pytest.raises(MalformedDataError):
-            block.parse_witness(data)
+            wire.parse_witness(data)
 
 
 # ---- spent data that does not match the block ----
@@ -357,21 +356,21 @@ OFF_CURVE = _off_curve_xs(6)
 @pytest.mark.parametrize("label", [None, 0, 3], ids=["unlabelled", "change", "label-3"])
 def test_outputs_whose_x_is_not_on_the_curve_are_skipped(label):
     raw, prev, inputs, outputs32, paid = paying_tx(3, label=label, extra=OFF_CURVE, seed=5)
-    expected = scan.scan_tx_reference(inputs, outputs32, RECEIVER)
+    expected = reference.scan.scan_tx(inputs, outputs32, RECEIVER)
     assert {f.output32 for f in expected} == set(paid) and len(expected) == 3
     assert scan.scan_tx(inputs, outputs32, RECEIVER) == expected
-    assert scan.scan_tx(inputs, OFF_CURVE, RECEIVER) == [] == scan.scan_tx_reference(inputs, OFF_CURVE, RECEIVER)
+    assert scan.scan_tx(inputs, OFF_CURVE, RECEIVER) == [] == reference.scan.scan_tx(inputs, OFF_CURVE, RECEIVER)
     block_bytes, spent_bytes = make_block(raw), spent_for(prev)
     found = block.scan(block_bytes, spent_bytes, RECEIVER)
-    assert found == block.scan_reference(block_bytes, spent_bytes, RECEIVER)
+    assert found == reference.block.scan(block_bytes, spent_bytes, RECEIVER)
     assert {m.found.output32 for m in found} == set(paid)
 
 
 def test_a_tx_whose_only_p2tr_outputs_are_off_the_curve_still_gets_its_tweak():
     (inp, prev) = spend_p2wpkh(9, secret(820))
     block_bytes, spent_bytes = make_block(tx([inp], [txout(330, p2tr(x)) for x in OFF_CURVE])), spent_for(prev)
-    assert len(block.tweaks(block_bytes, spent_bytes)) == 1 == len(block.tweaks_reference(block_bytes, spent_bytes))
-    assert block.scan(block_bytes, spent_bytes, RECEIVER) == [] == block.scan_reference(block_bytes, spent_bytes, RECEIVER)
+    assert len(block.tweaks(block_bytes, spent_bytes)) == 1 == len(reference.block.tweaks(block_bytes, spent_bytes))
+    assert block.scan(block_bytes, spent_bytes, RECEIVER) == [] == reference.block.scan(block_bytes, spent_bytes, RECEIVER)
 
 
 def _negated(key32: bytes) -> bytes:
@@ -400,7 +399,7 @@ def test_keys_summing_to_infinity_give_no_tweak_and_no_match(kinds, tmp_path):
     spent_bytes = serialize_spent([[], [first_prev, second_prev]])
     inputs = [TxInput(op, s, w, p.script) for (op, s, w), p in ((first, first_prev), (second, second_prev))]
     assert len(extract.tx_pubkeys(inputs)) == 2
-    assert block.tweaks(block_bytes, spent_bytes) == [] == block.tweaks_reference(block_bytes, spent_bytes)
+    assert block.tweaks(block_bytes, spent_bytes) == [] == reference.block.tweaks(block_bytes, spent_bytes)
     assert block.scan(block_bytes, spent_bytes, RECEIVER) == []
     result = invoke("tweaks", write(tmp_path, "inf", block_bytes, spent_bytes), "--json")
     assert result.exit_code == 0 and result.stdout == ""
@@ -411,14 +410,14 @@ def test_keys_summing_to_infinity_give_no_tweak_and_no_match(kinds, tmp_path):
 
 def test_the_small_block_truncated_at_every_byte_offset_is_malformed_from_both_backends():
     for cut in range(len(SMALL_BLOCK)):
-        for f in (block.tweaks, block.tweaks_reference):
+        for f in (block.tweaks, reference.block.tweaks):
             with pytest.raises(MalformedBlockError):
                 f(SMALL_BLOCK[:cut], SMALL_SPENT)
 
 
 def test_the_small_blocks_spent_data_truncated_at_every_byte_offset_is_malformed_from_both_backends():
     for cut in range(len(SMALL_SPENT)):
-        for f in (block.tweaks, block.tweaks_reference):
+        for f in (block.tweaks, reference.block.tweaks):
             with pytest.raises(MalformedDataError):
                 f(SMALL_BLOCK, SMALL_SPENT[:cut])
 
@@ -574,11 +573,11 @@ def test_duplicated_paid_outputs_are_found_once_each_at_the_lowest_vout_by_both_
     (op, sig, wit) = (inputs[0].outpoint, inputs[0].script_sig, inputs[0].witness)
     block_bytes = make_block(tx([(op, sig, wit)], [txout(330 + v, p2tr(x)) for v, x in enumerate(doubled)]))
     found = block.scan(block_bytes, spent_for(prev), RECEIVER)
-    assert found == block.scan_reference(block_bytes, spent_for(prev), RECEIVER)
+    assert found == reference.block.scan(block_bytes, spent_for(prev), RECEIVER)
     assert [(m.vout, m.amount, m.found.output32) for m in found] == [(v, 330 + v, doubled[v]) for v in range(3)]
 
 
-@pytest.mark.parametrize("amount", [block.MAX_MONEY + 1, 2**63 - 1, -1, -(2**63)])
+@pytest.mark.parametrize("amount", [wire.MAX_MONEY + 1, 2**63 - 1, -1, -(2**63)])
 def test_an_amount_out_of_range_is_malformed_in_a_block_and_in_spent_data(amount):
     inputs, outputs, prev = _valid_tx()
     bad_out = amount.to_bytes(8, "little", signed=True) + b"\x01\x51"

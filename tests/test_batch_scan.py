@@ -17,7 +17,7 @@ import pytest
 from coincurve import PrivateKey, PublicKey
 
 from conftest import RECEIVING, RECEIVING_IDS, tx_inputs
-from sp_scan import native, scan, summary
+from sp_scan import native, reference, scan
 from sp_scan.errors import InvalidKeyError, MalformedDataError
 from txgen import Wallet, generate, wallets
 
@@ -47,7 +47,7 @@ def batch(seed: int = 11, count: int = 2400, paying: tuple[int, ...] = (0, 1, 2)
     """(tweaks33, outputs) of the SP txs among `count` generated ones paying WALLETS[paying]."""
     tweaks, outputs = [], []
     for tx in generate(seed, count, [WALLETS[i] for i in paying]):
-        s = summary.summarize_reference(tx.inputs)
+        s = reference.summary.summarize(tx.inputs)
         if s is not None:
             tweaks.append(s.tweak33)
             outputs.append(tx.outputs32)
@@ -57,7 +57,7 @@ def batch(seed: int = 11, count: int = 2400, paying: tuple[int, ...] = (0, 1, 2)
 @functools.cache
 def expected(wallet: int) -> list[list]:
     tweaks, outputs = batch()
-    return scan.scan_tweaks_reference(tweaks, outputs, WALLETS[wallet].receiver)
+    return reference.scan.scan_tweaks(tweaks, outputs, WALLETS[wallet].receiver)
 
 
 def pack(tweaks: list[bytes], outputs: list[list[bytes]]) -> tuple[bytes, int, bytes, bytes]:
@@ -77,15 +77,15 @@ def test_receiving_vector_through_scan_tweaks_equals_the_reference(n, obj, width
     spend = PrivateKey(bytes.fromhex(keys["spend_priv_key"])).public_key.format()
     receiver = scan.Receiver(bytes.fromhex(keys["scan_priv_key"]), spend, tuple(given["labels"]))
     inputs, outputs = tx_inputs(given["vin"]), [bytes.fromhex(o) for o in given["outputs"]]
-    s = summary.summarize_reference(inputs)
+    s = reference.summary.summarize(inputs)
     if s is None:  # not an SP tx: there is no tweak to scan
-        assert obj["expected"]["tweak"] is None and scan.scan_tx_reference(inputs, outputs, receiver) == []
+        assert obj["expected"]["tweak"] is None and reference.scan.scan_tx(inputs, outputs, receiver) == []
         return
     tweak = s.tweak33 if width == 33 else tweak64(s.tweak33)
     # Three copies in one batch: with the IFMA engine a batch of one tx stays on libsecp256k1.
     found = native.scan_tweaks([tweak] * 3, [outputs] * 3, receiver)
-    assert found[:1] == scan.scan_tweaks_reference([tweak], [outputs], receiver)
-    assert found == [scan.scan_tx_reference(inputs, outputs, receiver)] * 3
+    assert found[:1] == reference.scan.scan_tweaks([tweak], [outputs], receiver)
+    assert found == [reference.scan.scan_tx(inputs, outputs, receiver)] * 3
     if "n_outputs" in obj["expected"]:
         assert len(found[0]) == obj["expected"]["n_outputs"]
     else:
@@ -116,7 +116,7 @@ def test_generated_batch_equals_the_reference(wallet, width):
 def test_the_64_byte_reference_equals_the_33_byte_one():
     tweaks, outputs = batch()
     receiver = WALLETS[1].receiver
-    assert scan.scan_tweaks_reference([tweak64(t) for t in tweaks[:200]], outputs[:200], receiver) == expected(1)[:200]
+    assert reference.scan.scan_tweaks([tweak64(t) for t in tweaks[:200]], outputs[:200], receiver) == expected(1)[:200]
 
 
 @pytest.mark.parametrize("threads", [*THREADS, 1000])
@@ -137,7 +137,7 @@ def test_the_packed_form_equals_its_reference_and_counts_outputs_within_each_tx(
     tweaks, outputs = batch()
     packed = pack(tweaks, outputs)
     found = native.scan_tweaks_packed(*packed, LABELLED, threads=2)
-    assert found == scan.scan_tweaks_packed_reference(*packed, LABELLED)
+    assert found == reference.scan.scan_tweaks_packed(*packed, LABELLED)
     assert found == [
         (tx, outputs[tx].index(f.output32), f.tweak32, f.label) for tx, fs in enumerate(expected(1)) for f in fs
     ]
@@ -159,11 +159,11 @@ def test_a_receiver_with_300_labels_equals_the_reference_for_each_label_strategy
     wallet = Wallet(scan.Receiver(scan_key.secret, spend_key.public_key.format(), tuple(range(1, 301))), scan_key.public_key.format())
     tweaks, outputs = [], []
     for tx in generate(301, 120, [wallet]):
-        s = summary.summarize_reference(tx.inputs)
+        s = reference.summary.summarize(tx.inputs)
         if s is not None:
             tweaks.append(s.tweak33)
             outputs.append(tx.outputs32)
-    want = scan.scan_tweaks_reference(tweaks, outputs, wallet.receiver)
+    want = reference.scan.scan_tweaks(tweaks, outputs, wallet.receiver)
     assert sum(f.label is not None for fs in want for f in fs) > 20
     strategy(name)
     for threads in (1, 2):
@@ -178,13 +178,13 @@ def test_the_kmax_vector_inside_a_batch_finds_k_max_outputs(name, strategy):
     spend = PrivateKey(bytes.fromhex(keys["spend_priv_key"])).public_key.format()
     receiver = scan.Receiver(bytes.fromhex(keys["scan_priv_key"]), spend, tuple(given["labels"]))
     inputs, outputs = tx_inputs(given["vin"]), [bytes.fromhex(o) for o in given["outputs"]]
-    tweak = summary.summarize_reference(inputs).tweak33
+    tweak = reference.summary.summarize(inputs).tweak33
     tweaks, others = batch()
     strategy(name)
     found = native.scan_tweaks([*tweaks[:70], tweak, *tweaks[70:80]], [*others[:70], outputs, *others[70:80]], receiver, threads=2)
     assert len(found[70]) == scan.K_MAX == obj["expected"]["n_outputs"]
     assert found[70] == native.scan_tx(inputs, outputs, receiver)
-    assert found[:70] + found[71:] == scan.scan_tweaks_reference(tweaks[:80], others[:80], receiver)
+    assert found[:70] + found[71:] == reference.scan.scan_tweaks(tweaks[:80], others[:80], receiver)
 
 
 def test_txs_with_no_outputs_find_nothing_and_leave_the_others_alone():
@@ -235,7 +235,7 @@ def test_an_invalid_tweak_anywhere_raises_naming_its_tx(kind, position):
     width = len(BAD[kind])
     tweaks = [t if width == 33 else tweak64(t) for t in tweaks[:100]]
     tweaks[position] = BAD[kind]
-    for fn in (scan.scan_tweaks_reference, native.scan_tweaks):
+    for fn in (reference.scan.scan_tweaks, native.scan_tweaks):
         for threads in (1, 3):
             with pytest.raises(InvalidKeyError, match=rf"\btx {position}\b"):
                 fn(tweaks, outputs[:100], LABELLED, threads=threads)
@@ -253,7 +253,7 @@ def test_of_two_invalid_tweaks_the_lower_tx_is_named_for_any_thread_count(first,
 
 def test_an_invalid_tweak_of_a_tx_without_outputs_still_raises():
     tweaks, _ = batch()
-    for fn in (scan.scan_tweaks_reference, native.scan_tweaks):
+    for fn in (reference.scan.scan_tweaks, native.scan_tweaks):
         with pytest.raises(InvalidKeyError, match=r"\btx 1\b"):
             fn([tweaks[0], BAD["33 x = p"]], [[], []], LABELLED)
 
@@ -271,7 +271,7 @@ def _misuse_lists():
 
 @pytest.mark.parametrize(("what", "tweaks", "outputs", "error"), list(_misuse_lists()), ids=[m[0] for m in _misuse_lists()])
 def test_malformed_lists_raise_the_same_error_in_both_backends(what, tweaks, outputs, error):
-    for fn in (scan.scan_tweaks_reference, native.scan_tweaks):
+    for fn in (reference.scan.scan_tweaks, native.scan_tweaks):
         with pytest.raises(error):
             fn(tweaks, outputs, LABELLED)
 
@@ -296,7 +296,7 @@ def _misuse_packed():
     ("what", "tweaks", "width", "outputs32", "counts", "error"), list(_misuse_packed()), ids=[m[0] for m in _misuse_packed()]
 )
 def test_malformed_packed_buffers_raise_the_same_error_in_both_backends(what, tweaks, width, outputs32, counts, error):
-    for fn in (scan.scan_tweaks_packed_reference, native.scan_tweaks_packed):
+    for fn in (reference.scan.scan_tweaks_packed, native.scan_tweaks_packed):
         with pytest.raises(error):
             fn(tweaks, width, outputs32, counts, LABELLED)
 
@@ -304,7 +304,7 @@ def test_malformed_packed_buffers_raise_the_same_error_in_both_backends(what, tw
 @pytest.mark.parametrize("threads", [0, -1])
 def test_threads_below_one_is_a_value_error(threads):
     tweaks, outputs = batch()
-    for fn in (scan.scan_tweaks_reference, native.scan_tweaks):
+    for fn in (reference.scan.scan_tweaks, native.scan_tweaks):
         with pytest.raises(ValueError):
             fn(tweaks[:2], outputs[:2], LABELLED, threads=threads)
     with pytest.raises(ValueError):

@@ -11,8 +11,8 @@ from bitcoin.core import CMutableTransaction, CScript, CTxIn, CTxOut, COutPoint
 
 import blockfactory as bf
 from conftest import CASES, SENDING, SENDING_IDS, tx_inputs
-from sp_scan import block, extract
-from sp_scan.block import TxOut
+from sp_scan import block, extract, formats, reference, wire
+from sp_scan.wire import TxOut
 from sp_scan.errors import MalformedBlockError, MalformedDataError, PrevoutsError, SPError
 from sp_scan.scan import Receiver
 
@@ -32,14 +32,14 @@ def receiver_for(given: dict, labels=None) -> Receiver:
 
 
 def test_parsed_txids_and_hash_match_python_bitcoinlib():
-    parsed = block.parse_block(ALL.raw)
+    parsed = wire.parse_block(ALL.raw)
     assert [t.txid32 for t in parsed.txs] == [t.GetTxid() for t in ALL.txs]
     assert parsed.hash32 == ALL.header.GetHash()
     assert [len(t.inputs) for t in parsed.txs] == [len(t.vin) for t in ALL.txs]
 
 
 def test_witnesses_and_outputs_are_read_in_order():
-    parsed = block.parse_block(ALL.raw)
+    parsed = wire.parse_block(ALL.raw)
     for tx, ref in zip(parsed.txs[1:], ALL.txs[1:]):
         assert [o.script for o in tx.outputs] == [bytes(o.scriptPubKey) for o in ref.vout]
         assert [o.amount for o in tx.outputs] == [o.nValue for o in ref.vout]
@@ -51,7 +51,7 @@ def test_a_block_without_witnesses_parses_in_legacy_form():
     legacy = [r for r in bf.receiving_cases() if not any(v["txinwitness"] for v in r["given"]["vin"])]
     tb = bf.build(legacy[:3])
     assert not any(t.has_witness() for t in tb.txs)
-    assert [t.txid32 for t in block.parse_block(tb.raw).txs] == [t.GetTxid() for t in tb.txs]
+    assert [t.txid32 for t in wire.parse_block(tb.raw).txs] == [t.GetTxid() for t in tb.txs]
 
 
 def _cut(raw: bytes) -> list[bytes]:
@@ -61,18 +61,18 @@ def _cut(raw: bytes) -> list[bytes]:
 @pytest.mark.parametrize("n", range(7))
 def test_a_truncated_block_is_malformed(n):
     with pytest.raises(MalformedBlockError, match="truncated"):
-        block.parse_block(_cut(ALL.raw)[n])
+        wire.parse_block(_cut(ALL.raw)[n])
 
 
 def test_trailing_bytes_after_a_block_are_malformed():
     with pytest.raises(MalformedBlockError, match="1 trailing bytes"):
-        block.parse_block(ALL.raw + b"\x00")
+        wire.parse_block(ALL.raw + b"\x00")
 
 
 def test_a_non_canonical_tx_count_is_malformed():
     raw = ALL.raw[:80] + b"\xfd" + len(ALL.txs).to_bytes(2, "little") + ALL.raw[81:]
     with pytest.raises(MalformedBlockError, match="non-canonical"):
-        block.parse_block(raw)
+        wire.parse_block(raw)
 
 
 def test_python_bitcoinlib_would_accept_that_non_canonical_count():
@@ -90,7 +90,7 @@ def test_a_segwit_flag_other_than_1_is_malformed():
     assert tb.raw[start + 4 : start + 6] == b"\x00\x01"
     raw = tb.raw[: start + 5] + b"\x02" + tb.raw[start + 6 :]
     with pytest.raises(MalformedBlockError, match="flag"):
-        block.parse_block(raw)
+        wire.parse_block(raw)
 
 
 def test_a_segwit_tx_whose_witnesses_are_all_empty_is_malformed():
@@ -99,21 +99,21 @@ def test_a_segwit_tx_whose_witnesses_are_all_empty_is_malformed():
     segwit = body[:4] + b"\x00\x01" + body[4:-4] + b"\x00" + body[-4:]
     raw = ALL.raw[:80] + b"\x02" + ALL.txs[0].serialize() + segwit
     with pytest.raises(MalformedBlockError, match="superfluous witness"):
-        block.parse_block(raw)
+        wire.parse_block(raw)
 
 
 def test_a_block_must_start_with_a_coinbase():
     raw = ALL.raw[:80] + b"\x01" + ALL.txs[1].serialize()
     with pytest.raises(MalformedBlockError, match="coinbase"):
-        block.parse_block(raw)
+        wire.parse_block(raw)
     with pytest.raises(MalformedBlockError, match="no transactions"):
-        block.parse_block(ALL.raw[:80] + b"\x00")
+        wire.parse_block(ALL.raw[:80] + b"\x00")
 
 
 def test_a_huge_count_fails_fast_as_truncated():
     raw = ALL.raw[:80] + b"\xff" + (2**40).to_bytes(8, "little")
     with pytest.raises(MalformedBlockError, match="exceeds"):
-        block.parse_block(raw)
+        wire.parse_block(raw)
 
 
 def test_malformed_block_is_malformed_data():
@@ -124,27 +124,27 @@ def test_malformed_block_is_malformed_data():
 
 
 def test_spent_outputs_round_trip():
-    assert block.parse_spent(ALL.spent_bytes) == ALL.spent
-    assert block.serialize_spent(ALL.spent) == ALL.spent_bytes
+    assert wire.parse_spent(ALL.spent_bytes) == ALL.spent
+    assert wire.serialize_spent(ALL.spent) == ALL.spent_bytes
     assert ALL.spent_bytes[:2] == bytes([len(ALL.txs), 0])  # coinbase counted, with 0 entries
 
 
 def test_spent_outputs_are_strict():
     with pytest.raises(MalformedDataError, match="truncated"):
-        block.parse_spent(ALL.spent_bytes[:-1])
+        wire.parse_spent(ALL.spent_bytes[:-1])
     with pytest.raises(MalformedDataError, match="trailing"):
-        block.parse_spent(ALL.spent_bytes + b"\x00")
+        wire.parse_spent(ALL.spent_bytes + b"\x00")
     with pytest.raises(MalformedDataError, match="non-canonical"):
-        block.parse_spent(b"\xfd\x01\x00\x00")
-    negative = block.serialize_spent([[], [TxOut(0, b"")]]).replace(b"\x00" * 8, b"\xff" * 8)
+        wire.parse_spent(b"\xfd\x01\x00\x00")
+    negative = wire.serialize_spent([[], [TxOut(0, b"")]]).replace(b"\x00" * 8, b"\xff" * 8)
     with pytest.raises(MalformedDataError, match="out of range"):
-        block.parse_spent(negative)
+        wire.parse_spent(negative)
 
 
 def test_spent_outputs_for_a_different_tx_count_are_a_prevouts_error():
-    spent = block.serialize_spent(ALL.spent[:-1])
+    spent = wire.serialize_spent(ALL.spent[:-1])
     with pytest.raises(PrevoutsError, match="cover 28 transactions, the block has 29"):
-        block.tweaks_reference(ALL.raw, spent)
+        reference.block.tweaks(ALL.raw, spent)
     with pytest.raises(PrevoutsError):
         block.tweaks(ALL.raw, spent)
 
@@ -154,17 +154,17 @@ def test_spent_outputs_for_a_different_input_count_are_a_prevouts_error():
     spent[3].append(TxOut(1, b"\x51"))
     receiver = receiver_for(CASES[0]["receiving"][0]["given"])
     with pytest.raises(PrevoutsError, match=r"transaction 3 \(\w{64}\) has \d+ inputs but \d+ spent outputs"):
-        block.scan_reference(ALL.raw, block.serialize_spent(spent), receiver)
+        reference.block.scan(ALL.raw, wire.serialize_spent(spent), receiver)
     with pytest.raises(PrevoutsError):
-        block.scan(ALL.raw, block.serialize_spent(spent), receiver)
+        block.scan(ALL.raw, wire.serialize_spent(spent), receiver)
 
 
 def test_spent_outputs_giving_the_coinbase_prevouts_are_a_prevouts_error():
     spent = [[TxOut(1, b"\x51")]] + ALL.spent[1:]
     with pytest.raises(PrevoutsError, match="coinbase"):
-        block.tweaks_reference(ALL.raw, block.serialize_spent(spent))
+        reference.block.tweaks(ALL.raw, wire.serialize_spent(spent))
     with pytest.raises(PrevoutsError):
-        block.tweaks(ALL.raw, block.serialize_spent(spent))
+        block.tweaks(ALL.raw, wire.serialize_spent(spent))
 
 
 # --- tweaks and scan ---
@@ -239,36 +239,36 @@ def test_classify_inputs_gives_the_vectors_input_keys(n, sending):
 
 
 def test_spenttxouts_json_converts_to_the_binary_form():
-    assert block.spent_from_json(block.load_json(bf.spenttxouts_json(ALL.spent).encode(), "x")) == ALL.spent_bytes
+    assert formats.spent_from_json(formats.load_json(bf.spenttxouts_json(ALL.spent).encode(), "x")) == ALL.spent_bytes
 
 
 def test_getblock3_json_gives_the_raw_block_and_its_spent_outputs():
     data = bf.dumps(bf.getblock3(ALL)).encode()
-    raw, spent = block.load_block(data)
+    raw, spent = formats.load_block(data)
     assert raw == ALL.raw and spent == ALL.spent_bytes
-    assert block.load_spent(data) == ALL.spent_bytes
+    assert formats.load_spent(data) == ALL.spent_bytes
     wrapped = bf.dumps({"result": bf.getblock3(ALL), "error": None, "id": 1}).encode()
-    assert block.load_block(wrapped) == (ALL.raw, ALL.spent_bytes)
+    assert formats.load_block(wrapped) == (ALL.raw, ALL.spent_bytes)
 
 
 def test_getblock_json_without_prevouts_is_a_prevouts_error():
     obj = bf.getblock3(ALL)
     del obj["tx"][2]["vin"][0]["prevout"]
     with pytest.raises(PrevoutsError, match="verbosity 3"):
-        block.load_block(bf.dumps(obj).encode())
+        formats.load_block(bf.dumps(obj).encode())
     obj["tx"] = [tx["txid"] for tx in obj["tx"]]
     with pytest.raises(PrevoutsError, match="verbosity 3"):
-        block.load_spent(bf.dumps(obj).encode())
+        formats.load_spent(bf.dumps(obj).encode())
 
 
 def test_getblock_json_whose_header_does_not_hash_to_its_hash_is_malformed():
     obj = bf.getblock3(ALL)
     obj["nonce"] += 1
     with pytest.raises(MalformedDataError, match="hash"):
-        block.load_block(bf.dumps(obj).encode())
+        formats.load_block(bf.dumps(obj).encode())
     del obj["merkleroot"]
     with pytest.raises(MalformedDataError, match="merkleroot"):
-        block.load_block(bf.dumps(obj).encode())
+        formats.load_block(bf.dumps(obj).encode())
 
 
 @pytest.mark.parametrize(
@@ -276,50 +276,50 @@ def test_getblock_json_whose_header_does_not_hash_to_its_hash_is_malformed():
     [(Decimal("0.00000001"), 1), (Decimal("20999999.9769"), 2099999997690000), (0, 0), (1, 100_000_000), (0.1, 10_000_000), (Decimal("0.3"), 30_000_000)],
 )
 def test_btc_amounts_convert_exactly_to_sats(value, expected):
-    assert block.sats(value) == expected
+    assert formats.sats(value) == expected
 
 
 @pytest.mark.parametrize("value", [Decimal("0.000000001"), Decimal("-1"), Decimal("21000000.00000001"), True, "1", None, Decimal("NaN")])
 def test_bad_btc_amounts_are_malformed(value):
     with pytest.raises(MalformedDataError):
-        block.sats(value)
+        formats.sats(value)
 
 
 def test_formats_are_detected():
-    assert block.detect_format(ALL.spent_bytes) == "bin"
-    assert block.detect_format(ALL.spent_bytes.hex().encode() + b"\n") == "hex"
-    assert block.detect_format(bf.spenttxouts_json(ALL.spent).encode()) == "json"
-    assert block.detect_format(b"hello world\n") is None
-    assert block.load_spent(ALL.spent_bytes.hex().encode() + b"\n") == ALL.spent_bytes
-    assert block.load_spent(ALL.spent_bytes) == ALL.spent_bytes
-    assert block.load_block(ALL.raw.hex().encode()) == (ALL.raw, None)
+    assert formats.detect_format(ALL.spent_bytes) == "bin"
+    assert formats.detect_format(ALL.spent_bytes.hex().encode() + b"\n") == "hex"
+    assert formats.detect_format(bf.spenttxouts_json(ALL.spent).encode()) == "json"
+    assert formats.detect_format(b"hello world\n") is None
+    assert formats.load_spent(ALL.spent_bytes.hex().encode() + b"\n") == ALL.spent_bytes
+    assert formats.load_spent(ALL.spent_bytes) == ALL.spent_bytes
+    assert formats.load_block(ALL.raw.hex().encode()) == (ALL.raw, None)
 
 
 @pytest.mark.parametrize("data", [b"hello\n", b"abc", b"zz" * 10, b"ab cd"])
 def test_unknown_or_bad_text_is_malformed(data):
     with pytest.raises(MalformedDataError):
-        block.load_spent(data)
+        formats.load_spent(data)
     with pytest.raises(MalformedDataError):
-        block.load_block(data)
+        formats.load_block(data)
 
 
 def test_bad_json_is_malformed():
     with pytest.raises(MalformedDataError, match="not JSON"):
-        block.load_spent(b'[[{"value": 1,')
+        formats.load_spent(b'[[{"value": 1,')
     with pytest.raises(MalformedDataError, match="array of arrays"):
-        block.load_spent(b'[{"value": 1}]')
+        formats.load_spent(b'[{"value": 1}]')
     with pytest.raises(MalformedDataError, match="scriptPubKey"):
-        block.load_spent(b'[[], [{"value": 1}]]')
+        formats.load_spent(b'[[], [{"value": 1}]]')
 
 
 @pytest.mark.parametrize("text", ["0", "0g", "ab cd", " zz", "\u00e9\u00e9"])
 def test_from_hex_rejects_non_hex(text):
     with pytest.raises(MalformedDataError, match="thing: not hex"):
-        block.from_hex(text, "thing")
+        formats.from_hex(text, "thing")
 
 
 def test_from_hex_allows_surrounding_whitespace():
-    assert block.from_hex(" abCD\n", "x") == b"\xab\xcd"
+    assert formats.from_hex(" abCD\n", "x") == b"\xab\xcd"
 
 
 # --- backends: the dispatched block loop (native when built) agrees with the reference ---
@@ -328,9 +328,9 @@ def test_from_hex_allows_surrounding_whitespace():
 def test_block_backends_agree_on_every_vector_case():
     for case in bf.receiving_cases():
         tb = bf.build([case])
-        assert block.tweaks(tb.raw, tb.spent_bytes) == block.tweaks_reference(tb.raw, tb.spent_bytes)
+        assert block.tweaks(tb.raw, tb.spent_bytes) == reference.block.tweaks(tb.raw, tb.spent_bytes)
         receiver = receiver_for(case["given"])
-        assert block.scan(tb.raw, tb.spent_bytes, receiver) == block.scan_reference(tb.raw, tb.spent_bytes, receiver)
+        assert block.scan(tb.raw, tb.spent_bytes, receiver) == reference.block.scan(tb.raw, tb.spent_bytes, receiver)
 
 
 def _bad_inputs():
@@ -340,18 +340,18 @@ def _bad_inputs():
     yield "truncated", ALL.raw[:-3], ALL.spent_bytes
     yield "trailing", ALL.raw + b"\x00", ALL.spent_bytes
     yield "non-canonical", ALL.raw[:80] + b"\xfd" + len(ALL.txs).to_bytes(2, "little") + ALL.raw[81:], ALL.spent_bytes
-    yield "no coinbase", ALL.raw[:80] + b"\x01" + ALL.txs[1].serialize(), block.serialize_spent(spent[1:2])
+    yield "no coinbase", ALL.raw[:80] + b"\x01" + ALL.txs[1].serialize(), wire.serialize_spent(spent[1:2])
     yield "spent truncated", ALL.raw, ALL.spent_bytes[:-2]
     yield "spent trailing", ALL.raw, ALL.spent_bytes + b"\x00"
-    yield "tx count", ALL.raw, block.serialize_spent(spent[:-1])
-    yield "input count", ALL.raw, block.serialize_spent(more)
-    yield "coinbase prevouts", ALL.raw, block.serialize_spent([[TxOut(1, b"\x51")]] + spent[1:])
+    yield "tx count", ALL.raw, wire.serialize_spent(spent[:-1])
+    yield "input count", ALL.raw, wire.serialize_spent(more)
+    yield "coinbase prevouts", ALL.raw, wire.serialize_spent([[TxOut(1, b"\x51")]] + spent[1:])
 
 
 @pytest.mark.parametrize(("name", "raw", "spent"), list(_bad_inputs()), ids=[n for n, _, _ in _bad_inputs()])
 def test_block_backends_raise_the_same_error_type(name, raw, spent):
     with pytest.raises(MalformedDataError if "spent" in name else (MalformedBlockError, PrevoutsError)) as ref:
-        block.tweaks_reference(raw, spent)
+        reference.block.tweaks(raw, spent)
     with pytest.raises(SPError) as got:
         block.tweaks(raw, spent)
     assert type(got.value) is type(ref.value)

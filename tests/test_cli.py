@@ -16,11 +16,9 @@ from click.testing import CliRunner
 from coincurve import PrivateKey
 
 import blockfactory as bf
-from cli_support import ROOT, Chain, NodeServer, RestHandler, RpcHandler, closed_port_url, load_cli
-from sp_scan import address, descriptor
-
-cli = load_cli()
-from sp_scan.cli.run import Progress  # noqa: E402  (importable once load_cli ran)
+from cli_support import ROOT, Chain, NodeServer, RestHandler, RpcHandler, closed_port_url
+from sp_scan import address, cli, descriptor
+from sp_scan.cli.run import Progress
 
 CASES = bf.wallet_cases()
 TB = bf.build(CASES)
@@ -228,6 +226,34 @@ def test_bare_sp_scan_prints_help_and_exits_0():
     assert result.exit_code == 0 and result.stdout.startswith("Usage: sp-scan") and "tweaks" in result.stdout
 
 
+def test_h_is_help_everywhere():
+    for args in ([], ["scan"], ["index"], ["index", "scan"], ["psbt", "verify"], ["descriptor", "create"]):
+        result = invoke(*args, "-h")
+        assert result.exit_code == 0 and result.stdout.startswith("Usage: sp-scan") and result.stdout == invoke(*args, "--help").stdout
+
+
+def test_an_unknown_first_word_is_an_unknown_command_with_suggestions_unless_it_names_a_file(tmp_path, monkeypatch):
+    assert_fails(invoke("scna", "f.hex"), "No such command 'scna'. Did you mean 'scan'?")
+    assert_fails(invoke("indx", "info", "--db", "x"), "No such command 'indx'. Did you mean 'index'?")
+    assert_fails(invoke("index", "snyc", "--db", "x"), "No such command 'snyc'. Did you mean 'sync'?")
+    assert "auto" not in assert_fails(invoke("aut", "x"))  # the hidden command is not suggested
+    assert_fails(invoke("frobnicate"), "No such command 'frobnicate'.")
+    result = invoke(SCAN_HEX)
+    assert_fails(result, "looks like a key") and SCAN_HEX not in result.output
+    monkeypatch.chdir(tmp_path)
+    write_block(tmp_path, name="scna")  # a block file of that name runs `auto`
+    assert json_lines(invoke("scna.hex", "--json").stdout) == expected_tweaks(TB)
+
+
+def test_errors_name_the_option_given_not_the_library_parameter(tmp_path):
+    path = str(write_block(tmp_path))
+    off_curve = "02" + "ff" * 32
+    assert_fails(invoke("scan", path, "--spend-pubkey", off_curve, env={"SP_SCAN_KEY": SCAN_HEX}), "--spend-pubkey is not a valid compressed point")
+    assert_fails(invoke("address", "encode", "--spend-pubkey", off_curve, env={"SP_SCAN_KEY": SCAN_HEX}), "--spend-pubkey is not a valid")
+    assert_fails(invoke("scan", path, "--spend-pubkey", SPEND_PUB, env={"SP_SCAN_KEY": "00" * 32}), "the scan key is not a valid secret key")
+    assert_fails(invoke("scan", path, "--spend-pubkey", SPEND_PUB, "--label", "-1", env={"SP_SCAN_KEY": SCAN_HEX}), "'--label'")
+
+
 def test_bare_block_lists_tweaks_without_keys_and_scans_with_them(tmp_path):
     path = str(write_block(tmp_path))
     tweaks = invoke(path, "--json")
@@ -283,7 +309,7 @@ def test_address_errors_are_one_line():
     good = CASES[0]["expected"]["addresses"][0]
     assert_fails(invoke("address", "decode", good, "--network", "regtest"), "hrp")
     assert_fails(invoke("address", "decode", good, "--network", "main", "--hrp", "tsp"))
-    assert_fails(invoke("address", "encode", "--scan-pubkey", "02" + "ff" * 32, "--spend-pubkey", SPEND_PUB), "scan_pubkey33")
+    assert_fails(invoke("address", "encode", "--scan-pubkey", "02" + "ff" * 32, "--spend-pubkey", SPEND_PUB), "--scan-pubkey is not a valid")
 
 
 # --- failures: one line, exit 2, no traceback ---
@@ -312,7 +338,7 @@ def test_trailing_bytes_exit_2(tmp_path):
 
 def test_spent_data_of_the_wrong_shape_exits_2(tmp_path):
     path = write_block(tmp_path, spent_fmt=None)
-    from sp_scan.block import serialize_spent
+    from sp_scan.wire import serialize_spent
 
     (tmp_path / "block.spent.bin").write_bytes(serialize_spent(TB.spent[:-1]))
     assert_fails(invoke("tweaks", str(path)), "spent outputs cover")
@@ -455,7 +481,7 @@ def test_progress_shows_rate_and_eta():
 def test_ctrl_c_exits_130_with_a_resume_height_and_valid_output(tmp_path, jobs):
     server = NodeServer(RestHandler, CHAIN, delay=0.3)
     try:
-        code = "import sys, cli_support; cli_support.load_cli().main()"
+        code = "from sp_scan.cli import main; main()"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
         args = [sys.executable, "-c", code, "tweaks", "--rest", server.url, "--from", "0", "--json", "--jobs", jobs]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path, text=True)

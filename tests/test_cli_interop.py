@@ -12,11 +12,10 @@ from coincurve import PrivateKey
 
 import blockfactory as bf
 import psbtfactory as pf
-from cli_support import Chain, NodeServer, RestHandler, load_cli
+from cli_support import Chain, NodeServer, RestHandler
 from conftest import ROOT
-from sp_scan import descriptor, psbt
+from sp_scan import cli, descriptor, psbt
 
-cli = load_cli()
 CASES = json.loads((ROOT / "vectors" / "bip375" / "bip375_test_vectors.json").read_text())
 WALLET = descriptor.from_keys(pf.RECEIVER_SCAN, pf.RECEIVER_SPEND, annotations=(("bh", 3), ("ml", 1)))
 WALLET_TEXT = str(WALLET)
@@ -88,7 +87,7 @@ def _block_paying(p: psbt.Psbt, coins: list[pf.Coin]) -> bf.TestBlock:
         serialized = bytes([len(witness)]) + b"".join(bytes([len(w)]) + w for w in witness)
         vin.append({"txid": c.outpoint.txid32[::-1].hex(), "vout": c.outpoint.vout, "scriptSig": "", "txinwitness": serialized.hex(),
                     "prevout": {"scriptPubKey": {"hex": c.prevout.script.hex()}}})  # fmt: skip
-    outputs = [m[pf.key(psbt.OUT_SCRIPT)][2:].hex() for m in p.outputs if m[pf.key(psbt.OUT_SCRIPT)][:2] == b"\x51\x20"]
+    outputs = [m[pf.key(psbt.fields.OUT_SCRIPT)][2:].hex() for m in p.outputs if m[pf.key(psbt.fields.OUT_SCRIPT)][:2] == b"\x51\x20"]
     return bf.build([{"given": {"vin": vin, "outputs": outputs}}])
 
 
@@ -123,7 +122,7 @@ def test_compute_outputs_fills_scripts_or_names_what_is_missing(tmp_path):
     partial = psbt.add_shares(p, {0: alice.private_key32})
     assert_fails(invoke("psbt", "compute-outputs", write(tmp_path, "p.psbt", partial.to_base64())), "ecdh coverage: ", "eligible input 1 has no ECDH share")
     both = psbt.add_shares(partial, {1: bob.private_key32})
-    without_scripts = psbt.Psbt(both.global_map, both.inputs, [{k: v for k, v in m.items() if k != pf.key(psbt.OUT_SCRIPT)} for m in both.outputs])
+    without_scripts = psbt.Psbt(both.global_map, both.inputs, [{k: v for k, v in m.items() if k != pf.key(psbt.fields.OUT_SCRIPT)} for m in both.outputs])
     result = invoke("psbt", "compute-outputs", write(tmp_path, "q.psbt", without_scripts.to_base64()))
     assert result.exit_code == 0 and psbt.Psbt.from_base64(result.stdout) == both
 
@@ -148,7 +147,7 @@ def test_a_proof_for_the_wrong_key_exits_2(tmp_path):
     good = psbt.add_shares(pf.build([alice, pf.coin("bob")], [pf.receiver_address()]), {0: alice.private_key32})
     forged = psbt.add_shares(pf.build([mallory, pf.coin("bob")], [pf.receiver_address()]), {0: mallory.private_key32})
     scan33 = pf.receiver_address().scan_pubkey33
-    first = {**good.inputs[0], pf.key(psbt.IN_SP_DLEQ, scan33): forged.inputs[0][pf.key(psbt.IN_SP_DLEQ, scan33)]}
+    first = {**good.inputs[0], pf.key(psbt.fields.IN_SP_DLEQ, scan33): forged.inputs[0][pf.key(psbt.fields.IN_SP_DLEQ, scan33)]}
     bad = psbt.Psbt(good.global_map, [first, good.inputs[1]], good.outputs)
     assert_fails(invoke("psbt", "verify", write(tmp_path, "bad.psbt", bad.to_base64())), "ecdh coverage: input 0", "does not verify")
 
@@ -171,6 +170,69 @@ def test_descriptor_show_prints_the_public_side_only(tmp_path):
         assert secret not in result.output
     table = invoke("descriptor", "show", "-", input=WALLET_TEXT)
     assert table.exit_code == 0 and "gap_limit       -" in table.stdout and str(WALLET.scan) not in table.output
+
+
+# --- descriptor create ---
+
+
+def test_descriptor_create_from_key_files_writes_the_backup_the_other_commands_read(tmp_path):
+    scan_file = write(tmp_path, "scan.key", pf.RECEIVER_SCAN.hex() + "\n")
+    spend_file = write(tmp_path, "spend.key", pf.RECEIVER_SPEND.hex())
+    out = tmp_path / "wallet.desc"
+    args = ["--scan-key-file", scan_file, "--spend-key-file", spend_file, "--network", "main", "--birthday", "3", "--max-label", "1"]
+    result = invoke("descriptor", "create", *args, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == WALLET_TEXT + "\n" and out.stat().st_mode & 0o777 == 0o600
+    assert result.stdout == "" and WALLET.address() in result.stderr
+    for secret in (pf.RECEIVER_SCAN.hex(), pf.RECEIVER_SPEND.hex(), str(WALLET.scan)):
+        assert secret not in result.output
+    assert json.loads(invoke("descriptor", "show", str(out), "--json").stdout)["address"] == WALLET.address()
+    alice, bob = pf.coin("alice", "p2wpkh"), pf.coin("bob", "p2tr")
+    signed = psbt.add_shares(pf.build([alice, bob], [pf.receiver_address(), pf.receiver_address(1)]), {0: alice.private_key32, 1: bob.private_key32})
+    tb = _block_paying(signed, [alice, bob])
+    block_path = write(tmp_path, "block.hex", tb.raw.hex())
+    write(tmp_path, "block.spent.hex", tb.spent_bytes.hex())
+    found = invoke("scan", block_path, "--descriptor-file", str(out), "--json")
+    assert sorted((r["vout"], r["label"]) for r in map(json.loads, found.stdout.splitlines())) == [(1, None), (2, 1)]
+    assert_fails(invoke("descriptor", "create", *args, "--out", str(out)), "wallet.desc", "exists")  # never overwritten
+    watch = invoke("descriptor", "create", "--scan-key-file", "-", "--spend-pubkey", WALLET.spend_pubkey33.hex(), "--network", "signet", "-o", "-", input=pf.RECEIVER_SCAN.hex())
+    assert watch.exit_code == 0, watch.output
+    watching = descriptor.decode(watch.stdout)
+    assert (watching.network, watching.spend_key32, watching.scan_key32) == ("test", None, pf.RECEIVER_SCAN)
+
+
+def test_descriptor_create_from_an_xprv_file_derives_bip352s_paths(tmp_path):
+    from test_descriptor import BIP32_MASTER
+
+    xprv = write(tmp_path, "master.xprv", BIP32_MASTER + "\n")
+    result = invoke("descriptor", "create", "--xprv-file", xprv, "--account", "2", "--birthday", "900000", "--gap-limit", "5", "-o", "-")
+    assert result.exit_code == 0, result.output
+    expected = descriptor.from_master(BIP32_MASTER, account=2, annotations=(("bh", 900000), ("gl", 5)))
+    assert result.stdout == str(expected) + "\n" and BIP32_MASTER not in result.stderr
+    watch = invoke("descriptor", "create", "--xprv-file", xprv, "--watch-only", "-o", "-")
+    assert descriptor.decode(watch.stdout).spend_key32 is None
+    assert_fails(invoke("descriptor", "create", "--xprv-file", xprv, "--network", "signet", "-o", "-"), "is for mainnet")
+
+
+def test_descriptor_create_takes_secrets_from_files_only_and_checks_its_options(tmp_path):
+    key = write(tmp_path, "k", pf.RECEIVER_SCAN.hex())
+    hexkey = pf.RECEIVER_SPEND.hex()
+    for args, needle in (
+        (["--scan-key-file", hexkey, "--spend-pubkey", WALLET.spend_pubkey33.hex(), "--network", "main"], "looks like a key"),
+        (["--scan-key-file", key, "--spend-key-file", hexkey, "--network", "main"], "looks like a key"),
+        (["--xprv-file", "xprv9s21ZrQH143K" + "a" * 95], "looks like a key"),
+        (["--scan-key-file", key, "--spend-key-file", key], "give --network"),
+        (["--scan-key-file", key], "--spend-key-file or --spend-pubkey"),
+        (["--scan-key-file", key, "--spend-key-file", key, "--spend-pubkey", WALLET.spend_pubkey33.hex(), "--network", "main"], "--spend-key-file or --spend-pubkey"),
+        (["--scan-key-file", key, "--xprv-file", key], "not both"),
+        (["--scan-key-file", "-", "--spend-key-file", "-", "--network", "main"], "only one of the key files"),
+        (["--scan-key-file", key, "--spend-pubkey", "02" + "ff" * 32, "--network", "main"], "--spend-pubkey is not a valid"),
+        (["--scan-key-file", write(tmp_path, "z", "00" * 32), "--spend-key-file", key, "--network", "main"], "the scan key is not a valid secret key"),
+        (["--scan-key-file", key, "--spend-key-file", key, "--network", "main", "--watch-only"], "--xprv-file"),
+    ):
+        result = invoke("descriptor", "create", *args, "-o", "-")
+        assert_fails(result, needle)
+        assert hexkey not in result.output and result.stdout == ""
 
 
 def test_a_descriptor_on_argv_is_refused_and_never_echoed(tmp_path):

@@ -186,8 +186,22 @@ def test_bip380_invalid_key_expression_is_refused_as_the_spend_key(spend):
 
 def test_bip32_derivation_matches_bip32_vector_1():
     d = descriptor.decode(f"sp({BIP32_MASTER},{BIP32_MASTER}/0h/1/2h/2/1000000000)")
-    assert d.spend_pubkey33 == _xpub_key(BIP32_LAST)
+    assert d.spend_pubkey33 == _xpub_key(BIP32_LAST) == PrivateKey(d.spend_key32).public_key.format()
     assert descriptor.decode(f"sp({BIP32_MASTER},{BIP32_M0H}/1)").spend_pubkey33 == _xpub_key(BIP32_M0H1)
+
+
+@pytest.mark.parametrize("path", ["/0h", "/0"])
+def test_a_derivation_step_whose_tweak_is_not_below_n_is_refused(monkeypatch, path):
+    class Digest:
+        def __init__(self, *args):
+            pass
+
+        def digest(self):
+            return b"\xff" * 64  # I_L >= n: BIP32 says the child is invalid
+
+    monkeypatch.setattr(descriptor.hmac, "new", Digest)
+    with pytest.raises(DescriptorError, match="derivation step .* gives an invalid key"):
+        descriptor.decode(f"sp({BIP32_MASTER},{BIP32_MASTER}{path})")
 
 
 def test_from_master_derives_bip352_paths_with_their_origin():

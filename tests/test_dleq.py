@@ -9,7 +9,7 @@ import pytest
 from coincurve import PrivateKey, PublicKey
 
 from conftest import ROOT
-from sp_scan import dleq, native, send
+from sp_scan import dleq, native, reference, send
 from sp_scan.crypto import N, add, point
 from sp_scan.errors import InvalidKeyError, KeySumZeroError, SendError
 
@@ -20,7 +20,7 @@ def _rows(name: str) -> list[dict]:
 
 
 GENERATE, VERIFY = _rows("test_vectors_generate_proof.csv"), _rows("test_vectors_verify_proof.csv")
-GENERATORS = [dleq.generate_proof, dleq.generate_proof_reference]
+GENERATORS = [dleq.generate_proof, reference.dleq.generate_proof]
 
 
 def _point(text: str) -> bytes:
@@ -62,7 +62,7 @@ def test_native_and_reference_proofs_agree_and_verify(seed):
     m = os.urandom(32) if seed % 2 else None
     b33 = b_key.public_key.format()
     proof = dleq.generate_proof(a32, b33, r32, m=m)
-    assert proof == dleq.generate_proof_reference(a32, b33, r32, m=m)
+    assert proof == reference.dleq.generate_proof(a32, b33, r32, m=m)
     a33, c33 = PrivateKey(a32).public_key.format(), b_key.public_key.multiply(a32).format()
     assert dleq.verify_proof(a33, b33, c33, proof, m=m)
     assert not dleq.verify_proof(b33, b33, c33, proof, m=m)
@@ -119,7 +119,7 @@ def test_ecdh_shares_native_and_reference_agree_and_prove_the_key_sum(taproot):
     keys = [send.InputKey(PrivateKey().secret, taproot), send.InputKey(PrivateKey().secret, False)]
     scan33, aux = PrivateKey().public_key.format(), os.urandom(32)
     share, proof = send.ecdh_share(keys, scan33, aux)
-    assert (share, proof) == send.ecdh_share_reference(keys, scan33, aux)
+    assert (share, proof) == reference.send.ecdh_share(keys, scan33, aux)
     points = [PrivateKey(k.private_key32).public_key.format() for k in keys]
     if taproot:
         points[0] = b"\x02" + points[0][1:]  # P2TR keys count with even Y
@@ -127,7 +127,7 @@ def test_ecdh_shares_native_and_reference_agree_and_prove_the_key_sum(taproot):
     assert dleq.verify_proof(a33, scan33, share, proof)
 
 
-@pytest.mark.parametrize("share", [send.ecdh_share, send.ecdh_share_reference], ids=["native", "reference"])
+@pytest.mark.parametrize("share", [send.ecdh_share, reference.send.ecdh_share], ids=["native", "reference"])
 def test_ecdh_share_misuse(share):
     key = PrivateKey()
     scan33 = PrivateKey().public_key.format()

@@ -11,13 +11,13 @@ from bitcoin.core import CBlock
 
 from conftest import ROOT
 from gcsdecode import GolombSet, block_key16
-from sp_scan import native
+from sp_scan import native, reference
 from sp_scan.errors import MalformedDataError
 from sp_scan.index import filters
 
 BIP158 = json.loads((ROOT / "vectors/bip158/testnet-19.json").read_text())[1:]
 SIGNET = (200000, 200001, 295125, 295147)
-BUILDERS = [pytest.param(filters.golomb_set, id="backend"), pytest.param(filters.golomb_set_reference, id="reference")]
+BUILDERS = [pytest.param(filters.golomb_set, id="backend"), pytest.param(reference.filters.golomb_set, id="reference")]
 
 
 def signet(height: int, name: str):
@@ -123,7 +123,7 @@ def test_spent_filter_members_are_the_spent_hashes():
     assert gcs.n == 50 and all(h in gcs for h in hashes8)
 
 
-@pytest.mark.parametrize("hashes", [filters.spent_hashes, filters.spent_hashes_reference], ids=["backend", "reference"])
+@pytest.mark.parametrize("hashes", [filters.spent_hashes, reference.filters.spent_hashes], ids=["backend", "reference"])
 def test_spent_hashes_backends_agree_with_hashlib(hashes):
     rng = random.Random(3)
     block_hash32 = rng.randbytes(32)
@@ -138,8 +138,8 @@ def test_spent_hashes_backends_agree_with_hashlib(hashes):
 
 @pytest.mark.parametrize("backend", ["backend", "reference"])
 def test_packed_items_give_the_same_answers_as_sequences(backend):
-    build = filters.golomb_set if backend == "backend" else filters.golomb_set_reference
-    hashes = filters.spent_hashes if backend == "backend" else filters.spent_hashes_reference
+    build = filters.golomb_set if backend == "backend" else reference.filters.golomb_set
+    hashes = filters.spent_hashes if backend == "backend" else reference.filters.spent_hashes
     rng = random.Random(4)
     block_hash32, keys = rng.randbytes(32), [rng.randbytes(32) for _ in range(40)]
     outpoints = [rng.randbytes(36) for _ in range(30)]
@@ -175,7 +175,7 @@ def test_native_and_reference_build_the_same_set(n, p, m):
     items = [rng.randbytes(rng.choice((8, 32, 36, 0, 3))) for _ in range(n)]
     items += items[: n // 3]
     built = filters.golomb_set(key16, items, p=p, m=m)
-    assert built == filters.golomb_set_reference(key16, items, p=p, m=m)
+    assert built == reference.filters.golomb_set(key16, items, p=p, m=m)
     gcs = GolombSet(built, key16, p=p, m=m)
     assert gcs.n == len(items) and all(item in gcs for item in items)
 

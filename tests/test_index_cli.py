@@ -12,15 +12,14 @@ import time
 
 import pytest
 
-from cli_support import NodeServer, RestHandler, closed_port_url, load_cli, spending_chain
+from cli_support import NodeServer, RestHandler, closed_port_url, spending_chain
 from index_support import SCAN_HEX, SPEND_HEX, WALLET, write_files
-from sp_scan import block
+from sp_scan import block, descriptor
+from sp_scan.cli.index import _show_progress
+from sp_scan.cli.run import Progress
 from sp_scan.index import Index, SyncStats
 from test_cli import assert_fails, invoke, json_lines
 
-cli = load_cli()
-from sp_scan.cli.index import _show_progress  # noqa: E402  (importable once load_cli ran)
-from sp_scan.cli.run import Progress  # noqa: E402
 
 CHAIN = spending_chain(6)
 MATCH_KEYS = ["height", "txid", "vout", "amount", "output", "tweak", "label", "spent"]
@@ -149,12 +148,26 @@ def test_a_node_that_stops_answering_exits_2_naming_the_height_to_resume_at(tmp_
     path = tmp_path / "n.db"
     with NodeServer(RestHandler, CHAIN) as rest:
         rest.stop_answering(after=12)
-        line = assert_fails(invoke("index", "sync", "--db", str(path), "--rest", rest.url, "--retries", "1"), "cannot reach the node")
+        result = invoke("index", "sync", "--db", str(path), "--rest", rest.url, "--retries", "1")
+        assert result.exit_code == 2
+        *retried, line = result.stderr.splitlines()
+        assert line.startswith("sp-scan: error: cannot reach the node") and retried and all("retry 1 of 1 in 0.5 s" in r for r in retried)
         tip = Index.open(path, readonly=True).tip()[0]
         assert f"intact up to height {tip}; sync again to resume at {tip + 1}" in line
         rest.resume_answering()
         assert invoke("index", "sync", "--db", str(path), "--rest", rest.url).exit_code == 0
     assert Index.open(path, readonly=True).tip()[0] == CHAIN.tip
+
+
+def test_an_unreachable_node_on_an_existing_index_names_the_resume_height_and_says_each_retry(tmp_path, files):
+    path = tmp_path / "e.db"
+    assert invoke("index", "sync", "--db", str(path), "--network", "regtest", *map(str, files[:3])).exit_code == 0
+    result = invoke("index", "sync", "--db", str(path), "--rest", closed_port_url(), "--retries", "2")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    *retried, line = result.stderr.splitlines()
+    assert line.startswith("sp-scan: error: cannot reach the node") and "intact up to height 2; sync again to resume at 3" in line
+    assert len(retried) == 2 and "cannot reach the node" in retried[0]
+    assert retried[0].endswith("retry 1 of 2 in 0.5 s") and retried[1].endswith("retry 2 of 2 in 1 s")
 
 
 def test_an_unreachable_node_creates_no_index(tmp_path):
@@ -189,6 +202,26 @@ def test_block_files_with_a_gap_are_refused(tmp_path, files):
 
 def test_index_scan_outside_the_indexed_heights_is_one_line_exit_2(db, key):
     assert_fails(invoke("index", "scan", "--db", str(db), "--scan-key-file", key, "--spend-pubkey", SPEND_HEX, "--to", "50"), "not all indexed")
+
+
+def test_index_scan_from_above_the_tip_says_so(db, key):
+    line = assert_fails(invoke("index", "scan", "--db", str(db), "--scan-key-file", key, "--spend-pubkey", SPEND_HEX, "--from", "500"))
+    assert f"the first height 500 is above the index's tip {CHAIN.tip} (it holds 0..{CHAIN.tip})" in line
+    assert_fails(invoke("index", "scan", "--db", str(db), "--scan-key-file", key, "--spend-pubkey", SPEND_HEX, "--from", "3", "--to", "2"), "--to is below --from")
+
+
+def test_a_descriptor_of_another_network_than_the_index_is_refused(db, tmp_path):
+    mainnet = descriptor.from_keys(bytes.fromhex(SCAN_HEX), bytes.fromhex(SPEND_HEX), network="main")
+    (tmp_path / "main.desc").write_text(str(mainnet) + "\n")
+    line = assert_fails(invoke("index", "scan", "--db", str(db), "--descriptor-file", str(tmp_path / "main.desc")), "the descriptor is for mainnet, the index for regtest")
+    assert str(mainnet) not in line
+    (tmp_path / "wallets.txt").write_text(f"keys scan-key-file=w.scan spend-pubkey={SPEND_HEX}\nsaver descriptor-file=main.desc\n")
+    (tmp_path / "w.scan").write_text(SCAN_HEX)
+    assert_fails(invoke("index", "scan", "--db", str(db), "--wallets", str(tmp_path / "wallets.txt")), "wallet saver's descriptor is for mainnet")
+    testnet = descriptor.from_keys(bytes.fromhex(SCAN_HEX), bytes.fromhex(SPEND_HEX), network="test")
+    (tmp_path / "test.desc").write_text(str(testnet))
+    result = invoke("index", "scan", "--db", str(db), "--descriptor-file", str(tmp_path / "test.desc"), "--json")
+    assert result.exit_code == 0 and json_lines(result.stdout) == expected_matches()
 
 
 def test_sigterm_stops_a_following_sync_cleanly(tmp_path):

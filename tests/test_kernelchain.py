@@ -13,10 +13,10 @@ from bitcoin.core.script import CScriptWitness
 from click.testing import CliRunner
 
 import kernelchain as kc
-from cli_support import ROOT, load_cli
+from cli_support import ROOT
 from helpers import load_script
-from sp_scan import block
-from sp_scan.block import TxOut, parse_spent
+from sp_scan import block, cli, wire
+from sp_scan.wire import TxOut, parse_spent
 from sp_scan.errors import NodeError
 from sp_scan.node import RestNode, RpcNode
 
@@ -32,7 +32,7 @@ def test_every_block_of_the_sample_chain_is_on_the_kernels_active_chain(kernel_c
     assert kernel_chain.best() == (kc.SAMPLE_TIP, active[-1].hash32)
     for h, record in enumerate(active):
         raw = kernel_chain.block(h)
-        assert record.height == h and block.sha256d(raw[:80]) == record.hash32 == kernel_chain.hash_at(h)
+        assert record.height == h and wire.sha256d(raw[:80]) == record.hash32 == kernel_chain.hash_at(h)
         if h:
             assert raw[4:36] == active[h - 1].hash32
             assert [tx.GetTxid() for tx in CBlock.deserialize(raw).vtx[1:]] == [t.txid32 for t in record.txs]
@@ -243,7 +243,7 @@ def test_sp_scan_reads_the_shipped_chain_files_and_scans_what_expected_json_says
     blocks = [str(SAMPLE_CHAIN / f"{h:04d}.hex") for h in range(expected["tip"]["height"] + 1)]
     wallet = ["--scan-key-file", str(ROOT / "vectors" / "blocks" / "test-wallet.scan"), "--spend-pubkey", expected["wallet"]["spend_pubkey"]]
     wallet += [a for m in expected["wallet"]["labels"] for a in ("--label", str(m))]
-    app = load_cli().app
+    app = cli.app
     tweaks = CliRunner().invoke(app, ["tweaks", *blocks, "--json"], env={"SP_SCAN_KEY": None})
     assert [json.loads(line) for line in tweaks.stdout.splitlines()] == [{"txid": t["txid"], "tweak": t["tweak"]} for t in expected["tweaks"]]
     found = CliRunner().invoke(app, ["scan", *blocks, *wallet, "--json"], env={"SP_SCAN_KEY": None})

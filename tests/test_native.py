@@ -16,8 +16,8 @@ from btclib_secp256k1 import silentpayments
 from coincurve import PrivateKey
 
 from conftest import RECEIVING, RECEIVING_IDS, ROOT, SENDING, SENDING_IDS, tx_inputs
-from sp_scan import address, block, extract, native, scan, send, summary
-from sp_scan.crypto import TAG_SHARED_SECRET, N, ser32, tagged_hash
+from sp_scan import address, backend, block, extract, native, reference, scan
+from sp_scan.crypto import TAG_SHARED_SECRET, N, lift_x, ser32, tagged_hash
 from sp_scan.errors import (
     InvalidKeyError,
     KeySumZeroError,
@@ -57,15 +57,15 @@ def _receiver(given: dict) -> scan.Receiver:
 
 
 def test_native_is_enabled_by_default():
-    assert native.ENABLED
+    assert native.ENABLED and backend.NAME == "native"
     assert extract.input_pubkey is native.input_pubkey and scan.scan_tx is native.scan_tx
 
 
 def test_sp_scan_backend_reference_disables_native():
-    code = "from sp_scan import native, summary; print(native.ENABLED, summary.summarize is summary.summarize_reference)"
+    code = "from sp_scan import backend, native, reference, summary; print(native.ENABLED, backend.NAME, summary.summarize is reference.summary.summarize)"
     env = {**os.environ, "SP_SCAN_BACKEND": "reference", "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "True"]
+    assert out.stdout.split() == ["False", "reference", "True"]
 
 
 # ---- official vectors ----
@@ -77,40 +77,40 @@ def test_receiving_vector_native_equals_reference(n, obj, strategy):
     inputs = tx_inputs(given["vin"])
     for i in inputs:
         args = (i.prevout_script, i.script_sig, i.witness)
-        assert native.input_pubkey(*args) == extract.input_pubkey_reference(*args)
-    assert native.tx_pubkeys(inputs) == extract.tx_pubkeys_reference(inputs)
-    assert native.summarize(inputs) == summary.summarize_reference(inputs)
+        assert native.input_pubkey(*args) == reference.extract.input_pubkey(*args)
+    assert native.tx_pubkeys(inputs) == reference.extract.tx_pubkeys(inputs)
+    assert native.summarize(inputs) == reference.summary.summarize(inputs)
     receiver = _receiver(given)
     outputs = [bytes.fromhex(o) for o in given["outputs"]]
     if len(outputs) > 100:  # the K_max case: the reference needs minutes; see the strategy test
         return
-    expected = scan.scan_tx_reference(inputs, outputs, receiver)
+    expected = reference.scan.scan_tx(inputs, outputs, receiver)
     for name in STRATEGIES:
         strategy(name)
         assert native.scan_tx(inputs, outputs, receiver) == expected
     if expected:
         tweak33 = native.summarize(inputs).tweak33
         assert native.scan_tweak(tweak33, outputs, receiver) == expected
-        assert native.shared_secret(tweak33, receiver.scan_key32) == scan.shared_secret_reference(tweak33, receiver.scan_key32)
+        assert native.shared_secret(tweak33, receiver.scan_key32) == reference.scan.shared_secret(tweak33, receiver.scan_key32)
 
 
 @pytest.mark.parametrize(("n", "obj"), SENDING, ids=SENDING_IDS)
 def test_sending_vector_native_equals_reference(n, obj):
     given = obj["given"]
     inputs = tx_inputs(given["vin"])
-    keys = [extract.input_pubkey_reference(i.prevout_script, i.script_sig, i.witness) for i in inputs]
+    keys = [reference.extract.input_pubkey(i.prevout_script, i.script_sig, i.witness) for i in inputs]
     input_keys = [InputKey(bytes.fromhex(v["private_key"]), len(k) == 32) for v, k in zip(given["vin"], keys) if k is not None]
     recipients = [address.decode(r["address"]) for r in given["recipients"] for _ in range(r.get("count", 1))]
     outpoints = [i.outpoint for i in inputs]
     try:
-        expected = send.create_outputs_reference(outpoints, input_keys, recipients)
+        expected = reference.send.create_outputs(outpoints, input_keys, recipients)
     except SendError as exc:
         with pytest.raises(type(exc)):
             native.create_outputs(outpoints, input_keys, recipients)
         return
     assert native.create_outputs(outpoints, input_keys, recipients) == expected
     scan33 = recipients[0].scan_pubkey33
-    assert native.send_shared_secret(outpoints, input_keys, scan33) == send.shared_secret_reference(outpoints, input_keys, scan33)
+    assert native.send_shared_secret(outpoints, input_keys, scan33) == reference.send.shared_secret(outpoints, input_keys, scan33)
 
 
 def test_both_label_strategies_agree_on_the_kmax_vector(strategy):
@@ -139,9 +139,9 @@ def test_generated_extraction_and_summary_equal_the_reference():
     for tx in GENERATED:
         for i in tx.inputs:
             args = (i.prevout_script, i.script_sig, i.witness)
-            assert native.input_pubkey(*args) == extract.input_pubkey_reference(*args), tx.kind
-        assert native.tx_pubkeys(tx.inputs) == extract.tx_pubkeys_reference(tx.inputs)
-        assert native.summarize(tx.inputs) == summary.summarize_reference(tx.inputs)
+            assert native.input_pubkey(*args) == reference.extract.input_pubkey(*args), tx.kind
+        assert native.tx_pubkeys(tx.inputs) == reference.extract.tx_pubkeys(tx.inputs)
+        assert native.summarize(tx.inputs) == reference.summary.summarize(tx.inputs)
 
 
 @pytest.mark.parametrize("name", STRATEGIES)
@@ -149,14 +149,14 @@ def test_generated_scans_equal_the_reference(name, strategy):
     strategy(name)
     for tx in GENERATED[:400] if name != "auto" else GENERATED:
         for w in WALLETS:
-            assert native.scan_tx(tx.inputs, tx.outputs32, w.receiver) == scan.scan_tx_reference(tx.inputs, tx.outputs32, w.receiver)
+            assert native.scan_tx(tx.inputs, tx.outputs32, w.receiver) == reference.scan.scan_tx(tx.inputs, tx.outputs32, w.receiver)
 
 
 def test_generated_sends_equal_the_reference():
     for tx in GENERATED:
         outpoints = [i.outpoint for i in tx.inputs]
         try:
-            expected = send.create_outputs_reference(outpoints, tx.input_keys, tx.recipients)
+            expected = reference.send.create_outputs(outpoints, tx.input_keys, tx.recipients)
         except SendError as exc:
             with pytest.raises(type(exc)):
                 native.create_outputs(outpoints, tx.input_keys, tx.recipients)
@@ -166,7 +166,7 @@ def test_generated_sends_equal_the_reference():
 
 def _libsecp_scan(tx, wallet: Wallet, summary_bytes: bytes) -> set:
     receiver = wallet.receiver
-    outputs = [o for o in tx.outputs32 if extract.crypto.lift_x(o) is not None]
+    outputs = [o for o in tx.outputs32 if lift_x(o) is not None]
     labels = {label33: tweak32 for label33, (_, tweak32) in receiver.label_table.items()}
     found = silentpayments.scan_outputs(outputs, receiver.scan_key32, summary_bytes, receiver.spend_pubkey33, labels)
     return set(found)
@@ -198,7 +198,7 @@ def test_a_huge_tx_scanned_with_the_change_label_costs_k_times_l():
     wallet = WALLETS[0]
     tx = next(t for t in GENERATED if native.summarize(t.inputs) is not None)
     outpoints = [i.outpoint for i in tx.inputs]
-    paid = send.create_outputs_reference(outpoints, tx.input_keys, [wallet.address(0)] * 50)
+    paid = reference.send.create_outputs(outpoints, tx.input_keys, [wallet.address(0)] * 50)
     rng = __import__("random").Random(7)
     outputs = [rng.randbytes(32) for _ in range(23_200)] + paid
     start = time.perf_counter()
@@ -212,8 +212,8 @@ def test_a_receiver_with_many_labels_and_few_outputs_uses_the_bip_order(strategy
     wallet = WALLETS[2]
     tx = next(t for t in GENERATED if native.summarize(t.inputs) is not None)
     outpoints = [i.outpoint for i in tx.inputs]
-    paid = send.create_outputs_reference(outpoints, tx.input_keys, [wallet.address(40), wallet.address(None)])
-    expected = scan.scan_tx_reference(tx.inputs, paid, wallet.receiver)
+    paid = reference.send.create_outputs(outpoints, tx.input_keys, [wallet.address(40), wallet.address(None)])
+    expected = reference.scan.scan_tx(tx.inputs, paid, wallet.receiver)
     assert [f.label for f in expected] == [None, 40] or [f.label for f in expected] == [40, None]
     for name in STRATEGIES:
         strategy(name)
@@ -235,7 +235,7 @@ def test_an_output_hit_by_two_labels_takes_the_one_where_o_minus_p_k_is_the_labe
         entries[PrivateKey.from_int(l).public_key.format()] = (m, l.to_bytes(32, "big"))
     object.__setattr__(receiver, "label_table", {**entries, **receiver.label_table})
     outputs = [PrivateKey.from_int(o).public_key.format()[1:]]
-    expected = scan.scan_tx_reference(tx.inputs, outputs, receiver)
+    expected = reference.scan.scan_tx(tx.inputs, outputs, receiver)
     assert [(f.label, f.tweak32) for f in expected] == [(9, ((o - spend_key.to_int()) % N).to_bytes(32, "big"))]
     for name in STRATEGIES:
         strategy(name)
@@ -247,8 +247,8 @@ def test_two_outputs_matching_the_same_k_the_first_in_given_order_wins(order, st
     wallet = WALLETS[1]
     tx = next(t for t in GENERATED if native.summarize(t.inputs) is not None)
     outpoints = [i.outpoint for i in tx.inputs]
-    outputs = [send.create_outputs_reference(outpoints, tx.input_keys, [wallet.address(m)])[0] for m in order]
-    expected = scan.scan_tx_reference(tx.inputs, outputs, wallet.receiver)
+    outputs = [reference.send.create_outputs(outpoints, tx.input_keys, [wallet.address(m)])[0] for m in order]
+    expected = reference.scan.scan_tx(tx.inputs, outputs, wallet.receiver)
     assert [(f.output32, f.label) for f in expected] == [(outputs[0], order[0])]
     for name in STRATEGIES:
         strategy(name)
@@ -267,17 +267,9 @@ def _sample(name: str) -> tuple[bytes, bytes]:
     return (BLOCKS / f"{name}.bin").read_bytes(), (BLOCKS / f"{name}.spent.bin").read_bytes()
 
 
-@pytest.fixture
-def pure_block(monkeypatch):
-    """block.tweaks / block.scan on the reference stages only."""
-    monkeypatch.setattr(block, "summarize", summary.summarize_reference, raising=False)
-    monkeypatch.setattr(block, "scan_tx", scan.scan_tx_reference, raising=False)
-    return getattr(block, "tweaks_reference", block.tweaks), getattr(block, "scan_reference", block.scan)
-
-
 @pytest.mark.parametrize("name", ["small", "mainnet"])
-def test_native_block_loop_equals_the_python_one(name, pure_block):
-    tweaks, scan_block = pure_block
+def test_native_block_loop_equals_the_python_one(name):
+    tweaks, scan_block = reference.block.tweaks, reference.block.scan
     block_bytes, spent = _sample(name)
     wallet = WALLETS[1].receiver
     assert native.block_tweaks(block_bytes, spent) == tweaks(block_bytes, spent)
@@ -310,13 +302,13 @@ def _mutations(block_bytes: bytes, spent: bytes):
 
 
 @pytest.mark.parametrize("stage", ["block_tweaks", "block_index"])
-def test_broken_blocks_and_spent_data_raise_the_python_loops_errors(pure_block, stage):
-    reference = pure_block[0] if stage == "block_tweaks" else block.block_index_reference
+def test_broken_blocks_and_spent_data_raise_the_python_loops_errors(stage):
+    python_loop = reference.block.tweaks if stage == "block_tweaks" else reference.block.block_index
     block_bytes, spent = _sample("small")
     checked = set()
     for what, b, s in _mutations(block_bytes, spent):
         try:
-            expected = reference(b, s)
+            expected = python_loop(b, s)
         except (MalformedDataError, PrevoutsError) as exc:
             with pytest.raises(type(exc)):
                 getattr(native, stage)(b, s)
@@ -338,7 +330,7 @@ def test_native_block_index_equals_the_reference(name):
     pairs = [(tb.raw, tb.spent_bytes) for tb in _generated_blocks()] if name == "generated" else [_sample(name)]
     for block_bytes, spent in pairs:
         data = native.block_index(block_bytes, spent)
-        assert data == block.block_index_reference(block_bytes, spent)
+        assert data == reference.block.block_index(block_bytes, spent)
         assert [data.txids[i : i + 32] for i in range(0, len(data.txids), 32)] == [t.txid32 for t in block.tweaks(block_bytes, spent)]
     assert name != "mainnet" or (data.n_tx, len(data.taproot_keys) // 32) == (1412, 2062)
 
@@ -419,7 +411,7 @@ def test_send_errors_match_the_reference():
     ]
     for outpoints, keys, recipients, error in cases:
         with pytest.raises(error):
-            send.create_outputs_reference(outpoints, keys, recipients)
+            reference.send.create_outputs(outpoints, keys, recipients)
         with pytest.raises(error):
             native.create_outputs(outpoints, keys, recipients)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from coincurve import PrivateKey
 
-from sp_scan import crypto, extract, native
+from sp_scan import crypto, extract, native, reference
 from sp_scan.types import OutPoint, TxInput
 
 pytestmark = pytest.mark.skipif(not native.ENABLED, reason="native backend not enabled")
@@ -134,13 +134,13 @@ def mismatches() -> list[str]:
     """Names of the cases where the native and the reference extraction disagree (also run in subprocesses)."""
     bad = []
     for name, spk, sig in p2pkh_cases():
-        if extract.input_pubkey(spk, sig, ()) != extract.input_pubkey_reference(spk, sig, ()):
+        if extract.input_pubkey(spk, sig, ()) != reference.extract.input_pubkey(spk, sig, ()):
             bad.append(name)
     return bad
 
 
 def test_the_cases_cover_keys_found_none_and_truncation():
-    results = [extract.input_pubkey_reference(spk, sig, ()) for _, spk, sig in p2pkh_cases()]
+    results = [reference.extract.input_pubkey(spk, sig, ()) for _, spk, sig in p2pkh_cases()]
     found = sum(total + 1 for total in range(41)) + 301 + 5  # key at each position; 300 dummies; key twice
     none = 41 + 301 + 6  # no key; truncated tails; invalid-point matches
     assert (results.count(KEY33), results.count(None), len(results)) == (found, none, found + none)
@@ -166,4 +166,4 @@ def test_tx_pubkeys_over_batched_p2pkh_inputs_equals_the_reference():
     for i, (_, spk, sig) in enumerate(p2pkh_cases()):
         if i % 17 == 0:
             inputs.append(TxInput(OutPoint(rng.randbytes(32), i), sig, (), spk))
-    assert extract.tx_pubkeys(inputs) == extract.tx_pubkeys_reference(inputs)
+    assert extract.tx_pubkeys(inputs) == reference.extract.tx_pubkeys(inputs)

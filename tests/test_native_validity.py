@@ -16,7 +16,7 @@ import pytest
 from coincurve import PrivateKey, PublicKey
 
 from conftest import CASES, tx_inputs
-from sp_scan import extract, native, summary
+from sp_scan import native, reference
 from sp_scan.crypto import hash160
 from sp_scan.extract import pushes
 from sp_scan.types import OutPoint, TxInput
@@ -134,7 +134,7 @@ def test_every_input_type_and_prefix_equals_the_reference():
         x32 = x.to_bytes(32, "big")
         for kind, t in _every_input_type(x32):
             args = (t.prevout_script, t.script_sig, t.witness)
-            want = extract.input_pubkey_reference(*args)
+            want = reference.extract.input_pubkey(*args)
             assert native.input_pubkey(*args) == want, (kind, x32.hex())
             if kind.endswith((" 02", " 03")) or kind.startswith("p2tr"):
                 assert (want is not None) == euler(x), (kind, x32.hex())
@@ -148,8 +148,8 @@ def test_summaries_of_mixed_valid_and_invalid_keys_equal_the_reference():
             x32 = rng.getrandbits(256).to_bytes(32, "big")
             t = p2tr_key_path(x32) if rng.random() < 0.5 else p2wpkh(bytes([2 + rng.randrange(2)]) + x32)
             inputs.append(TxInput(OutPoint(bytes([i]) * 32, i), t.script_sig, t.witness, t.prevout_script))
-        assert native.summarize(inputs) == summary.summarize_reference(inputs)
-        assert native.tx_pubkeys(inputs) == extract.tx_pubkeys_reference(inputs)
+        assert native.summarize(inputs) == reference.summary.summarize(inputs)
+        assert native.tx_pubkeys(inputs) == reference.extract.tx_pubkeys(inputs)
 
 
 def test_every_key_in_the_official_vectors_follows_euler():

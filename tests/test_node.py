@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from cli_support import Chain, NodeServer, RestHandler, RpcHandler, closed_port_url
-from sp_scan import block
+from sp_scan import formats
 from sp_scan.errors import NodeError
 from sp_scan.node import RestNode, RpcNode
 
@@ -45,6 +45,21 @@ def test_rest_errors_carry_the_status_and_core_text(rest):
     with pytest.raises(NodeError, match="HTTP 404 Block height out of range"):
         RestNode(rest.url).block_hash(99)
     with pytest.raises(NodeError, match="HTTP 404 " + "00" * 32 + " not found"):
+        RestNode(rest.url).block("00" * 32)
+
+
+@pytest.mark.parametrize("handler", [RestHandler, RpcHandler])
+def test_a_pruned_block_gets_its_own_hint_not_the_rest_one(handler):
+    with NodeServer(handler, CHAIN, credentials=f"alice:{PASSWORD}", pruned_below=1) as server:
+        node = RestNode(server.url) if handler is RestHandler else RpcNode(server.url, user="alice", password=PASSWORD)
+        with pytest.raises(NodeError, match="not available \\(pruned data\\) \\(the node has pruned this block") as info:
+            node.block(CHAIN.blocks[0].hash_hex)
+        assert "-rest" not in str(info.value) and "Core 30" not in str(info.value)
+        assert node.block(CHAIN.blocks[1].hash_hex) == (CHAIN.blocks[1].raw, CHAIN.blocks[1].spent_bytes)
+
+
+def test_another_rest_404_keeps_the_rest_hint(rest):
+    with pytest.raises(NodeError, match="not found \\(is the node started with -rest\\? spenttxouts needs Core 30\\+\\)"):
         RestNode(rest.url).block("00" * 32)
 
 
@@ -104,7 +119,7 @@ def test_rpc_error_replies_become_node_errors(rpc):
 def test_rpc_amounts_stay_exact(rpc):
     node = RpcNode(rpc.url, user="alice", password=PASSWORD)
     obj = node.call("getblock", CHAIN.blocks[2].hash_hex, 3)
-    assert block.spent_from_getblock(obj) == CHAIN.blocks[2].spent_bytes
+    assert formats.spent_from_getblock(obj) == CHAIN.blocks[2].spent_bytes
 
 
 def test_a_hash_argument_must_be_32_bytes_of_hex(rest):

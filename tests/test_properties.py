@@ -18,14 +18,13 @@ from coincurve import PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli_support import load_cli
 from helpers import BECH32_CONST, bech32_string, secret
-from sp_scan import address, block, crypto, descriptor, extract, psbt, scan, send, summary
-from sp_scan.block import Reader, parse_witness
+from sp_scan import address, block, crypto, descriptor, extract, psbt, reference, scan, send, summary, wire
+from sp_scan import cli as CLI
+from sp_scan.wire import Reader, parse_witness
 from sp_scan.errors import DescriptorError, InvalidAddressError, MalformedDataError, PrevoutsError, PSBTError, SPError
 from sp_scan.types import OutPoint, TxInput
 
-CLI = load_cli()
 FUZZ_EXAMPLES = int(os.environ.get("SP_SCAN_FUZZ_EXAMPLES", "0"))
 
 
@@ -410,15 +409,15 @@ def test_reference_extraction_returns_none_or_a_key_that_fits_the_prevout(i):
 @budget(600)
 @given(tx_input())
 def test_native_extraction_equals_the_reference(i):
-    expected = extract.input_pubkey_reference(i.prevout_script, i.script_sig, i.witness)
+    expected = reference.extract.input_pubkey(i.prevout_script, i.script_sig, i.witness)
     assert extract.input_pubkey(i.prevout_script, i.script_sig, i.witness) == expected
 
 
 @budget(200)
 @given(st.lists(tx_input(), min_size=1, max_size=5))
 def test_native_tx_keys_and_summary_equal_the_reference(inputs):
-    assert extract.tx_pubkeys(inputs) == extract.tx_pubkeys_reference(inputs)
-    assert summary.summarize(inputs) == summary.summarize_reference(inputs)
+    assert extract.tx_pubkeys(inputs) == reference.extract.tx_pubkeys(inputs)
+    assert summary.summarize(inputs) == reference.summary.summarize(inputs)
 
 
 @st.composite
@@ -449,7 +448,7 @@ def paid_tx(draw):
 @given(paid_tx())
 def test_native_scan_equals_the_reference_with_off_curve_and_unrelated_outputs(case):
     inputs, outputs, receiver = case
-    expected = scan.scan_tx_reference(inputs, outputs, receiver)
+    expected = reference.scan.scan_tx(inputs, outputs, receiver)
     assert scan.scan_tx(inputs, outputs, receiver) == expected
     # off-curve x are skipped, never found
     assert not {f.output32 for f in expected} & set(OFF_CURVE_X)
@@ -502,7 +501,7 @@ def mutated(draw, data: bytes, start: int = 0):
 @budget(120)
 @given(st.one_of(mutated(SMALL_BLOCK, 80), st.binary(max_size=300), st.just(SMALL_BLOCK[:80] + b"\xff" * 9)))
 def test_block_parsers_on_mutated_blocks_agree_and_raise_only_typed_errors(block_bytes):
-    expected = outcome(block.tweaks_reference, block_bytes, SMALL_SPENT)
+    expected = outcome(reference.block.tweaks, block_bytes, SMALL_SPENT)
     assert outcome(block.tweaks, block_bytes, SMALL_SPENT) == expected
     if expected[1] is not None:
         assert issubclass(expected[1], (MalformedDataError, PrevoutsError))
@@ -511,14 +510,14 @@ def test_block_parsers_on_mutated_blocks_agree_and_raise_only_typed_errors(block
 @budget(120)
 @given(st.one_of(mutated(SMALL_SPENT), st.binary(max_size=200)))
 def test_spent_output_parsers_on_mutated_data_agree_and_raise_only_typed_errors(spent_bytes):
-    expected = outcome(block.tweaks_reference, SMALL_BLOCK, spent_bytes)
+    expected = outcome(reference.block.tweaks, SMALL_BLOCK, spent_bytes)
     assert outcome(block.tweaks, SMALL_BLOCK, spent_bytes) == expected
     if expected[1] is not None:
         assert issubclass(expected[1], (MalformedDataError, PrevoutsError))
-    parsed, error = outcome(block.parse_spent, spent_bytes)
+    parsed, error = outcome(wire.parse_spent, spent_bytes)
     assert error in (None, MalformedDataError)
     if parsed is not None:
-        assert block.serialize_spent(parsed) == spent_bytes
+        assert wire.serialize_spent(parsed) == spent_bytes
 
 
 WALLET = scan.Receiver(
@@ -531,7 +530,7 @@ WALLET = scan.Receiver(
 @budget(40)
 @given(mutated(SMALL_BLOCK, 80))
 def test_block_scans_on_mutated_blocks_agree(block_bytes):
-    assert outcome(block.scan, block_bytes, SMALL_SPENT, WALLET) == outcome(block.scan_reference, block_bytes, SMALL_SPENT, WALLET)
+    assert outcome(block.scan, block_bytes, SMALL_SPENT, WALLET) == outcome(reference.block.scan, block_bytes, SMALL_SPENT, WALLET)
 
 
 # ---------------------------------------------------------------- the CLI on random files

@@ -67,7 +67,7 @@ def _paid(p: psbt.Psbt, receiver: scan.Receiver) -> list:
     """What the receiver's scan finds among the PSBT's taproot outputs (tweak from the input keys)."""
     outpoint = min(i.outpoint.to_bytes() for i in p.input_info())
     tweak33 = summary.summarize_keys(outpoint, pf.input_keys(p)).tweak33
-    outputs32 = [m[pf.key(psbt.OUT_SCRIPT)][2:] for m in p.outputs if m[pf.key(psbt.OUT_SCRIPT)][:2] == b"\x51\x20"]
+    outputs32 = [m[pf.key(psbt.fields.OUT_SCRIPT)][2:] for m in p.outputs if m[pf.key(psbt.fields.OUT_SCRIPT)][:2] == b"\x51\x20"]
     return scan.scan_tweak(tweak33, outputs32, receiver)
 
 
@@ -81,7 +81,7 @@ def test_two_signers_add_shares_for_their_inputs_and_the_receiver_finds_the_outp
     done = psbt.add_shares(psbt.Psbt.from_bytes(after_alice.to_bytes()), {1: bob.private_key32})
     status = psbt.verify(done)
     assert status.computed == status.sp_outputs == (0, 2, 3)
-    assert done.global_map[pf.key(psbt.GLOBAL_TX_MODIFIABLE)] == b"\x00"
+    assert done.global_map[pf.key(psbt.fields.GLOBAL_TX_MODIFIABLE)] == b"\x00"
     wallet = descriptor.decode(str(descriptor.from_keys(pf.RECEIVER_SCAN, pf.RECEIVER_SPEND, annotations=(("ml", 1),))))
     found = _paid(done, wallet.receiver())
     assert sorted(f.label for f in found if f.label is not None) == [1] and len(found) == 3
@@ -91,8 +91,8 @@ def test_one_signer_with_every_key_sets_a_global_share():
     alice, bob = pf.coin("alice", "p2tr"), pf.coin("bob", "p2wpkh")
     p = pf.build([alice, bob, pf.p2sh_multisig_coin("carol")], [pf.receiver_address(), pf.receiver_address()])
     done = psbt.add_shares(p, {0: alice.private_key32, 1: bob.private_key32}, global_share=True)
-    assert any(k[0] == psbt.GLOBAL_SP_ECDH_SHARE for k in done.global_map)
-    assert not any(k[0] == psbt.IN_SP_ECDH_SHARE for m in done.inputs for k in m)
+    assert any(k[0] == psbt.fields.GLOBAL_SP_ECDH_SHARE for k in done.global_map)
+    assert not any(k[0] == psbt.fields.IN_SP_ECDH_SHARE for m in done.inputs for k in m)
     assert psbt.verify(done).computed == (0, 1)
     assert len(_paid(done, pf.receiver())) == 2
 
@@ -142,7 +142,7 @@ def test_psbt_version_0_is_refused_naming_version_2():
         psbt.Psbt.from_bytes(v0)
 
 
-@pytest.mark.parametrize("drop", [psbt.GLOBAL_TX_VERSION, psbt.GLOBAL_INPUT_COUNT, psbt.GLOBAL_OUTPUT_COUNT])
+@pytest.mark.parametrize("drop", [psbt.fields.GLOBAL_TX_VERSION, psbt.fields.GLOBAL_INPUT_COUNT, psbt.fields.GLOBAL_OUTPUT_COUNT])
 def test_a_missing_required_global_field_is_refused(drop):
     p = pf.build([pf.coin("alice")], [pf.receiver_address()])
     g = {k: v for k, v in p.global_map.items() if k != pf.key(drop)}
@@ -150,7 +150,7 @@ def test_a_missing_required_global_field_is_refused(drop):
         psbt.Psbt(g, p.inputs, p.outputs)
 
 
-@pytest.mark.parametrize("drop", [psbt.IN_PREVIOUS_TXID, psbt.IN_OUTPUT_INDEX])
+@pytest.mark.parametrize("drop", [psbt.fields.IN_PREVIOUS_TXID, psbt.fields.IN_OUTPUT_INDEX])
 def test_a_missing_required_input_field_is_refused(drop):
     p = pf.build([pf.coin("alice")], [pf.receiver_address()])
     with pytest.raises(PSBTError, match="input 0: PSBT version 2 requires"):
@@ -172,7 +172,7 @@ def test_a_proof_made_with_the_wrong_key_fails_ecdh_coverage():
     forged = psbt.add_shares(pf.build([mallory, pf.coin("bob")], [pf.receiver_address()]), {0: mallory.private_key32})
     scan33 = pf.receiver_address().scan_pubkey33
     swapped = dict(p.inputs[0])
-    for kind in (psbt.IN_SP_ECDH_SHARE, psbt.IN_SP_DLEQ):
+    for kind in (psbt.fields.IN_SP_ECDH_SHARE, psbt.fields.IN_SP_DLEQ):
         swapped[pf.key(kind, scan33)] = forged.inputs[0][pf.key(kind, scan33)]
     with pytest.raises(PSBTError, match="ecdh coverage: input 0 .*PSBT_IN_SP_DLEQ does not verify"):
         psbt.verify(psbt.Psbt(p.global_map, [swapped, p.inputs[1]], p.outputs))
@@ -198,10 +198,10 @@ def test_segwit_v2_inputs_and_other_sighashes_stop_the_signer():
     alice = pf.coin("alice")
     p = pf.build([alice], [pf.receiver_address()])
     v2 = dict(p.inputs[0])
-    v2[pf.key(psbt.IN_WITNESS_UTXO)] = bytes.fromhex("a086010000000000") + bytes([34, 0x52, 32]) + bytes(32)
+    v2[pf.key(psbt.fields.IN_WITNESS_UTXO)] = bytes.fromhex("a086010000000000") + bytes([34, 0x52, 32]) + bytes(32)
     with pytest.raises(PSBTError, match="input eligibility: input 0 spends a segwit version 2"):
         psbt.add_shares(psbt.Psbt(p.global_map, [v2], p.outputs), {0: alice.private_key32})
-    single = {**p.inputs[0], pf.key(psbt.IN_SIGHASH_TYPE): (3).to_bytes(4, "little")}
+    single = {**p.inputs[0], pf.key(psbt.fields.IN_SIGHASH_TYPE): (3).to_bytes(4, "little")}
     with pytest.raises(PSBTError, match="input eligibility: input 0 PSBT_IN_SIGHASH_TYPE is 3"):
         psbt.add_shares(psbt.Psbt(p.global_map, [single], p.outputs), {0: alice.private_key32})
 
@@ -222,7 +222,7 @@ def test_a_global_share_needs_every_eligible_key():
 
 def test_an_invalid_point_in_silent_payment_data_is_a_structure_error():
     p = pf.build([pf.coin("alice")], [pf.receiver_address()])
-    out = {**p.outputs[0], pf.key(psbt.OUT_SP_V0_INFO): b"\x02" + b"\xff" * 32 + pf.receiver_address().spend_pubkey33}
+    out = {**p.outputs[0], pf.key(psbt.fields.OUT_SP_V0_INFO): b"\x02" + b"\xff" * 32 + pf.receiver_address().spend_pubkey33}
     with pytest.raises(PSBTError, match="psbt structure: output 0: PSBT_OUT_SP_V0_INFO scan key is not a valid compressed point"):
         psbt.Psbt(p.global_map, p.inputs, [out])
 

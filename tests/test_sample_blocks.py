@@ -20,7 +20,7 @@ from coincurve import PublicKey, PublicKeyXOnly
 from helpers import sample_blocks_generator
 from sp_scan import block as sp_block
 from sp_scan import crypto, extract
-from sp_scan.block import Reader
+from sp_scan.wire import Reader
 from sp_scan.scan import Receiver, scan_tx
 from sp_scan.summary import summarize
 from sp_scan.types import OutPoint, TxInput

@@ -23,7 +23,7 @@ import kernelchain
 from gcsdecode import GolombSet
 from serving import ServerThread, get, ok, sync, synced_index
 from sp_scan import block
-from sp_scan.block import parse_spent
+from sp_scan.wire import parse_spent
 
 TIP = kernelchain.SAMPLE_TIP
 P2TR_PREFIX = b"\x51\x20"

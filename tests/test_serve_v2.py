@@ -15,7 +15,7 @@ from google.protobuf import empty_pb2
 
 import kernelchain
 from serving import ServerThread, ok
-from sp_scan.block import parse_spent
+from sp_scan.wire import parse_spent
 from sp_scan.server.proto import blindbit_oracle_pb2 as pb
 
 TIP = kernelchain.SAMPLE_TIP

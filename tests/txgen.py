@@ -18,7 +18,8 @@ from sp_scan.crypto import hash160
 from sp_scan.errors import SendError
 from sp_scan.extract import NUMS_H
 from sp_scan.scan import Receiver
-from sp_scan.send import InputKey, create_outputs_reference
+from sp_scan.reference.send import create_outputs
+from sp_scan.types import InputKey
 from sp_scan.types import OutPoint, TxInput
 
 SIG71, SIG64 = b"\x30" * 71, b"\x01" * 64
@@ -164,7 +165,7 @@ def generate(seed: int, count: int, paying: list[Wallet]) -> list[GenTx]:
             m = rng.choice((None, None, *labels)) if len(labels) > 1 else rng.choice((None, 0))
             recipients += [wallet.address(m)] * rng.randint(1, 3)
         try:
-            paid = create_outputs_reference([i.outpoint for i in inputs], keys, recipients)
+            paid = create_outputs([i.outpoint for i in inputs], keys, recipients)
         except SendError:  # no eligible key: the tx pays only unrelated outputs
             paid = []
         outputs = paid + [_unrelated(rng) for _ in range(rng.randint(0, 3))]

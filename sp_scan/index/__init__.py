@@ -279,6 +279,9 @@ class Index:
             if start is not None or end is not None:
                 raise HeightError(f"{self.path} is empty")
             return []
+        if start is not None and start > (tip[0] if end is None else end):
+            above = f"the index's tip {tip[0]} (it holds {first}..{tip[0]})" if end is None else f"the last height {end}"
+            raise HeightError(f"the first height {start} is above {above}")
         start = first if start is None else start
         end = tip[0] if end is None else end
         if not first <= start <= end <= tip[0]:

@@ -36,11 +36,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..errors import HeightError, IndexStoreError
+from ..network import NETWORKS
 from ..types import BlockData
 
 FORMAT_VERSION = 1
 APPLICATION_ID = 0x53505358  # "SPSX"
-NETWORKS = ("main", "test", "testnet4", "signet", "regtest")
 PAGE_SIZE = 16384
 _PREFIX_SHIFT = 17  # txloc keeps a txid's first 47 bits: 6 bytes in SQLite's record format
 _LOCATOR_CACHE = 512  # blocks whose txids and outputs stay in memory to resolve spends

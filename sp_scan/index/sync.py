@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .. import block, workers
+from .. import block, wire, workers
 from ..errors import HeightError, IndexStoreError, NodeError, SPError
 from ..types import BlockData
 from . import filters
@@ -73,12 +73,12 @@ class BlockFiles:
         for loader in loaders:
             raw, _ = loader.load()
             try:
-                height = 0 if raw[4:36] == bytes(32) else block.bip34_height(raw)
+                height = 0 if raw[4:36] == bytes(32) else wire.bip34_height(raw)
             except SPError as exc:
                 raise type(exc)(f"{loader.name}: {exc}") from None
             if height in found:
                 raise HeightError(f"{found[height][0].name} and {loader.name} are both at height {height}")
-            found[height] = (loader, block.sha256d(raw[:80]), raw[4:36])
+            found[height] = (loader, wire.sha256d(raw[:80]), raw[4:36])
         self.heights = sorted(found)
         if self.heights and self.heights[-1] - self.heights[0] + 1 != len(self.heights):
             missing = next(h for h in range(self.heights[0], self.heights[-1]) if h not in found)
@@ -109,10 +109,14 @@ class BlockFiles:
 
 @dataclass(frozen=True)
 class Retry:
-    """How often a failing node call is tried again: `attempts` retries, waiting `delay` s, doubling."""
+    """How often a failing node call is tried again: `attempts` retries, waiting `delay` s, doubling.
+
+    `report`, when given (a picklable function: workers retry too), is told of each retry in a line.
+    """
 
     attempts: int = 5
     delay: float = 0.5
+    report: Callable[[str], None] | None = None
 
     def call(self, fn: Callable, *args: object):
         """fn(*args), retried on NodeError; the last NodeError is raised."""
@@ -120,9 +124,11 @@ class Retry:
         while True:
             try:
                 return fn(*args)
-            except NodeError:
+            except NodeError as exc:
                 if left == 0:
                     raise
+                if self.report is not None:
+                    self.report(f"{exc}; retry {self.attempts - left + 1} of {self.attempts} in {wait:g} s")
                 time.sleep(wait)
                 wait, left = 2 * wait, left - 1
 
@@ -156,7 +162,7 @@ def fetch(source: Source, height: int, retry: Retry) -> Fetched:
         raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
     if data.hash32[::-1].hex() != hash_hex:
         raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
-    filters = (*block_filters(data), block.spent_taproot_prefixes(spent))
+    filters = (*block_filters(data), wire.spent_taproot_prefixes(spent))
     return Fetched(height, data, filters, fetched - start, time.perf_counter() - fetched)
 
 
@@ -289,7 +295,10 @@ class Syncer:
             NodeError: the source fails after the retries (the message names the height to resume at).
             MalformedDataError, PrevoutsError: a bad block (nothing of it is stored).
         """
-        network = network_of(self.source, self.retry)
+        try:
+            network = network_of(self.source, self.retry)
+        except NodeError as exc:
+            raise NodeError(f"{exc} ({self._resume_hint(start)})") from None
         if network != self.store.network:
             raise IndexStoreError(f"{self.store.path} is an index of network {self.store.network}; the source is on {network}")
         first = self.store.first_height
@@ -304,13 +313,18 @@ class Syncer:
             self.stats.start = tip[0] + 1 if tip else begin
             return self._loop(pool, begin, stop, follow, interval)
         except NodeError as exc:
-            tip = self.store.tip()
-            where = f"the index is intact up to height {tip[0]}; sync again to resume at {tip[0] + 1}" if tip else f"the index is empty; sync again to start at {begin}"
-            raise NodeError(f"{exc} ({where})") from None
+            raise NodeError(f"{exc} ({self._resume_hint(begin)})") from None
         finally:
             if pool is not None:
                 pool.close()
                 pool.join()
+
+    def _resume_hint(self, begin: int | None) -> str:
+        """Where a failed sync leaves the index, and the height the next one starts at."""
+        tip = self.store.tip()
+        if tip:
+            return f"the index is intact up to height {tip[0]}; sync again to resume at {tip[0] + 1}"
+        return f"the index is empty; sync again to start at {begin}" if begin is not None else "the index is empty; sync again to start"
 
     def _default_start(self, network: str) -> int:
         if isinstance(self.source, BlockFiles) and self.source.heights:

@@ -10,6 +10,7 @@ import struct as _struct
 import weakref as _weakref
 from collections.abc import Sequence as _Sequence
 
+from sp_scan._checks import check_batch as _check_batch
 from sp_scan.errors import (
     InvalidKeyError,
     KeySumZeroError,
@@ -146,8 +147,8 @@ def spent_hashes(block_hash32: bytes, outpoints36: _Sequence[bytes] | bytes) -> 
 
 
 # ---- the C stages (_core) ---------------------------------------------------
-# Same signatures and results as the reference stages; extract, summary, scan
-# and send rebind their public names to these when ENABLED.
+# Same signatures and results as the reference stages; sp_scan.backend binds
+# the stages to these when ENABLED.
 LABEL_STRATEGIES = {"auto": 0, "bip": 1, "labelset": 2}
 
 
@@ -255,9 +256,7 @@ def scan_tweaks(
     Raises:
         as `scan.scan_tweaks`.
     """
-    from sp_scan.scan import check_batch  # at call time: sp_scan.scan imports this module
-
-    width = check_batch(tweaks, outputs, threads)
+    width = _check_batch(tweaks, outputs, threads)
     counts = _struct.pack(f"<{len(outputs)}I", *map(len, outputs))
     packed = b"".join(o for outs in outputs for o in outs)
     found: list[list[FoundOutput]] = [[] for _ in tweaks]

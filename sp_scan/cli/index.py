@@ -17,7 +17,11 @@ from sp_scan.index.scan import DASK_PARTITION_BLOCKS, DEFAULT_PARTITION_BLOCKS
 from sp_scan.index.sync import network_of
 from sp_scan.workers import signals_held
 
-from . import EXIT_INTERRUPTED, KEYS_HELP, descriptor_option, key_options, key_options_typed, node_client, node_options, output, refuse_key_like, sources, wallet_of, wallets
+from . import output, sources, wallets
+from .options import (
+    EXIT_INTERRUPTED, KEYS_HELP, Group, check_network, descriptor_option, key_options, key_options_typed, node_client, node_options,
+    refuse_key_like, wallet_of,
+)  # fmt: skip
 from .run import Interrupted, Progress
 
 DB_OPTION = click.option("--db", required=True, metavar="PATH", help="The index file.")
@@ -31,7 +35,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated
 
 
-@click.group(help="""A tweak index: every block's silent-payments data computed once and kept in a file.
+@click.group(cls=Group, help="""A tweak index: every block's silent-payments data computed once and kept in a file.
 
 \b
 sp-scan index sync --db tweaks.db --rest http://127.0.0.1:8332 --follow
@@ -56,6 +60,10 @@ def _source(blocks, network, rest_url, rpc_url, rpc_cookie, rpc_user, existing: 
     if network is None:
         raise click.UsageError("block files do not say their network: give --network N")
     return BlockFiles(sources.file_blocks(blocks, None), network)
+
+
+def _retrying(line: str) -> None:
+    click.echo(f"sp-scan: {line}", err=True)
 
 
 def _show_progress(progress: Progress):
@@ -88,7 +96,7 @@ followed: blocks of a replaced branch are rolled back. The first height defaults
 def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, start, stop, follow, interval, jobs, retries):
     if start is not None and stop is not None and stop < start:
         raise click.UsageError("--to is below --from")
-    retry = Retry(retries)
+    retry = Retry(retries, report=_retrying)
     path = Path(db)
     existing = Index.open(path) if path.exists() else None
     try:
@@ -157,18 +165,22 @@ label m or null, spent true once an indexed block spent it); spend a found outpu
 @click.option("--dask-tls-key", metavar="F", help="The private key (PEM) of --dask-tls-cert.")
 @click.option("--insecure", is_flag=True, help="Allow --dask tcp:// to another machine: the scan keys cross the network in the clear.")
 def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure):
+    if start is not None and stop is not None and stop < start:
+        raise click.UsageError("--to is below --from")
     cluster = _cluster(dask_address, (dask_tls_ca, dask_tls_cert, dask_tls_key), insecure)
     if wallets_file is not None:
         if key_options_typed(scan_key_file, labels) or descriptor_file:
             raise click.UsageError("give --wallets or one wallet's --scan-key-file/--spend-pubkey/--label/--descriptor-file, not both")
         load = functools.partial(wallets.read_wallets, wallets_file)
     else:
-        receiver_of, birthday = wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file)
-        load = lambda: [wallets.NamedWallet("", receiver_of(), birthday)]  # noqa: E731
+        wallet = wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file)
+        load = lambda: [wallets.NamedWallet("", wallet.receiver(), wallet.birthday, wallet.family)]  # noqa: E731
     if partition_blocks is None:
         partition_blocks = DEFAULT_PARTITION_BLOCKS if cluster is None else DASK_PARTITION_BLOCKS
     with Index.open(db, readonly=True) as idx, contextlib.ExitStack() as stack:  # a bad --db fails before the key is asked for
         named = load()
+        for w in named:
+            check_network(w.family, idx.network, f"wallet {w.name}'s descriptor" if w.name else "the descriptor")
         starts = [w.start for w in named] if start is None else None
         if starts is not None and None not in starts:
             start = min(starts)

@@ -10,7 +10,7 @@ import os
 
 import click
 
-from . import RPC_PASSWORD_ENV, node_client, node_options, rpc_credentials
+from .options import RPC_PASSWORD_ENV, node_client, node_options, rpc_credentials
 
 
 def _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval) -> tuple[list[str], dict[str, str]]:

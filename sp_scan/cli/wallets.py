@@ -25,20 +25,22 @@ import click
 from sp_scan.errors import SPError
 from sp_scan.scan import Receiver
 
-from . import interop, keys, sources
+from .options import looks_like_key, parse_pubkey, read_descriptor, read_scan_key
 
 FIELDS = ("scan-key-file", "spend-pubkey", "labels", "descriptor-file", "from")
 _NAME = re.compile(r"[A-Za-z0-9._@:+-]{1,64}")
-_NUMBER = re.compile(r"[0-9]{1,10}")
+_NUMBER = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
 class NamedWallet:
-    """A wallet of a wallets file: its name, keys and first height (None: the scan's start)."""
+    """A wallet of a wallets file: its name, keys, first height (None: the scan's start) and network
+    family (a descriptor's, `network.MAIN` or `TEST`; None for bare keys)."""
 
     name: str
     receiver: Receiver
     start: int | None
+    family: str | None = None
 
 
 def read_wallets(path: str) -> list[NamedWallet]:
@@ -67,7 +69,7 @@ def read_wallets(path: str) -> list[NamedWallet]:
 
 def _wallet(tokens: list[str], base: Path, where: str) -> NamedWallet:
     name, fields = tokens[0], {}
-    if not _NAME.fullmatch(name) or sources.looks_like_key(name):
+    if not _NAME.fullmatch(name) or looks_like_key(name):
         raise click.UsageError(f"{where}: a line starts with the wallet's name (letters, digits, ._@:+-; not a key)")
     for i, token in enumerate(tokens[1:], 2):
         field, sep, value = token.partition("=")
@@ -85,28 +87,20 @@ def _wallet(tokens: list[str], base: Path, where: str) -> NamedWallet:
         raise click.UsageError(f"{where}: {exc.filename}: {exc.strerror or exc}") from None
 
 
-def _keys(fields: dict[str, str], base: Path, where: str) -> tuple[Receiver, int | None]:
+def _keys(fields: dict[str, str], base: Path, where: str) -> tuple[Receiver, int | None, str | None]:
     start = _number(fields["from"], "from") if "from" in fields else None
     if "descriptor-file" in fields:
         if fields.keys() & {"scan-key-file", "spend-pubkey", "labels"}:
             raise click.UsageError("give descriptor-file= or scan-key-file=/spend-pubkey=/labels=, not both")
-        wallet = interop.read_descriptor(_file(base, fields["descriptor-file"], "descriptor-file"))
-        return wallet.receiver(), wallet.birthday_height if start is None else start
+        wallet = read_descriptor(fields["descriptor-file"], "descriptor-file=", base)
+        return wallet.receiver(), wallet.birthday_height if start is None else start, wallet.network
     if "scan-key-file" not in fields or "spend-pubkey" not in fields:
         raise click.UsageError("a wallet needs scan-key-file= and spend-pubkey=, or descriptor-file=")
     labels = tuple(_number(m, "labels") for m in fields["labels"].split(",")) if "labels" in fields else ()
     if any(m >= 2**32 for m in labels):
-        raise click.UsageError("labels= are integers below 2**32")
-    spend33 = keys.parse_pubkey(fields["spend-pubkey"], "spend-pubkey=")
-    return Receiver(keys.read_scan_key(_file(base, fields["scan-key-file"], "scan-key-file")), spend33, labels), start
-
-
-def _file(base: Path, value: str, field: str) -> str:
-    """The path a file field names; a value that looks like a key or descriptor and names no file is refused unshown."""
-    path = base / value
-    if sources.looks_like_key(value) and not path.exists():
-        raise click.UsageError(f"{field}= looks like a key or descriptor and names no file (not shown): the wallets file holds paths, never keys")
-    return str(path)
+        raise click.UsageError("labels= are integers below 2**32 (labels are 32-bit)")
+    spend33 = parse_pubkey(fields["spend-pubkey"], "spend-pubkey=")
+    return Receiver(read_scan_key(fields["scan-key-file"], "scan-key-file=", base), spend33, labels), start, None
 
 
 def _number(text: str, field: str) -> int:

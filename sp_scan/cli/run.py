@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from sp_scan import block
+from sp_scan import block, wire
 from sp_scan.errors import SPError
 from sp_scan.scan import Receiver
 from sp_scan.workers import in_order, signals_held
@@ -50,7 +50,7 @@ def work(source: Source, mode: str, receiver: Receiver | None, fmt: output.Emitt
             return fmt.text(records)
         except SPError:
             # The native block loop's messages are generic; the reference parser says where.
-            block.transactions(raw, spent)
+            wire.transactions(raw, spent)
             raise
     except SPError as exc:
         raise type(exc)(f"{source.name}: {exc}") from None

@@ -6,11 +6,10 @@ A source is a small picklable value with a `name` and `load()` ->
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sp_scan import block
+from sp_scan import formats
 from sp_scan.errors import PrevoutsError
 from sp_scan.node import RestNode, RpcNode
 
@@ -18,7 +17,6 @@ MISSING_PREVOUTS = (
     "no prevouts for {name}: pass --spent FILE (Core's spenttxouts .bin/.hex/.json or getblock-3 JSON), "
     "put {stem}.spent.hex or {stem}.spent.bin beside it, give getblock-3 JSON as BLOCK, or use --rest/--rpc"
 )
-_KEY_LIKE = re.compile(r"[0-9a-fA-F]{64}|[a-z]+\(.*|t?sp(scan|spend)1.*|[xt]prv.*")
 _SUFFIXES = (".hex", ".bin", ".json")
 
 
@@ -34,9 +32,9 @@ class FileBlock:
         return self.path
 
     def load(self) -> tuple[bytes, bytes]:
-        raw, inline = block.load_block(Path(self.path).read_bytes())
+        raw, inline = formats.load_block(Path(self.path).read_bytes())
         if self.spent_path is not None:
-            return raw, block.load_spent(Path(self.spent_path).read_bytes())
+            return raw, formats.load_spent(Path(self.spent_path).read_bytes())
         if inline is None:
             raise PrevoutsError(MISSING_PREVOUTS.format(name=self.path, stem=_stem(self.path)))
         return raw, inline
@@ -72,12 +70,6 @@ def beside(path: str) -> str | None:
         if Path(candidate).is_file():
             return candidate
     return None
-
-
-def looks_like_key(arg: str) -> bool:
-    """True for an argument that names no file and looks like a key, hash or descriptor (64 hex
-    digits, `name(…)`, spscan/spspend, xprv/tprv): pasted secrets are never read or echoed."""
-    return bool(_KEY_LIKE.fullmatch(arg)) and not Path(arg).exists()
 
 
 def file_blocks(paths: tuple[str, ...], spent: str | None) -> list[FileBlock]:

@@ -1,0 +1,391 @@
+"""Bitcoin serialization: transactions, blocks, and Core's spent outputs in binary.
+
+A raw block cannot be scanned alone: input types come from the outputs the
+inputs spend. Core's REST `/rest/spenttxouts/<hash>.bin` (Core 30+) gives them
+as a compact-size tx count including the coinbase (which has 0 entries), then
+per tx a compact-size input count and that many CTxOut (int64 LE value,
+compact-size script length, script); `join_prevouts` pairs them with the
+block's inputs. Every parser refuses truncation and trailing bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .errors import MalformedBlockError, MalformedDataError, PrevoutsError
+from .types import OutPoint, TxInput
+
+MAX_MONEY = 21_000_000 * 100_000_000
+"""The largest valid amount in satoshis."""
+
+HEADER_BYTES = 80
+"""The size of a block header."""
+_MIN_TX, _MIN_TXIN, _MIN_TXOUT = 10, 41, 9
+_NULL_OUTPOINT = b"\x00" * 32 + b"\xff" * 4
+
+
+class Reader:
+    """A cursor over bytes that raises `error` (a MalformedDataError) on truncation.
+
+    Args:
+        data: the bytes to read.
+        error: the exception class raised on any problem.
+        what: a prefix naming the data in messages, e.g. "block".
+    """
+
+    __slots__ = ("data", "pos", "error", "what")
+
+    def __init__(self, data: bytes, pos: int = 0, error: type[MalformedDataError] = MalformedDataError, what: str = "data") -> None:
+        self.data = data
+        self.pos = pos
+        self.error = error
+        self.what = what
+
+    def fail(self, message: str) -> MalformedDataError:
+        """Return the error to raise, prefixed with what is being read."""
+        return self.error(f"{self.what}: {message}")
+
+    def read(self, n: int) -> bytes:
+        """Return the next n bytes."""
+        end = self.pos + n
+        if end > len(self.data):
+            raise self.fail(f"truncated: need {n} bytes at offset {self.pos}")
+        out = self.data[self.pos : end]
+        self.pos = end
+        return out
+
+    def compact_size(self) -> int:
+        """Read a canonical compact size."""
+        first = self.read(1)[0]
+        if first < 0xFD:
+            return first
+        width, floor = {0xFD: (2, 0xFD), 0xFE: (4, 0x10000), 0xFF: (8, 0x100000000)}[first]
+        value = int.from_bytes(self.read(width), "little")
+        if value < floor:
+            raise self.fail(f"non-canonical compact size at offset {self.pos - width - 1}")
+        return value
+
+    def count(self, min_size: int) -> int:
+        """Read a compact-size item count; raise if that many items of min_size bytes cannot fit."""
+        n = self.compact_size()
+        if n * min_size > len(self.data) - self.pos:
+            raise self.fail(f"truncated: count {n} exceeds the remaining {len(self.data) - self.pos} bytes")
+        return n
+
+    def var_bytes(self) -> bytes:
+        """Read a compact-size length, then that many bytes."""
+        return self.read(self.compact_size())
+
+    def end(self) -> None:
+        """Raise unless every byte was read."""
+        if self.pos != len(self.data):
+            raise self.fail(f"{len(self.data) - self.pos} trailing bytes")
+
+
+def parse_witness(data: bytes) -> tuple[bytes, ...]:
+    """Parse a serialized witness stack (count, then length-prefixed items); b"" is no witness.
+
+    Raises:
+        MalformedDataError: truncated or trailing bytes.
+    """
+    if not data:
+        return ()
+    r = Reader(data, what="witness")
+    items = tuple(r.var_bytes() for _ in range(r.count(1)))
+    r.end()
+    return items
+
+
+def compact_size(n: int) -> bytes:
+    """Serialize n as a canonical compact size."""
+    if n < 0xFD:
+        return bytes([n])
+    for prefix, width in ((0xFD, 2), (0xFE, 4), (0xFF, 8)):
+        if n < 1 << (8 * width):
+            return bytes([prefix]) + n.to_bytes(width, "little")
+    raise ValueError("compact size out of range")
+
+
+def sha256d(data: bytes) -> bytes:
+    """Return SHA256(SHA256(data)), 32 bytes."""
+    return hashlib.sha256(hashlib.sha256(data).digest()).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class TxOut:
+    """A transaction output.
+
+    Attributes:
+        amount: value in satoshis, 0..MAX_MONEY.
+        script: the scriptPubKey.
+    """
+
+    amount: int
+    script: bytes
+
+    def to_bytes(self) -> bytes:
+        """Return Core's CTxOut serialization: int64 LE amount, compact-size script length, script."""
+        return self.amount.to_bytes(8, "little") + compact_size(len(self.script)) + self.script
+
+
+@dataclass(frozen=True, slots=True)
+class RawInput:
+    """A transaction input as serialized (its prevout script is not in the block).
+
+    Attributes:
+        outpoint: the output it spends.
+        script_sig: the scriptSig.
+        witness: the witness stack, one bytes per item.
+    """
+
+    outpoint: OutPoint
+    script_sig: bytes
+    witness: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RawTx:
+    """A parsed transaction.
+
+    Attributes:
+        txid32: the txid in internal byte order (reverse for display).
+        inputs: its inputs, in order.
+        outputs: its outputs, in vout order.
+    """
+
+    txid32: bytes
+    inputs: tuple[RawInput, ...]
+    outputs: tuple[TxOut, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A parsed block.
+
+    Attributes:
+        header80: the 80-byte header.
+        txs: its transactions; txs[0] is the coinbase.
+    """
+
+    header80: bytes
+    txs: tuple[RawTx, ...]
+
+    @property
+    def hash32(self) -> bytes:
+        """The block hash in internal byte order (reverse for display)."""
+        return sha256d(self.header80)
+
+
+@dataclass(frozen=True, slots=True)
+class SpentTx:
+    """A non-coinbase transaction joined with the prevouts of its inputs.
+
+    Attributes:
+        txid32: the txid in internal byte order.
+        inputs: every input with its prevout scriptPubKey, ready for `summarize`.
+        outputs: the transaction's outputs, in vout order.
+    """
+
+    txid32: bytes
+    inputs: tuple[TxInput, ...]
+    outputs: tuple[TxOut, ...]
+
+
+def _txout(r: Reader) -> TxOut:
+    amount = int.from_bytes(r.read(8), "little", signed=True)
+    if not 0 <= amount <= MAX_MONEY:
+        raise r.fail(f"amount {amount} out of range")
+    return TxOut(amount, r.var_bytes())
+
+
+def _tx(r: Reader) -> RawTx:
+    start = r.pos
+    version = r.read(4)
+    body = r.pos
+    n_in = r.count(_MIN_TXIN)
+    segwit = n_in == 0
+    if segwit:
+        if r.read(1) != b"\x01":
+            raise r.fail(f"transaction at offset {start}: unknown optional data (flag is not 1)")
+        body = r.pos
+        n_in = r.count(_MIN_TXIN)
+        if n_in == 0:
+            raise r.fail(f"transaction at offset {start} has no inputs")
+    raw_inputs = [(r.read(36), r.var_bytes(), r.read(4)) for _ in range(n_in)]
+    outputs = tuple(_txout(r) for _ in range(r.count(_MIN_TXOUT)))
+    body_end = r.pos
+    if segwit:
+        witnesses = [tuple(r.var_bytes() for _ in range(r.count(1))) for _ in range(n_in)]
+        if not any(witnesses):
+            raise r.fail(f"transaction at offset {start}: superfluous witness record")
+    else:
+        witnesses = [()] * n_in
+    locktime = r.read(4)
+    txid32 = sha256d(version + r.data[body:body_end] + locktime)
+    inputs = tuple(RawInput(OutPoint.from_bytes(op), sig, wit) for (op, sig, _), wit in zip(raw_inputs, witnesses))
+    return RawTx(txid32, inputs, outputs)
+
+
+def parse_tx(tx_bytes: bytes) -> RawTx:
+    """Parse one serialized transaction (with or without witness data).
+
+    Raises:
+        MalformedDataError: truncated, trailing bytes, non-canonical compact size, bad amount.
+    """
+    return _whole(tx_bytes, "transaction", _tx)
+
+
+def parse_txout(txout_bytes: bytes) -> TxOut:
+    """Parse Core's CTxOut serialization (amount, compact-size script length, script).
+
+    Raises:
+        MalformedDataError: truncated, trailing bytes, or an amount out of range.
+    """
+    return _whole(txout_bytes, "output", _txout)
+
+
+def _whole(data: bytes, what: str, read):
+    r = Reader(bytes(data), what=what)
+    value = read(r)
+    r.end()
+    return value
+
+
+def parse_block(block_bytes: bytes) -> Block:
+    """Parse a raw block in segwit serialization.
+
+    Raises:
+        MalformedBlockError: truncated, trailing bytes, non-canonical compact
+            size, a bad segwit marker, no transactions, or a first
+            transaction that is not a coinbase.
+    """
+    r = Reader(bytes(block_bytes), error=MalformedBlockError, what="block")
+    header80 = r.read(HEADER_BYTES)
+    txs = tuple(_tx(r) for _ in range(r.count(_MIN_TX)))
+    r.end()
+    if not txs:
+        raise r.fail("no transactions")
+    first = txs[0].inputs
+    if len(first) != 1 or first[0].outpoint.to_bytes() != _NULL_OUTPOINT:
+        raise r.fail("the first transaction is not a coinbase")
+    return Block(header80, txs)
+
+
+def bip34_height(block_bytes: bytes) -> int:
+    """Return the height a block's coinbase states (BIP34: its scriptSig's first push).
+
+    Heights 1..16 are OP_1..OP_16, 0 is OP_0, others a minimal little-endian push.
+
+    Raises:
+        MalformedBlockError: the block's start does not parse, or the coinbase states no height.
+    """
+    r = Reader(bytes(block_bytes), error=MalformedBlockError, what="block")
+    r.read(HEADER_BYTES)
+    if r.count(_MIN_TX) == 0:
+        raise r.fail("no transactions")
+    coinbase = _tx(r)
+    script = coinbase.inputs[0].script_sig if len(coinbase.inputs) == 1 else b""
+    op = script[:1]
+    if op == b"\x00":
+        return 0
+    if op and 0x51 <= op[0] <= 0x60:
+        return op[0] - 0x50
+    if op and 1 <= op[0] <= 8 and len(script) > op[0] and not script[op[0]] & 0x80:
+        return int.from_bytes(script[1 : 1 + op[0]], "little")
+    raise r.fail("the coinbase does not state a height (BIP34)")
+
+
+def parse_spent(spent_bytes: bytes) -> list[list[TxOut]]:
+    """Parse Core's REST spent-outputs binary form: per tx, the outputs its inputs spend.
+
+    Raises:
+        MalformedDataError: truncated, trailing bytes, non-canonical compact size, bad amount.
+    """
+    r = Reader(bytes(spent_bytes), what="spent outputs")
+    spent = [[_txout(r) for _ in range(r.count(_MIN_TXOUT))] for _ in range(r.count(1))]
+    r.end()
+    return spent
+
+
+def spent_taproot_prefixes(spent_bytes: bytes) -> bytes:
+    """The first 8 bytes of the x-only key of every P2TR output a block's inputs spend, tx then vin
+    order (BlindBit v2's short spent outputs), from Core's REST spent-outputs binary form.
+
+    Expects data `parse_spent` (or `block_index`) has accepted: it only walks it.
+
+    Raises:
+        MalformedDataError: truncated data.
+    """
+    data, out = bytes(spent_bytes), []
+    pos, n_tx = _walk_size(data, 0)
+    try:
+        for _ in range(n_tx):
+            pos, n_in = _walk_size(data, pos)
+            for _ in range(n_in):
+                length = data[pos + 8]  # after the amount
+                if length < 0xFD:
+                    pos += 9
+                else:
+                    pos, length = _walk_size(data, pos + 8)
+                if length == 34 and data[pos] == 0x51 and data[pos + 1] == 0x20:
+                    out.append(data[pos + 2 : pos + 10])
+                pos += length
+    except IndexError:
+        raise MalformedDataError("spent outputs: truncated") from None
+    if pos != len(data):
+        raise MalformedDataError("spent outputs: truncated or trailing bytes")
+    return b"".join(out)
+
+
+def _walk_size(data: bytes, pos: int) -> tuple[int, int]:
+    """(position after, value) of the compact size at `pos`."""
+    first = data[pos]
+    if first < 0xFD:
+        return pos + 1, first
+    width = 2 if first == 0xFD else 4 if first == 0xFE else 8
+    return pos + 1 + width, int.from_bytes(data[pos + 1 : pos + 1 + width], "little")
+
+
+def serialize_spent(spent: Sequence[Sequence[TxOut]]) -> bytes:
+    """Serialize per-tx prevouts in Core's REST spent-outputs binary form (coinbase entry included)."""
+    parts = [compact_size(len(spent))]
+    for prevouts in spent:
+        parts.append(compact_size(len(prevouts)))
+        parts.extend(o.to_bytes() for o in prevouts)
+    return b"".join(parts)
+
+
+def join_prevouts(block: Block, spent: Sequence[Sequence[TxOut]]) -> list[SpentTx]:
+    """Join each non-coinbase transaction of a block with its prevouts.
+
+    Raises:
+        PrevoutsError: the spent data covers a different number of
+            transactions, gives the coinbase entries, or gives a
+            transaction a different number of prevouts than it has inputs.
+    """
+    if len(spent) != len(block.txs):
+        raise PrevoutsError(f"spent outputs cover {len(spent)} transactions, the block has {len(block.txs)}")
+    if spent[0]:
+        raise PrevoutsError("spent outputs give the coinbase prevouts; it has none")
+    out = []
+    for n, (tx, prevouts) in enumerate(zip(block.txs[1:], spent[1:]), start=1):
+        if len(prevouts) != len(tx.inputs):
+            raise PrevoutsError(
+                f"transaction {n} ({tx.txid32[::-1].hex()}) has {len(tx.inputs)} inputs but {len(prevouts)} spent outputs"
+            )
+        inputs = tuple(TxInput(i.outpoint, i.script_sig, i.witness, p.script) for i, p in zip(tx.inputs, prevouts))
+        out.append(SpentTx(tx.txid32, inputs, tx.outputs))
+    return out
+
+
+def transactions(block_bytes: bytes, spent_bytes: bytes) -> list[SpentTx]:
+    """Parse a block and its spent outputs and join them; the coinbase is left out.
+
+    Raises:
+        MalformedBlockError: the block does not parse.
+        MalformedDataError: the spent outputs do not parse.
+        PrevoutsError: they do not match the block's inputs.
+    """
+    return join_prevouts(parse_block(block_bytes), parse_spent(spent_bytes))
