@@ -1,8 +1,8 @@
 """BlindBit Oracle v2 (gRPC) of `sp-scan serve --grpc-port`, through a real gRPC client on 127.0.0.1.
 
-Streams are checked against values computed here from the kernel chain's blocks and spent
-outputs (eligible txs and tweaks from the sender's records, keys from the outputs' scripts),
-and against the v1 answers of the same server.
+Streams and GetFullBlock are checked against values computed here from the kernel chain's blocks
+and spent outputs (eligible txs and tweaks from the sender's records, keys and outpoints from the
+block's own transactions), and against the v1 answers of the same server.
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ import sqlite3
 
 import grpc
 import pytest
+from bitcoin.core import CBlock
 from google.protobuf import empty_pb2
 
 import kernelchain
 from serving import ServerThread, ok
-from sp_scan.wire import parse_spent
+from sp_scan.node import RestNode
 from sp_scan.server.proto import blindbit_oracle_pb2 as pb
+from sp_scan.wire import parse_spent
 
 TIP = kernelchain.SAMPLE_TIP
 SERVICE = "/blindbit.oracle.v1.OracleService/"
@@ -149,7 +151,7 @@ def test_bad_ranges_and_unkept_data_get_grpc_statuses(served):
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
     with pytest.raises(grpc.RpcError) as err:
         oracle.unary("GetFullBlock", pb.BlockHeightRequest(block_height=101), pb.FullBlockResponse)
-    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE and "needs the server's node" in err.value.details()
 
 
 def test_a_cancelled_stream_ends_and_the_server_serves_on(served):
@@ -180,3 +182,33 @@ def test_an_index_from_before_the_spent_keys_serves_the_compute_index_and_says_w
             list(oracle.stream("StreamBlockScanDataShort", request, pb.BlockScanDataShortResponse))
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE and "stored without its spent keys" in err.value.details()
         oracle.close()
+
+
+def expected_full_block(chain, height: int) -> list[tuple]:
+    """(display txid, tweak, P2TR-spending outpoints as display txid ‖ vout BE32, [(vout, amount, key)]) per eligible
+    tx, sorted by internal txid, from the chain's block and spent outputs."""
+    block = CBlock.deserialize(chain.block(height))
+    spent = parse_spent(chain.spent(height))
+    inputs = {
+        tx.GetTxid(): b"".join(i.prevout.hash[::-1] + i.prevout.n.to_bytes(4, "big") for i, o in zip(tx.vin, outs) if o.script[:2] == P2TR and len(o.script) == 34)
+        for tx, outs in zip(block.vtx[1:], spent[1:])
+    }
+    rows = []
+    for t in eligible(chain, height):
+        outs = [(n, o.nValue, bytes(o.scriptPubKey)[2:]) for n, o in enumerate(t.tx.vout) if bytes(o.scriptPubKey)[:2] == P2TR and len(bytes(o.scriptPubKey)) == 34]
+        rows.append((t.txid32, t.tweak33, inputs[t.txid32], outs))
+    return [(txid32[::-1], tweak, ins, outs) for txid32, tweak, ins, outs in sorted(rows)]
+
+
+def test_get_full_block_lists_each_eligible_txs_outputs_and_the_taproot_outpoints_it_spends(kernel_index, kernel_rest, kernel_chain):
+    with ServerThread(kernel_index, grpc_port=0, node=RestNode(kernel_rest.url)) as server:
+        oracle = Oracle(server.server.urls["grpc"])
+        with_inputs = 0
+        for h in range(95, TIP + 1):
+            message = oracle.unary("GetFullBlock", pb.BlockHeightRequest(block_height=h), pb.FullBlockResponse)
+            assert (message.block_identifier.block_hash, message.block_identifier.block_height) == (kernel_chain.hash_at(h)[::-1], h)
+            got = [(i.txid, i.tweak, i.inputs, [(u.vout, u.amount, u.pubkey) for u in i.utxos]) for i in message.index]
+            assert got == expected_full_block(kernel_chain, h)
+            with_inputs += sum(bool(i.inputs) for i in message.index)
+        oracle.close()
+    assert with_inputs >= 3

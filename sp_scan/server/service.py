@@ -123,7 +123,7 @@ class Server:
             if self.grpc_port is not None:
                 from .v2 import GrpcFront
 
-                self.grpc = GrpcFront(self.view, self.readers, self.cache, self.gate, self.log)
+                self.grpc = GrpcFront(self.view, self.readers, self.cache, self.gate, self.log, self.node)
                 self.urls["grpc"] = await self.grpc.start(self.host, self.grpc_port)
             self.rate = status.RateMeter(self.request_count)
             self.rate.start()

@@ -17,8 +17,10 @@ does over its store (`internal/database/dbpebble`):
 Where sp-scan differs: BlindBit ignores `dustlimit` and `cut_through`; here they filter per tx
 exactly as the v1 routes do (a tx is kept whole, by its largest (unspent) taproot output), so
 0 and false give BlindBit's answer byte for byte. A height that is not indexed is NOT_FOUND
-(BlindBit sends an empty block), a range with start > end INVALID_ARGUMENT. `GetFullBlock` is
-UNIMPLEMENTED: it lists each tx's spent outpoints, which the index does not keep.
+(BlindBit sends an empty block), a range with start > end INVALID_ARGUMENT. `GetFullBlock` lists,
+per eligible tx in the same order, its txid, tweak, taproot outputs and the outpoints its inputs
+spend of P2TR outputs (display-order txid ‖ vout big-endian, as BlindBit packs them); the index
+keeps no outpoints per tx, so they come from the server's node (UNAVAILABLE without one).
 
 Each block's message is serialized once and kept in the server's answer cache (keyed by its
 block hash, and the tip's for cut-through). Streams read a few blocks ahead on the reader
@@ -41,7 +43,8 @@ from collections.abc import Callable
 import grpc
 from google.protobuf import empty_pb2
 
-from sp_scan.errors import HeightError, IndexStoreError
+from sp_scan import wire
+from sp_scan.errors import HeightError, IndexStoreError, SPError
 
 from . import routes
 from .answers import Answer, AnswerCache, ChainView, Readers
@@ -85,6 +88,30 @@ def block_message(index, height: int, hash32: bytes, tip: bytes | None, dust: in
     return Answer(200, message.SerializeToString(), None, cacheable)
 
 
+def full_block_message(index, height: int, hash32: bytes, node) -> Answer:
+    """GetFullBlock's answer for one block, serialized: per eligible tx in BlindBit's order, its
+    display-order txid, tweak, taproot outputs, and the outpoints its inputs spend of P2TR outputs
+    (display-order txid ‖ vout big-endian, as BlindBit's store packs them), those from the node's
+    copy of the block (the index keeps no outpoints per tx).
+    """
+    got, txs, cacheable = routes.read_block(index, height, hash32, None, lambda: index.eligible_txs(height))
+    try:
+        spending = {tx.txid32: tx.inputs for tx in wire.transactions(*node.block(got[::-1].hex()))}
+    except SPError as exc:
+        raise _Abort(grpc.StatusCode.UNAVAILABLE, f"the node could not give block {height}: {exc}") from None
+    items = []
+    for txid32, tweak33, outputs in sorted(txs, key=lambda t: t[0]):
+        inputs = b"".join(i.outpoint.txid32[::-1] + i.outpoint.vout.to_bytes(4, "big") for i in spending.get(txid32, ()) if _is_p2tr(i.prevout_script))
+        utxos = [pb.UTXOItemLight(vout=u.vout, amount=u.value, pubkey=u.output32) for u in outputs]
+        items.append(pb.FullTxItem(txid=txid32[::-1], tweak=tweak33, inputs=inputs, utxos=utxos))
+    message = pb.FullBlockResponse(block_identifier=pb.BlockIdentifier(block_hash=got[::-1], block_height=height), index=items)
+    return Answer(200, message.SerializeToString(), None, cacheable)
+
+
+def _is_p2tr(script: bytes) -> bool:
+    return len(script) == 34 and script[:2] == b"\x51\x20"
+
+
 def spent_message(index, height: int, hash32: bytes) -> Answer:
     """GetSpentOutputsShort's answer for one block, serialized."""
     got, keys8, cacheable = routes.read_block(index, height, hash32, None, lambda: index.spent_keys(height))
@@ -105,13 +132,14 @@ def _guarded(index, fn: Callable, *args) -> Answer:
 
 
 class OracleService:
-    """The OracleService calls over the index seen through `view` (answers built by `readers` into `cache`).
+    """The OracleService calls over the index seen through `view` (answers built by `readers` into `cache`);
+    `node` (a `RestNode` or `RpcNode`, or None) gives GetFullBlock the blocks' inputs.
 
     `admit(context)` is awaited first by every call (the front's per-IP rate), and may abort it.
     """
 
-    def __init__(self, view: ChainView, readers: Readers, cache: AnswerCache, admit: Callable) -> None:
-        self.view, self.readers, self.cache, self.admit = view, readers, cache, admit
+    def __init__(self, view: ChainView, readers: Readers, cache: AnswerCache, admit: Callable, node=None) -> None:
+        self.view, self.readers, self.cache, self.admit, self.node = view, readers, cache, admit, node
 
     def handlers(self) -> grpc.GenericRpcHandler:
         """The generic handler registering every call under blindbit.oracle.v1.OracleService."""
@@ -197,8 +225,12 @@ class OracleService:
         hash32 = self._hash(height)
         return await self._build(("v2-spent", height, hash32, None), spent_message, height, hash32)
 
-    async def get_full_block(self, request):
-        raise _Abort(grpc.StatusCode.UNIMPLEMENTED, "sp-scan's index keeps no spent outpoints per tx: use StreamBlockScanDataShort")
+    async def get_full_block(self, request) -> bytes:
+        if self.node is None:
+            raise _Abort(grpc.StatusCode.UNAVAILABLE, "GetFullBlock needs the server's node (serve --rest or --rpc): the index keeps no outpoints per tx")
+        height = request.block_height
+        hash32 = self._hash(height)
+        return await self._build(("v2-full", height, hash32, None), full_block_message, height, hash32, self.node)
 
     async def blocks(self, request, spent: bool):
         """The serialized message of each block of the request's range, in height order."""
@@ -340,8 +372,8 @@ class _ClientSide(_Pipe):
 class GrpcFront:
     """The gRPC server on a loopback port and the limiting front that relays the public port to it."""
 
-    def __init__(self, view: ChainView, readers: Readers, cache: AnswerCache, gate: Gate, log: Callable[[str], None] = print) -> None:
-        self.view, self.readers, self.cache, self.gate, self.log = view, readers, cache, gate, log
+    def __init__(self, view: ChainView, readers: Readers, cache: AnswerCache, gate: Gate, log: Callable[[str], None] = print, node=None) -> None:
+        self.view, self.readers, self.cache, self.gate, self.log, self.node = view, readers, cache, gate, log, node
         self.clients: set[_ClientSide] = set()
         self.tickets: dict[int, Ticket] = {}
         self.requests = 0
@@ -382,7 +414,7 @@ class GrpcFront:
             ("grpc.so_reuseport", 0),
         ]
         self._grpc = grpc.aio.server(options=options)
-        service = OracleService(self.view, self.readers, self.cache, self.admit)
+        service = OracleService(self.view, self.readers, self.cache, self.admit, self.node)
         self._grpc.add_generic_rpc_handlers((service.handlers(),))
         self.internal_port = self._grpc.add_insecure_port("127.0.0.1:0")
         await self._grpc.start()
