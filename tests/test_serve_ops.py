@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -128,3 +129,22 @@ def test_the_status_listener_answers_only_its_two_paths(kernel_index):
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(request, timeout=10)
         assert err.value.code == 405 and err.value.headers["Allow"] == "GET, HEAD"
+
+
+def test_forward_tx_with_expect_100_continue_gets_the_go_ahead_then_the_txid(kernel_index, node, raw_tx):
+    """curl sends `Expect: 100-continue` before a body over 1 kB and waits for the server's go-ahead."""
+    tx_hex, txid = raw_tx
+    body = json.dumps({"data": tx_hex}).encode()
+    with ServerThread(kernel_index, relay=RpcNode(node.url, user="alice", password="pw")) as server:
+        host, port = server.url.rsplit("/", 1)[1].split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            head = f"POST /forward-tx HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
+            sock.sendall(head.encode())
+            assert sock.recv(1024) == b"HTTP/1.1 100 Continue\r\n\r\n"
+            sock.sendall(body)
+            reply = b""
+            while not reply.endswith(f'"{txid}"'.encode()):
+                chunk = sock.recv(65536)
+                assert chunk, reply
+                reply += chunk
+    assert reply.startswith(b"HTTP/1.1 200 OK\r\n")
