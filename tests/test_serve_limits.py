@@ -386,3 +386,21 @@ def test_requests_served_while_other_threads_hammer_keep_their_answers(limited):
         t.join()
     assert errors == [] and results == [first] * 10
     assert server.server.cache.hits >= 10
+
+
+def test_pipelined_requests_past_the_read_pause_and_a_half_close_are_all_answered(kernel_index):
+    """A client that pipelines more than one request's worth of bytes behind an answer being built, then
+    shuts its write side: every request is answered in order, then the server closes."""
+    with ServerThread(kernel_index) as server:
+        pipelined(server)
+
+
+def pipelined(server) -> None:
+    paths = [f"/utxos/{h}" for h in range(95, 111)] * 5  # 80; the first ones are built on reader threads
+    filler = "X-Pad: " + "p" * 7000 + "\r\n"  # heads near the size cap, so the backlog passes the pause mark
+    with connect(server.url) as sock:
+        sock.sendall("".join(f"GET {p} HTTP/1.1\r\n{filler}\r\n" for p in paths[:70]).encode())
+        sock.shutdown(socket.SHUT_WR)
+        answers = [read_answer(sock) for _ in range(70)]
+        assert closed_by_server(sock)
+    assert [json.loads(body) for _, _, body in answers] == [ok(f"{server.url}{p}") for p in paths[:70]]

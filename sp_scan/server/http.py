@@ -278,6 +278,7 @@ class HttpConnection(asyncio.Protocol):
     _paused: bool = False
     _closing: bool = False
     _lingering: bool = False
+    _eof: bool = False
     _pending: int = 0
     _progress: float = 0.0
 
@@ -324,6 +325,7 @@ class HttpConnection(asyncio.Protocol):
             self.transport.pause_reading()  # pipelined requests beyond one are read once this one is answered
 
     def eof_received(self) -> bool:
+        self._eof = True
         return self.task is not None and not self._lingering  # keep the write side open for an answer in progress
 
     def pause_writing(self) -> None:
@@ -407,6 +409,8 @@ class HttpConnection(asyncio.Protocol):
             return
         self._answer(request, response, began)
         self._since = time.monotonic()
+        if not self._paused:
+            self.transport.resume_reading()  # if a pipelined backlog paused it (data_received)
         self._process()
 
     def _answer(self, request: Request, response: Response, began: float) -> None:
@@ -420,7 +424,7 @@ class HttpConnection(asyncio.Protocol):
         self._progress = time.monotonic()
         if self.server.access_log is not None:
             self.server.access_log(request, response, self._progress - began)
-        if not keep_alive:
+        if not keep_alive or (self._eof and not self._buffer):  # the client sent its last request
             self._close()
 
     def _refuse(self, exc: BadRequest) -> None:
