@@ -78,13 +78,14 @@ class ChainView:
         network: the index's network.
         first: the first indexed height (None while empty).
         tip: (height, hash32) of the highest block, or None.
-        replaced: called with the first height a branch switch replaced.
+        changed: called after a refresh that saw the tip move, with the first height a branch
+            switch replaced (None when blocks were only added).
     """
 
-    def __init__(self, path: str | Path, replaced: Callable[[int], None] = lambda height: None) -> None:
+    def __init__(self, path: str | Path, changed: Callable[[int | None], None] = lambda replaced: None) -> None:
         self._index = Index.open(path, readonly=True)
         self.network = self._index.network
-        self.replaced = replaced
+        self.changed = changed
         self.first: int | None = None
         self.tip: tuple[int, bytes] | None = None
         self._hashes = bytearray()
@@ -128,7 +129,7 @@ class ChainView:
         tip = self._index.tip()
         if tip == self.tip:
             return False
-        old = self.tip
+        old, replaced = self.tip, None
         if tip is None:
             self.first, self.tip, self._hashes = None, None, bytearray()
         elif old is None or self.first is None:
@@ -144,8 +145,9 @@ class ChainView:
                 del self._hashes[32 * (check - self.first) :]
                 self._hashes += b"".join(hash32 for _, hash32 in fresh)
             if fork is not None or tip[0] < old[0]:
-                self.replaced(fork if fork is not None else tip[0] + 1)
+                replaced = fork if fork is not None else tip[0] + 1
         self.tip = tip
+        self.changed(replaced)
         return True
 
     def _uncheck(self) -> None:
@@ -183,7 +185,7 @@ def answer(status: int, body: bytes, cacheable: bool = True) -> Answer:
 class AnswerCache:
     """Built answers by key, least recently used dropped first beyond `max_bytes`; builds shared by waiters.
 
-    Keys are tuples whose second item is the block height (or None) so a reorg can drop them.
+    Keys are tuples (kind, block height or None, ..., tip hash or None): `follow` drops by those two.
     """
 
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
@@ -238,6 +240,16 @@ class AnswerCache:
             del self._building[key]
         self.put(key, value)
         return value
+
+    def follow(self, view: ChainView) -> None:
+        """Drop what `view`'s changes make stale: the answers of replaced blocks (key[1] is the height)
+        and those keyed by an old tip (key[-1] is the tip hash, or None for answers that do not depend on it)."""
+
+        def changed(replaced: int | None) -> None:
+            tip = view.tip[1] if view.tip else None
+            self.drop(lambda key: (key[-1] is None or key[-1] == tip) and (replaced is None or key[1] is None or key[1] < replaced))
+
+        view.changed = changed
 
     def drop(self, keep: Callable[[Hashable], bool]) -> int:
         """Remove the entries whose key `keep` rejects; return how many."""

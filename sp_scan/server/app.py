@@ -93,7 +93,6 @@ class BlindBitV1:
 
     def __init__(self, view: ChainView, readers: Readers, cache: AnswerCache, relay=None) -> None:
         self.view, self.readers, self.cache, self.relay = view, readers, cache, relay
-        view.replaced = self._replaced
 
     def __call__(self, request: Request) -> Response | asyncio.Future:
         parts = request.path[1:].split("/")
@@ -109,8 +108,7 @@ class BlindBitV1:
             return asyncio.ensure_future(self.forward_tx(request))
         gzip = accepts_gzip(request.headers.get("accept-encoding", ""))
         try:
-            if self.view.refresh():
-                self._tip_moved()
+            self.view.refresh()
             key, build = self._route(route[0], parts[1:], request)
         except routes.RouteError as exc:
             return json_error(exc.status, str(exc))
@@ -157,15 +155,6 @@ class BlindBitV1:
 
     async def _built(self, key: Hashable, build: tuple, gzip: bool) -> Response:
         return send(await self.cache.build(key, lambda: self.readers.run(_guarded, *build)), gzip)
-
-    def _replaced(self, height: int) -> None:
-        """A branch switch replaced the blocks from `height` up: drop their answers."""
-        self.cache.drop(lambda key: key[1] is None or key[1] < height)
-
-    def _tip_moved(self) -> None:
-        """Answers that depend on the tip (keyed by its hash, last in the key) are stale: drop them."""
-        tip = self.view.tip[1] if self.view.tip else None
-        self.cache.drop(lambda key: key[-1] is None or key[-1] == tip)
 
     # ---- POST /forward-tx ----
 

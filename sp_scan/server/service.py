@@ -112,6 +112,7 @@ class Server:
         self.readers = Readers(self.db, self.threads)
         try:
             self.view = ChainView(self.db)
+            self.cache.follow(self.view)
             listeners = ("http", "grpc") if self.grpc_port is not None else ("http",)
             self.gate = Gate(self.limits, listeners)
             if self.access_log_target is not None:

@@ -181,9 +181,7 @@ class OracleService:
 
     def _refresh(self) -> None:
         try:
-            if self.view.refresh():
-                tip = self.view.tip[1] if self.view.tip else None
-                self.cache.drop(lambda key: key[-1] is None or key[-1] == tip)
+            self.view.refresh()
         except IndexStoreError as exc:
             raise _Abort(grpc.StatusCode.UNAVAILABLE, f"the index cannot be read: {exc}") from None
 
