@@ -243,6 +243,7 @@ class OracleService:
         next_height = start
         try:
             for _ in range(start, end + 1):
+                self._refresh()  # a long stream follows the chain as it moves
                 while next_height <= end and len(ahead) < READ_AHEAD:
                     h, hash32 = next_height, self._hash(next_height)
                     tip = self._tip()[1] if cut else None
