@@ -13,19 +13,34 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
+from typing import Protocol, TextIO
 
 from sp_scan import native
 from sp_scan.errors import NodeError
 
-from .http import JSON_HEADERS, Request, Response, json_error
-
-if TYPE_CHECKING:
-    from .service import Server
+from .answers import AnswerCache, ChainView
+from .http import JSON_HEADERS, HttpServer, Request, Response, json_error
+from .limits import Gate
 
 NODE_POLL = 30.0
 RATE_WINDOW = 10
 """Seconds of request counts the req/s figure averages."""
+
+
+class Server(Protocol):
+    """What the operator's view reads of `service.Server`."""
+
+    view: ChainView
+    cache: AnswerCache
+    gate: Gate
+    http: HttpServer
+    node_watch: NodeWatch | None
+    rate: RateMeter
+    started: float
+
+    def request_counts(self) -> dict[str, int]: ...
+
+    def request_count(self) -> int: ...
 
 
 def version() -> str:
