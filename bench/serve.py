@@ -7,8 +7,8 @@
 Indexes vectors/blocks/mainnet.bin (a mainnet-sized block: 3,001 txs, 1,412 eligible, 2,062 P2TR
 outputs) into a scratch file with `sp-scan index sync`, starts `sp-scan serve` on it in a child
 process (port 0) and drives it from this process over keep-alive connections on 127.0.0.1, each
-sending its next request when the previous answer is read whole (bodies are not decompressed:
-the client stays light, so the server's CPU is what is measured). Client and server are separate
+sending its next request when the previous answer has arrived whole (bodies are neither kept nor
+decompressed: the client stays light, so the server's CPU is what is measured). Client and server are separate
 processes on the same 2 cores. One loopback address is every client's, so the per-IP limits are
 lifted for the run (BENCH_SERVE_ARGS).
 """
@@ -63,39 +63,71 @@ def start_server(db: Path, extra: list[str]) -> tuple[subprocess.Popen, str]:
     return proc, found.group(0)
 
 
+class _Client(asyncio.Protocol):
+    """One keep-alive connection sending `request` again each time the previous answer has arrived whole."""
+
+    def __init__(self, request: bytes, plan: dict, done: asyncio.Future) -> None:
+        self.request, self.plan, self.done = request, plan, done
+        self.head = b""
+        self.left = -1  # body bytes still to come; -1 while reading a head
+        self.began = 0.0
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        self.transport = transport
+        self._send()
+
+    def _send(self) -> None:
+        if self.plan["left"] <= 0:
+            self.transport.close()
+            return
+        self.plan["left"] -= 1
+        self.began = time.perf_counter()
+        self.transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        while data:
+            if self.left < 0:
+                self.head += data
+                end = self.head.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                head, data = self.head[:end], self.head[end + 4 :]
+                self.head = b""
+                self.plan["errors"] += not head.startswith(b"HTTP/1.1 200 ")
+                self.left = int(head.split(b"Content-Length: ", 1)[1].split(b"\r\n", 1)[0])
+            take = min(self.left, len(data))
+            self.left -= take
+            data = data[take:]
+            if self.left == 0:
+                self.left = -1
+                self.plan["latencies"].append(time.perf_counter() - self.began)
+                self._send()
+
+    def connection_lost(self, exc) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
 async def drive(url: str, clients: int, requests: int, gzip: bool) -> tuple[float, list[float], int]:
     """`requests` GETs of url from `clients` concurrent keep-alive connections: (seconds, latencies, errors).
 
-    A plain HTTP/1.1 client on asyncio streams, far lighter than a full client library, so that
-    the server rather than the client is what runs out of CPU: each answer is read whole (by its
-    Content-Length) and its status checked, the body is not decompressed or parsed.
+    A plain HTTP/1.1 client on asyncio protocols, far lighter than a full client library, so that
+    the server rather than the client is what runs out of CPU: each answer is received whole (by its
+    Content-Length) and its status checked; the body is not kept, decompressed or parsed.
     """
     parts = urllib.parse.urlsplit(url)
     target = parts.path + (f"?{parts.query}" if parts.query else "")
     request = f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\nAccept-Encoding: {'gzip' if gzip else 'identity'}\r\n\r\n".encode()
-    latencies: list[float] = []
-    errors = 0
-    left = requests
-
-    async def client() -> None:
-        nonlocal left, errors
-        reader, writer = await asyncio.open_connection(parts.hostname, parts.port, limit=2**20)
-        try:
-            while left > 0:
-                left -= 1
-                began = time.perf_counter()
-                writer.write(request)
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = int(head.split(b"Content-Length: ", 1)[1].split(b"\r\n", 1)[0])
-                await reader.readexactly(length)
-                errors += not head.startswith(b"HTTP/1.1 200 ")
-                latencies.append(time.perf_counter() - began)
-        finally:
-            writer.close()
-
+    plan = {"left": requests, "errors": 0, "latencies": []}
+    loop = asyncio.get_running_loop()
     began = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(clients)))
-    return time.perf_counter() - began, latencies, errors
+    finished = []
+    for _ in range(clients):
+        done = loop.create_future()
+        await loop.create_connection(lambda done=done: _Client(request, plan, done), parts.hostname, parts.port)
+        finished.append(done)
+    await asyncio.gather(*finished)
+    return time.perf_counter() - began, plan["latencies"], plan["errors"]
 
 
 def main() -> None:
