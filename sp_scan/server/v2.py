@@ -12,11 +12,11 @@ does over its store (`internal/database/dbpebble`):
   of its taproot outputs' x-only keys in vout order.
 - `StreamBlockScanDataShort`: the same, and the first 8 bytes of the key of every P2TR output the
   block's inputs spend, tx then vin order.
-- `GetSpentOutputsShort`: those spent-output prefixes alone.
 
-Where sp-scan differs: BlindBit ignores `dustlimit` and `cut_through`; here they filter per tx
-exactly as the v1 routes do (a tx is kept whole, by its largest (unspent) taproot output), so
-0 and false give BlindBit's answer byte for byte. A height that is not indexed is NOT_FOUND
+Where sp-scan differs: `GetSpentOutputsShort`, in the proto but UNIMPLEMENTED by BlindBit's
+server, answers those spent-output prefixes alone. BlindBit ignores `dustlimit` and
+`cut_through`; here they filter per tx exactly as the v1 routes do (a tx is kept whole, by its
+largest (unspent) taproot output), so 0 and false give BlindBit's answer byte for byte. A height that is not indexed is NOT_FOUND
 (BlindBit sends an empty block), a range with start > end INVALID_ARGUMENT. `GetFullBlock` lists,
 per eligible tx in the same order, its txid, tweak, taproot outputs and the outpoints its inputs
 spend of P2TR outputs (display-order txid ‖ vout big-endian, as BlindBit packs them); the index
