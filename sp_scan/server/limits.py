@@ -54,8 +54,8 @@ class Limits:
 
     max_connections: int = 4096
     per_ip_connections: int = 256
-    per_ip_rate: float = 1000.0
-    per_ip_burst: int = 2000
+    per_ip_rate: float = 2000.0
+    per_ip_burst: int = 4000
     header_timeout: float = 10.0
     idle_timeout: float = 60.0
     write_timeout: float = 30.0
