@@ -10,7 +10,8 @@ process (port 0) and drives it from this process over keep-alive connections on 
 sending its next request when the previous answer has arrived whole (bodies are neither kept nor
 decompressed: the client stays light, so the server's CPU is what is measured). Client and server are separate
 processes on the same 2 cores. One loopback address is every client's, so the per-IP limits are
-lifted for the run (BENCH_SERVE_ARGS).
+lifted for the run (BENCH_SERVE_ARGS). `srv µs` is the server process's CPU time per request (user +
+system, from /proc): what a busy shared machine disturbs least.
 """
 
 from __future__ import annotations
@@ -130,6 +131,12 @@ async def drive(url: str, clients: int, requests: int, gzip: bool) -> tuple[floa
     return time.perf_counter() - began, plan["latencies"], plan["errors"]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[50, 200, 1000], help="concurrency levels, in turn")
@@ -147,7 +154,7 @@ def main() -> None:
         proc, base = start_server(db, BENCH_SERVE_ARGS + args.serve_arg)
         try:
             print(f"sp-scan serve on {base}: {args.requests} requests per row")
-            print(f"{'route':<22}{'gzip':>5}{'clients':>8}{'req/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'JSON B':>8}{'sent B':>8}  errors")
+            print(f"{'route':<22}{'gzip':>5}{'clients':>8}{'req/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'JSON B':>8}{'sent B':>8}{'srv µs':>8}  errors")
             for name in args.routes:
                 route = ROUTES[name]
                 for gzip in args.gzip:
@@ -156,11 +163,13 @@ def main() -> None:
                     for clients in args.clients:
                         requests = max(args.requests, 2 * clients)
                         asyncio.run(drive(base + route, clients, min(requests, 2 * clients), on))  # warm up
+                        cpu = cpu_seconds(proc.pid)
                         seconds, lat, errors = asyncio.run(drive(base + route, clients, requests, on))
+                        server_us = (cpu_seconds(proc.pid) - cpu) / len(lat) * 1e6
                         q = statistics.quantiles(lat, n=100)
                         print(
                             f"{route.split('?')[0].replace(str(HEIGHT), 'H'):<22}{gzip:>5}{clients:>8}{len(lat) / seconds:>8.0f}"
-                            f"{q[49] * 1e3:>9.2f}{q[98] * 1e3:>9.2f}{json_size:>8}{sent_size:>8}  {errors}",
+                            f"{q[49] * 1e3:>9.2f}{q[98] * 1e3:>9.2f}{json_size:>8}{sent_size:>8}{server_us:>8.0f}  {errors}",
                             flush=True,
                         )
         finally:
