@@ -92,6 +92,14 @@ def closed_by_server(sock: socket.socket) -> bool:
         return True
 
 
+def rest_of(sock: socket.socket) -> bytes:
+    """What the server still sends until it closes the connection."""
+    rest = b""
+    while chunk := sock.recv(65536):
+        rest += chunk
+    return rest
+
+
 def get_from(url: str, path: str, source: str) -> int:
     return exchange(url, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(), source)[0]
 
@@ -219,9 +227,39 @@ def test_a_client_that_sends_its_request_slowly_is_answered_408_and_closed(limit
         (b"GET /info HTTP/1.1\r\nX: a\x00b\r\n\r\n", 400, "control characters"),
         (b"GET /info HTTP/1.1\r\nX: a\nY: b\r\n\r\n", 400, "bare CR or LF"),
         (b"GET /info HTTP/1.1\r\n" + b"X: y\r\n" * 100 + b"\r\n", 431, "more than 64 header fields"),
+        # what llhttp refuses that the hand-written parser let through, and the smuggling variants
+        (b"POST /forward-tx HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nabcd", 400, "repeated Content-Length"),
+        (b"POST /forward-tx HTTP/1.1\r\nContent-Length: 4, 4\r\n\r\nabcd", 400, "bad or repeated Content-Length"),
+        (b"POST /forward-tx HTTP/1.1\r\nContent-Length: +4\r\n\r\nabcd", 400, "bad or repeated Content-Length"),
+        (b"POST /forward-tx HTTP/1.1\r\nContent-Length: 184467440737095516160\r\n\r\n", 400, "bad or repeated Content-Length"),
+        (b"POST /forward-tx HTTP/1.1\r\nTransfer-Encoding: identity\r\nContent-Length: 4\r\n\r\nabcd", 400, "Content-Length and Transfer-Encoding"),
+        (b"POST /forward-tx HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: xchunked\r\n\r\nabcd", 400, "Content-Length and Transfer-Encoding"),
+        (b"POST /forward-tx HTTP/1.1\r\nTransfer-Encoding : chunked\r\nContent-Length: 4\r\n\r\nabcd", 400, "header line does not parse"),
+        (b"POST /forward-tx HTTP/1.1\r\nTransfer-Encoding:\x0bchunked\r\nContent-Length: 4\r\n\r\nabcd", 400, "control characters"),
+        (b"POST /forward-tx HTTP/1.1\r\nX: a\nContent-Length: 4\r\n\r\nabcd", 400, "bare CR or LF"),
+        (b"POST /forward-tx HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabcd\r\n0\r\n\r\n", 501, "Transfer-Encoding is not supported"),
+        (b"GET /info HTTP/1.1\r\n X: a\r\n\r\n", 400, "header line does not parse"),
+        (b"GET /info HTTP/1.1\r\nX: a\r\n\tb\r\n\r\n", 400, "header line does not parse"),
+        (b"GET /info HTTP/1.1\r\nX\x00Y: a\r\n\r\n", 400, "header line does not parse"),
+        (b"GET /in\x00fo HTTP/1.1\r\n\r\n", 400, "not visible ASCII"),
+        (b"GET /info HTTP/1.1\r\nX: a\x7fb\r\n\r\n", 400, "control characters"),
+        (b"GET /info HTTP/1.1\r\nX: a\rY: b\r\n\r\n", 400, "bare CR or LF"),
+        (b"FOO /info HTTP/1.1\r\n\r\n", 501, "method is not implemented"),
+        (b"get /info HTTP/1.1\r\n\r\n", 501, "method is not implemented"),
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505, "only HTTP/1.0 and HTTP/1.1"),
+        (b"GET /info HTTP/2.0\r\n\r\n", 505, "only HTTP/1.0 and HTTP/1.1"),
+        (b"GET /info HTTP/1.1 \r\n\r\n", 400, "METHOD TARGET VERSION"),
+        (b"CONNECT example.com:443 HTTP/1.1\r\n\r\n", 400, "not a path"),
+        (b"POST /forward-tx HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nContent-Length: 4\r\n\r\nabcd", 400, "Upgrade request with a body"),
+        (b"POST /forward-tx HTTP/1.1\r\nContent-Length: 400001\r\n\r\n", 400, "body is over 400000 bytes"),
     ],
-    ids=["raw-non-utf8", "encoded-non-utf8", "1MB-url", "1MB-header", "cl-and-te", "te", "two-cl", "http9", "no-version", "bad-name", "folded", "nul", "bare-lf", "many-headers"],
-)
+    ids=[
+        "raw-non-utf8", "encoded-non-utf8", "1MB-url", "1MB-header", "cl-and-te", "te", "two-cl", "http9", "no-version", "bad-name", "folded", "nul", "bare-lf", "many-headers",
+        "same-cl-twice", "cl-list", "cl-plus", "cl-overflow", "te-identity-and-cl", "cl-and-te-xchunked", "te-space-colon", "te-vtab", "bare-lf-before-cl",
+        "te-bad-chunk", "fold-first-line", "fold-tab", "nul-in-name", "nul-in-url", "del-in-value", "bare-cr", "unknown-method", "lowercase-method",
+        "h2-preface", "http2", "space-after-version", "connect", "upgrade-with-body", "body-over-cap",
+    ],
+)  # fmt: skip
 def test_requests_the_parser_refuses_get_a_json_error_and_one_log_line(limited, raw, status, message):
     server, lines = limited
     for _ in range(3):  # repeated: still one line in the log
@@ -231,6 +269,27 @@ def test_requests_the_parser_refuses_get_a_json_error_and_one_log_line(limited, 
     refusals = [line for line in lines if "refused a request" in line]
     assert len(refusals) == 1 and "Traceback" not in "".join(lines)
     assert get_from(server.url, "/block-height", "127.0.0.1") == 200
+
+
+def test_requests_before_a_refused_one_are_answered_first_in_order(limited):
+    server, _ = limited
+    with connect(server.url) as sock:
+        sock.sendall(b"GET /block-height HTTP/1.1\r\n\r\nGET /info HTTP/1.1\r\nX: a\x00\r\n\r\nGET /block-height HTTP/1.1\r\n\r\n")
+        assert read_answer(sock)[0] == 200
+        status, _, body = read_answer(sock)
+        assert status == 400 and "control characters" in json.loads(body)["error"]
+        assert rest_of(sock) == b""  # the request after the refused one is not read
+
+
+def test_an_upgrade_is_not_made_the_request_is_answered_then_the_connection_closed(limited):
+    """curl --http2 on http:// asks for h2c: it gets its answer in HTTP/1.1; what it sends next is not read as HTTP."""
+    server, _ = limited
+    with connect(server.url) as sock:
+        upgrade = b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
+        sock.sendall(b"GET /block-height HTTP/1.1\r\n" + upgrade + b"\r\nGET /info HTTP/1.1\r\n\r\n")
+        status, headers, body = read_answer(sock)
+        assert (status, headers["connection"], json.loads(body)) == (200, "close", {"block_height": TIP})
+        assert rest_of(sock) == b""
 
 
 def test_2000_bad_requests_log_one_line(kernel_index):

@@ -74,7 +74,13 @@ runs beside the server (creating the index if needed). --status-port serves GET 
 @click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between the sync's polls of the node.")
 def serve_command(db, host, port, grpc_port, status_port, access_log, cache_mb, rest_url, rpc_url, rpc_cookie, rpc_user, interval, **limit_values):
     from sp_scan.node import RpcNode
-    from sp_scan.server import Limits, Server, SyncChild, serve, sync_command
+
+    try:
+        from sp_scan.server import Limits, Server, SyncChild, serve, sync_command
+    except ImportError as exc:
+        if exc.name != "httptools":
+            raise
+        raise click.UsageError("serve needs httptools: pip install 'sp-scan[serve]'") from None
 
     node = node_client(rest_url, rpc_url, rpc_cookie, rpc_user)  # checks the options before anything starts
     sync = None

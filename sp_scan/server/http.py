@@ -1,17 +1,24 @@
-"""A small, strict HTTP/1.1 server on asyncio for `sp-scan serve`'s listeners.
+"""An HTTP/1.x server on asyncio for `sp-scan serve`'s listeners; llhttp (httptools) parses the requests.
 
-Why not a framework: every limit of `limits.Limits` is applied where it has to be (at accept,
-on the request head's bytes and time, on the write buffer), every refusal is JSON, and an
-answer that is already built costs one parse and one `transport.write`.
+Why our own protocol rather than a framework: every limit of `limits.Limits` is applied where it
+has to be (at accept, on the request head's bytes and time, on the write buffer), every refusal is
+JSON, and an answer that is already built costs one `transport.write`. The parsing is llhttp's, the
+C parser of Node and uvicorn, through httptools, fed at most FEED bytes at a time.
 
-What it speaks: HTTP/1.0 and 1.1, keep-alive, pipelined requests answered in order (one at a
-time), `Content-Length` bodies up to `max_body_bytes` (with `Expect: 100-continue`), HEAD.
-What it refuses, each with a JSON `{"error"}` body and the connection closed: a head over
-`max_header_bytes` (431) or with more than `max_headers` fields, a request target that is not
-visible ASCII or a path that is not UTF-8 once decoded (400), header lines that do not parse,
-folded lines, a bad or repeated `Content-Length`, `Content-Length` with `Transfer-Encoding`
-(400: request smuggling), `Transfer-Encoding` alone (501), a version other than HTTP/1.x
-(505). Parser refusals are logged as one line, rate-limited.
+What llhttp decides: the request line and header syntax (methods it knows, else 501; a target of
+visible ASCII; header names that are tokens; no control characters, bare CR or LF, or folded
+lines: 400), the version (HTTP/0.9 to 2.0, others 505; it reads `RTSP/1.0` as 1.0 too),
+Content-Length (digits, one field, never with Transfer-Encoding: 400, the smuggling cases),
+keep-alive, and where each pipelined request ends. What we check on top: a head over
+`max_header_bytes` (431; counted as its bytes arrive) or with more than `max_headers` fields (431);
+a target that is not a path or an http(s) URL, or a path that is not UTF-8 once percent-decoded
+(400); only HTTP/1.0 and 1.1 are served (0.9: 400, 2.0: 505); Transfer-Encoding (501: send a
+Content-Length); a body over `max_body_bytes` (400); `Expect: 100-continue` (answered once the
+answers before it are out). An Upgrade (h2c, websocket) is not made: the request is answered in
+HTTP/1.1 and the connection closed after it, so nothing the client sends next is read as HTTP (one
+with a body: 400). Each refusal has a JSON `{"error"}` body, closes the connection and is logged as
+one line, rate-limited. Pipelined requests are answered in order, one at a time; HEAD answers carry
+the GET headers and no body.
 
 Timeouts (swept once a second): a request head must arrive within `header_timeout` of its
 first byte, a connection with nothing in progress is closed after `idle_timeout`, and one
@@ -24,13 +31,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 import urllib.parse
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
-from .limits import Gate, RateLimitedLog, Ticket
+import httptools
+
+from .limits import Gate, Limits, RateLimitedLog, Ticket
 
 REASONS = {
     100: "Continue", 200: "OK", 204: "No Content", 400: "Bad Request", 403: "Forbidden", 404: "Not Found",
@@ -42,13 +52,31 @@ JSON_HEADERS = b"Content-Type: application/json; charset=utf-8\r\nAccess-Control
 """Every answer is public chain data: browser wallets on any origin may read it (as from BlindBit)."""
 SWEEP_EVERY = 1.0
 WRITE_HIGH_WATER = 256 * 1024
-_TARGET = re.compile(rb"[\x21-\x7e]+")
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|(?<!\r)\n")
-_VERSION = re.compile(rb"HTTP/\d\.\d")
-_END = b"\r\n\r\n"
+FEED = 4096
+"""Bytes handed to the parser at once: bounds the requests one feed can queue and what a head in progress holds."""
 HEAD_CACHE = 1024
-"""Parsed request heads kept by their bytes: a client repeats the same head on its keep-alive connection."""
+"""Heads kept parsed, by method, target and fields (`HttpServer.heads`): a client repeats its head on a keep-alive connection."""
+REQUEST_LINE = "the request line is not METHOD TARGET VERSION"
+VERSIONS = "only HTTP/1.0 and HTTP/1.1 are served"
+CONTROLS = "the request head holds control characters or a bare CR or LF"
+HEADER_LINE = "a header line does not parse (folded, or a bad name)"
+LLHTTP_REFUSALS = (
+    ("can't be present with", 400, "Content-Length and Transfer-Encoding together"),
+    ("Content-Length", 400, "a bad or repeated Content-Length"),
+    ("Transfer-Encoding", 501, "Transfer-Encoding is not supported: send a Content-Length"),
+    ("PRI/Upgrade", 505, VERSIONS),
+    ("Invalid HTTP version", 505, VERSIONS),
+    ("major version", 505, VERSIONS),
+    ("minor version", 505, VERSIONS),
+    ("method", 501, "the method is not implemented"),
+    ("url", 400, "the request target is not visible ASCII or not a URL"),
+    ("header value char", 400, CONTROLS),
+    ("Missing expected", 400, CONTROLS),
+    ("Expected LF", 400, CONTROLS),
+    ("header", 400, HEADER_LINE),
+    ("space after start line", 400, HEADER_LINE),
+)
+"""(a phrase of llhttp's reason, our status, our message): the first match decides; none: REQUEST_LINE, 400."""
 
 
 class BadRequest(Exception):
@@ -67,9 +95,9 @@ class Request:
     method: str
     path: str
     query: str
-    version: str
     headers: dict[str, str]
     peer: str
+    keep_alive: bool = True
     body: bytes = b""
 
     def query_value(self, name: str) -> str | None:
@@ -127,68 +155,73 @@ Handler = Callable[[Request], "Response | Awaitable[Response]"]
 AccessLog = Callable[[Request, Response, float], None]
 
 
-def parse_head(head: bytes, peer: str, max_headers: int) -> tuple[Request, int | None, bool]:
-    """Parse a request head (without its final empty line): (request, body length or None, wants 100-continue).
+@dataclass(frozen=True, slots=True)
+class Head:
+    """What a request head that llhttp accepted says, once our checks passed (kept in `HttpServer.heads`).
+
+    Attributes:
+        length: the body's Content-Length (0 without one).
+        expect: the client waits for `100 Continue` before it sends the body.
+        upgrade: the head has an Upgrade field (llhttp switches protocols when Connection names it too).
+    """
+
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    length: int
+    expect: bool
+    upgrade: bool
+
+
+def parse_head(method: bytes, target: bytes, fields: list[bytes], limits: Limits) -> Head:
+    """Our checks on a head that llhttp accepted (the module docstring lists them) and what it says.
+
+    Args:
+        method: the method, as llhttp names it.
+        target: the request target, visible ASCII (llhttp checked).
+        fields: header names and values, alternating, as llhttp delimits them.
+        limits: max_header_bytes and max_body_bytes are applied.
 
     Raises:
-        BadRequest: anything the module docstring lists.
+        BadRequest: a head over max_header_bytes (431), a target that is not a path or an http(s)
+            URL or whose path is not UTF-8 (400), Transfer-Encoding (501), a body over max_body_bytes (400).
     """
-    lines = head.split(b"\r\n")
-    parts = lines[0].split(b" ")
-    if len(parts) != 3:
-        raise BadRequest(400, "the request line is not METHOD TARGET VERSION")
-    method, target, version = parts
-    if version not in (b"HTTP/1.1", b"HTTP/1.0"):
-        if _VERSION.fullmatch(version):
-            raise BadRequest(505, "only HTTP/1.0 and HTTP/1.1 are served")
-        raise BadRequest(400, "the request line has no HTTP version")
-    if not _TOKEN.fullmatch(method):
-        raise BadRequest(400, "the method is not a token")
-    if not _TARGET.fullmatch(target):
-        raise BadRequest(400, "the request target is not visible ASCII")
-    if not target.startswith(b"/"):
-        if not target.startswith((b"http://", b"https://")):
-            raise BadRequest(400, "the request target is not a path")
-        target = b"/" + target.split(b"/", 3)[3] if target.count(b"/") >= 3 else b"/"
-    raw_path, _, query = target.decode("ascii").partition("?")
+    if len(method) + len(target) + 10 + sum(map(len, fields)) + 2 * len(fields) > limits.max_header_bytes:
+        raise BadRequest(431, f"the request head is over {limits.max_header_bytes} bytes")
+    if not target.startswith(b"/") and not target.startswith((b"http://", b"https://")):
+        raise BadRequest(400, "the request target is not a path")
     try:
-        path = urllib.parse.unquote(raw_path, errors="strict")
+        url = httptools.parse_url(target)
+    except httptools.HttpParserInvalidURLError:
+        raise BadRequest(400, "the request target is not visible ASCII or not a URL") from None
+    try:
+        path = urllib.parse.unquote((url.path or b"/").decode("ascii"), errors="strict")
     except UnicodeDecodeError:
         raise BadRequest(400, "the path is not UTF-8 once percent-decoded") from None
-    if len(lines) - 1 > max_headers:
-        raise BadRequest(431, f"more than {max_headers} header fields")
-    if _CONTROL.search(head):  # one look over the whole head: no CR or LF but in CRLF, no other controls but tab
-        raise BadRequest(400, "the request head holds control characters or a bare CR or LF")
     headers: dict[str, str] = {}
-    lengths: list[bytes] = []
-    for line in lines[1:]:
-        name, colon, value = line.partition(b":")
-        if not colon or not _TOKEN.fullmatch(name):
-            raise BadRequest(400, "a header line does not parse (folded, or a bad name)")
-        value = value.strip(b" \t")
-        key = name.decode("ascii").lower()
-        text = value.decode("latin-1")
-        if key == "content-length":
-            lengths.append(value)
+    for name, value in zip(fields[::2], fields[1::2]):
+        key = name.decode("ascii").lower()  # a token (llhttp checked)
+        text = value.decode("latin-1").rstrip(" \t")  # llhttp strips the whitespace before a value, not after
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
-    if "transfer-encoding" in headers:
-        if lengths:
-            raise BadRequest(400, "Content-Length and Transfer-Encoding together")
+    if "transfer-encoding" in headers:  # llhttp refused it next to a Content-Length
         raise BadRequest(501, "Transfer-Encoding is not supported: send a Content-Length")
-    length = None
-    if lengths:
-        if len(set(lengths)) != 1 or not lengths[0].isdigit() or len(lengths[0]) > 12:
-            raise BadRequest(400, "a bad or repeated Content-Length")
-        length = int(lengths[0])
-    request = Request(method.decode("ascii"), path, query, version.decode("ascii"), headers, peer)
-    return request, length, headers.get("expect", "").lower() == "100-continue"
+    length = int(headers.get("content-length", 0))  # digits, one field (llhttp checked)
+    if length > limits.max_body_bytes:
+        raise BadRequest(400, f"the request body is over {limits.max_body_bytes} bytes")
+    return Head(
+        method.decode("ascii"), path, (url.query or b"").decode("ascii"), headers, length,
+        headers.get("expect", "").lower() == "100-continue", "upgrade" in headers,
+    )  # fmt: skip
 
 
-def keeps_alive(request: Request) -> bool:
-    connection = request.headers.get("connection", "").lower()
-    if request.version == "HTTP/1.1":
-        return "close" not in connection
-    return "keep-alive" in connection
+def llhttp_refusal(exc: httptools.HttpParserError) -> BadRequest:
+    """Our refusal for a request llhttp rejects: LLHTTP_REFUSALS' status and message, with llhttp's reason."""
+    reason = str(exc)
+    for phrase, status, message in LLHTTP_REFUSALS:
+        if phrase in reason:
+            return BadRequest(status, f"{message} ({reason})")
+    return BadRequest(400, f"{REQUEST_LINE} ({reason})")
 
 
 class HttpServer:
@@ -215,7 +248,7 @@ class HttpServer:
         self.log = log
         self.access_log = access_log
         self.connections: set[HttpConnection] = set()
-        self.heads: dict[bytes, tuple[Request, int | None, bool]] = {}
+        self.heads: dict[tuple[bytes, ...], Head] = {}
         self.requests = 0
         self.bad_requests = 0
         self.timeouts = {"header": 0, "idle": 0, "write": 0}
@@ -265,14 +298,30 @@ class HttpServer:
 
 @dataclass(eq=False)
 class HttpConnection(asyncio.Protocol):
-    """One client connection (see `HttpServer`)."""
+    """One client connection (see `HttpServer`); llhttp's callbacks (`on_*`) queue its requests."""
 
     server: HttpServer
     transport: asyncio.Transport = field(init=False)
     peer: str = ""
     ticket: Ticket | None = None
     task: asyncio.Task | None = None
-    _buffer: bytearray = field(default_factory=bytearray)
+    _parser: httptools.HttpRequestParser | None = None
+    _queue: deque[Request | BadRequest] = field(default_factory=deque)
+    """Requests parsed and not yet answered, in order, and the refusal that ends them."""
+    _unparsed: bytearray = field(default_factory=bytearray)
+    """Bytes received while an answer is in progress, fed FEED at a time once it is out."""
+    _stopped: bool = False
+    """The parser reads no more: a refusal or an Upgrade is queued."""
+    _url: bytes = b""
+    _fields: list[bytes] = field(default_factory=list)
+    _request: Request | None = None
+    _body: bytearray | None = None
+    _in_head: bool = False
+    _partial: bool = False
+    """Bytes of a request not yet complete were fed: a head in progress is timed by header_timeout."""
+    _head_fed: int = 0
+    _max_fields: int = 0
+    _expecting: bool = False
     _since: float = 0.0
     _receiving: bool = False
     _paused: bool = False
@@ -302,11 +351,14 @@ class HttpConnection(asyncio.Protocol):
             self._closing = True
             return
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        self._parser = httptools.HttpRequestParser(self)
+        self._max_fields = 2 * server.limits.max_headers
         server.connections.add(self)
         self._since = self._progress = time.monotonic()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        self._parser = None  # it holds this protocol's callbacks
         self.server.connections.discard(self)
         if self.ticket is not None:
             self.server.gate.release(self.ticket)
@@ -314,19 +366,25 @@ class HttpConnection(asyncio.Protocol):
             self.task.cancel()
 
     def data_received(self, data: bytes) -> None:
-        if self._closing:  # a refused request's remaining bytes are read and dropped (see _refuse)
+        if self._closing or self._stopped:  # a refused request's remaining bytes are read and dropped (see _refuse)
             return
-        if not self._receiving and not self._buffer:
+        if not self._receiving:
             self._receiving, self._since = True, time.monotonic()
-        self._buffer += data
-        if self.task is None and not self._paused:
-            self._process()
-        elif len(self._buffer) > self.server.limits.max_header_bytes + self.server.limits.max_body_bytes:
-            self.transport.pause_reading()  # pipelined requests beyond one are read once this one is answered
+        if self.task is not None or self._paused or self._unparsed:
+            self._unparsed += data
+            if len(self._unparsed) > self.server.limits.max_header_bytes + self.server.limits.max_body_bytes:
+                self.transport.pause_reading()  # pipelined requests beyond these are read once this one is answered
+            return
+        if len(data) > FEED:
+            self._unparsed += data
+        else:
+            self._feed(data)
+        self._process()
 
     def eof_received(self) -> bool:
         self._eof = True
-        return self.task is not None and not self._lingering  # keep the write side open for an answer in progress
+        # keep the write side open for the answers still to come
+        return not self._lingering and (self.task is not None or bool(self._queue) or bool(self._unparsed))
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -341,58 +399,115 @@ class HttpConnection(asyncio.Protocol):
         if self.task is None:
             self._process()
 
+    # ---- llhttp's callbacks (from feed_data; a BadRequest raised here is the refusal) ----
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url  # in pieces when the target spans feeds (_feed caps the head's bytes)
+        self._in_head = self._partial = True
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        fields = self._fields
+        fields.append(name)
+        fields.append(value)
+        if len(fields) > self._max_fields:
+            raise BadRequest(431, f"more than {self.server.limits.max_headers} header fields")
+
+    def on_headers_complete(self) -> None:
+        server, parser = self.server, self._parser
+        method = parser.get_method()
+        key = (method, self._url, *self._fields)
+        self._fields.clear()
+        self._url, self._in_head, self._head_fed = b"", False, 0
+        version = parser.get_http_version()
+        if version != "1.1" and version != "1.0":
+            raise BadRequest(400, REQUEST_LINE) if version == "0.9" else BadRequest(505, VERSIONS)  # 0.9: no version
+        keep_alive = parser.should_keep_alive()
+        head = server.heads.get(key)
+        if head is None:
+            head = parse_head(method, key[1], list(key[2:]), server.limits)
+            if len(server.heads) >= HEAD_CACHE:
+                del server.heads[next(iter(server.heads))]
+            server.heads[key] = head
+        if head.upgrade and parser.should_upgrade():
+            if head.length:  # llhttp would not read the body
+                raise BadRequest(400, "an Upgrade request with a body is not served")
+            keep_alive = False  # answered in HTTP/1.1, then closed: what follows is not HTTP
+        self._request = Request(head.method, head.path, head.query, head.headers, self.peer, keep_alive)
+        if head.length:
+            self._body = bytearray()
+            self._expecting = head.expect
+
+    def on_body(self, body: bytes) -> None:
+        self._body += body  # type: ignore[operator]  # at most max_body_bytes: llhttp ends the body at its length
+
+    def on_message_complete(self) -> None:
+        request = self._request
+        if self._body is not None:
+            request.body = bytes(self._body)
+            self._body = None
+        self._partial = self._expecting = False
+        self._queue.append(request)
+
     # ---- requests ----
 
+    def _feed(self, data: bytes | bytearray) -> None:
+        """Parse `data`: its requests, and a refusal that ends them, join the queue."""
+        self._partial = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._stopped = True  # the request that asked is queued; nothing after it is read
+        except httptools.HttpParserCallbackError as exc:
+            if not isinstance(exc.__context__, BadRequest):
+                raise (exc.__context__ or exc) from None
+            self._stopped = True
+            self._queue.append(exc.__context__)
+        except httptools.HttpParserError as exc:
+            self._stopped = True
+            self._queue.append(llhttp_refusal(exc))
+        else:
+            if self._in_head:  # llhttp holds the field in progress: the head must end within the cap (and a feed)
+                self._head_fed += len(data)
+                if self._head_fed > self.server.limits.max_header_bytes + FEED:
+                    self._stopped = True
+                    self._queue.append(BadRequest(431, f"the request head is over {self.server.limits.max_header_bytes} bytes"))
+
     def _process(self) -> None:
-        """Answer every complete request in the buffer, in order, until one needs to wait."""
-        server, limits = self.server, self.server.limits
+        """Answer the queued requests in order and feed the parser what waits, until an answer needs to wait."""
         while not self._closing and not self._paused and self.task is None:
-            end = self._buffer.find(_END, 0, limits.max_header_bytes + 4)
-            if end < 0:
-                if len(self._buffer) > limits.max_header_bytes:
-                    self._refuse(BadRequest(431, f"the request head is over {limits.max_header_bytes} bytes"))
-                return
-            head = bytes(self._buffer[:end])
-            parsed = server.heads.get(head)
-            if parsed is None:
-                try:
-                    parsed = parse_head(head, "", limits.max_headers)
-                except BadRequest as exc:
-                    self._refuse(exc)
+            if self._queue:
+                item = self._queue.popleft()
+                if isinstance(item, BadRequest):
+                    self._refuse(item)
                     return
-                if len(server.heads) >= HEAD_CACHE:
-                    del server.heads[next(iter(server.heads))]
-                server.heads[head] = parsed
-            template, length, expect = parsed
-            request = Request(template.method, template.path, template.query, template.version, template.headers, self.peer)
-            body_start = end + 4
-            if length:
-                if length > limits.max_body_bytes:
-                    self._refuse(BadRequest(400, f"the request body is over {limits.max_body_bytes} bytes"))
-                    return
-                if len(self._buffer) < body_start + length:
-                    if expect and len(self._buffer) == body_start:
-                        self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-                    return  # the body is still coming (header_timeout covers it)
-                request.body = bytes(self._buffer[body_start : body_start + length])
-                body_start += length
-            del self._buffer[:body_start]
-            self._receiving = bool(self._buffer)
-            self._since = time.monotonic()
-            server.requests += 1
-            if not server.gate.allow_request(self.ticket):
-                server.note("rate", f"rate limited {self.peer} ({limits.per_ip_rate:g} requests/s per address)")
-                self._answer(request, json_error(429, "too many requests from your address; slow down", b"Retry-After: 1\r\n"), time.monotonic())
+                self._serve(item)
                 continue
-            began = time.monotonic()
-            try:
-                answer = server.handler(request)
-            except BadRequest as exc:
-                answer = json_error(exc.status, str(exc))
-            if isinstance(answer, Response):
-                self._answer(request, answer, began)
-            else:
-                self.task = asyncio.ensure_future(self._await(request, answer, began))
+            if self._expecting:
+                self._expecting = False
+                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            if self._stopped or not self._unparsed:
+                break
+            chunk = self._unparsed[:FEED]
+            del self._unparsed[:FEED]
+            self._feed(chunk)
+        self._receiving = self._partial or bool(self._unparsed)
+
+    def _serve(self, request: Request) -> None:
+        server = self.server
+        self._since = time.monotonic()
+        server.requests += 1
+        if not server.gate.allow_request(self.ticket):
+            server.note("rate", f"rate limited {self.peer} ({server.limits.per_ip_rate:g} requests/s per address)")
+            self._answer(request, json_error(429, "too many requests from your address; slow down", b"Retry-After: 1\r\n"), self._since)
+            return
+        try:
+            answer = server.handler(request)
+        except BadRequest as exc:
+            answer = json_error(exc.status, str(exc))
+        if isinstance(answer, Response):
+            self._answer(request, answer, self._since)
+        else:
+            self.task = asyncio.ensure_future(self._await(request, answer, self._since))
 
     async def _await(self, request: Request, answer: Awaitable[Response], began: float) -> None:
         try:
@@ -414,7 +529,7 @@ class HttpConnection(asyncio.Protocol):
         self._process()
 
     def _answer(self, request: Request, response: Response, began: float) -> None:
-        keep_alive = keeps_alive(request) and not response.close
+        keep_alive = request.keep_alive and not response.close
         if request.method == "HEAD":
             response = Response(response.status, b"", response.headers, response.close, len(response.body))
         if keep_alive and response.wire is not None:
@@ -424,7 +539,7 @@ class HttpConnection(asyncio.Protocol):
         self._progress = time.monotonic()
         if self.server.access_log is not None:
             self.server.access_log(request, response, self._progress - began)
-        if not keep_alive or (self._eof and not self._buffer):  # the client sent its last request
+        if not keep_alive or (self._eof and not self._queue and not self._unparsed):  # the client sent its last request
             self._close()
 
     def _refuse(self, exc: BadRequest) -> None:
@@ -439,7 +554,8 @@ class HttpConnection(asyncio.Protocol):
         response = json_error(exc.status, str(exc), close=True)
         self.transport.write(head_bytes(response, False) + response.body)
         self._closing = self._lingering = True
-        self._buffer.clear()
+        self._queue.clear()
+        self._unparsed.clear()
         self._since = time.monotonic()
         if self.transport.can_write_eof():
             self.transport.write_eof()
@@ -448,10 +564,11 @@ class HttpConnection(asyncio.Protocol):
 
     def _close(self) -> None:
         self._closing = True
-        self._buffer.clear()
+        self._queue.clear()
+        self._unparsed.clear()
         self.transport.close()  # after the buffered answer is written (or write_timeout aborts it)
 
-    def sweep(self, now: float, limits) -> None:
+    def sweep(self, now: float, limits: Limits) -> None:
         """Close or abort the connection when one of its timeouts has passed."""
         transport = self.transport
         if transport.is_closing() and not transport.get_write_buffer_size():
