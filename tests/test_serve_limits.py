@@ -292,6 +292,31 @@ def test_an_upgrade_is_not_made_the_request_is_answered_then_the_connection_clos
         assert rest_of(sock) == b""
 
 
+def test_bytes_llhttp_read_as_a_whole_request_are_served_again_only_at_a_request_start(limited):
+    """A read equal to one that llhttp parsed as one whole request is answered from that verdict, but only when
+    the connection's parser is between requests: inside a head or after a stray method they are parsed."""
+    server, _ = limited
+    http = server.server.http
+    known = b"GET /block-height HTTP/1.1\r\n\r\n"
+    with connect(server.url) as sock:
+        for _ in range(3):
+            sock.sendall(known)
+            assert json.loads(read_answer(sock)[2]) == {"block_height": TIP}
+    assert known in http.known
+    with connect(server.url) as sock:
+        sock.sendall(b"GET /info HTTP/1.1\r\nX-A: 1\r\n")
+        wait_until(lambda: any(c._in_head for c in http.connections))
+        sock.sendall(known)  # a header line here: its name has spaces
+        status, _, body = read_answer(sock)
+        assert (status, json.loads(body)["error"].startswith("a header line does not parse")) == (400, True)
+    with connect(server.url) as sock:
+        sock.sendall(known + b"GE")
+        assert read_answer(sock)[0] == 200
+        sock.sendall(known)  # "GEGET": not a method
+        status, _, body = read_answer(sock)
+        assert (status, json.loads(body)["error"].startswith("the method is not implemented")) == (501, True)
+
+
 def test_2000_bad_requests_log_one_line(kernel_index):
     lines: list[str] = []
     with ServerThread(kernel_index, limits=Limits(per_ip_rate=0), log=lines.append) as server:

@@ -18,7 +18,10 @@ answers before it are out). An Upgrade (h2c, websocket) is not made: the request
 HTTP/1.1 and the connection closed after it, so nothing the client sends next is read as HTTP (one
 with a body: 400). Each refusal has a JSON `{"error"}` body, closes the connection and is logged as
 one line, rate-limited. Pipelined requests are answered in order, one at a time; HEAD answers carry
-the GET headers and no body.
+the GET headers and no body. A read equal to one that llhttp parsed, from a request's start, as one
+whole keep-alive request without a body (a client repeating its request) is answered from that
+parse when the connection's parser is between requests (`HttpServer.known`): llhttp would read the
+same bytes the same way.
 
 Timeouts (swept once a second): a request head must arrive within `header_timeout` of its
 first byte, a connection with nothing in progress is closed after `idle_timeout`, and one
@@ -55,7 +58,7 @@ WRITE_HIGH_WATER = 256 * 1024
 FEED = 4096
 """Bytes handed to the parser at once: bounds the requests one feed can queue and what a head in progress holds."""
 HEAD_CACHE = 1024
-"""Heads kept parsed, by method, target and fields (`HttpServer.heads`): a client repeats its head on a keep-alive connection."""
+"""Heads kept parsed, by method, target and fields (`HttpServer.heads`) and by their bytes (`HttpServer.known`)."""
 REQUEST_LINE = "the request line is not METHOD TARGET VERSION"
 VERSIONS = "only HTTP/1.0 and HTTP/1.1 are served"
 CONTROLS = "the request head holds control characters or a bare CR or LF"
@@ -157,7 +160,7 @@ AccessLog = Callable[[Request, Response, float], None]
 
 @dataclass(frozen=True, slots=True)
 class Head:
-    """What a request head that llhttp accepted says, once our checks passed (kept in `HttpServer.heads`).
+    """What a request head that llhttp accepted says, once our checks passed (`HttpServer.heads` and `.known` keep it).
 
     Attributes:
         length: the body's Content-Length (0 without one).
@@ -249,6 +252,8 @@ class HttpServer:
         self.access_log = access_log
         self.connections: set[HttpConnection] = set()
         self.heads: dict[tuple[bytes, ...], Head] = {}
+        self.known: dict[bytes, Head] = {}
+        """Reads that llhttp parsed, from a request's start, as one whole keep-alive request without a body."""
         self.requests = 0
         self.bad_requests = 0
         self.timeouts = {"header": 0, "idle": 0, "write": 0}
@@ -315,6 +320,9 @@ class HttpConnection(asyncio.Protocol):
     _url: bytes = b""
     _fields: list[bytes] = field(default_factory=list)
     _request: Request | None = None
+    _head: Head | None = None
+    _at_start: bool = True
+    """llhttp is between requests: what it has read ended one (see HttpServer.known)."""
     _body: bytearray | None = None
     _in_head: bool = False
     _partial: bool = False
@@ -377,6 +385,9 @@ class HttpConnection(asyncio.Protocol):
             return
         if len(data) > FEED:
             self._unparsed += data
+        elif self._at_start and (head := self.server.known.get(data)) is not None:
+            # llhttp read these bytes from a request's start as one whole request: it would again
+            self._queue.append(Request(head.method, head.path, head.query, head.headers, self.peer))
         else:
             self._feed(data)
         self._process()
@@ -433,6 +444,7 @@ class HttpConnection(asyncio.Protocol):
                 raise BadRequest(400, "an Upgrade request with a body is not served")
             keep_alive = False  # answered in HTTP/1.1, then closed: what follows is not HTTP
         self._request = Request(head.method, head.path, head.query, head.headers, self.peer, keep_alive)
+        self._head = head
         if head.length:
             self._body = bytearray()
             self._expecting = head.expect
@@ -452,7 +464,8 @@ class HttpConnection(asyncio.Protocol):
 
     def _feed(self, data: bytes | bytearray) -> None:
         """Parse `data`: its requests, and a refusal that ends them, join the queue."""
-        self._partial = True
+        at_start, queued = self._at_start, len(self._queue)
+        self._partial, self._at_start = True, False
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -471,6 +484,16 @@ class HttpConnection(asyncio.Protocol):
                 if self._head_fed > self.server.limits.max_header_bytes + FEED:
                     self._stopped = True
                     self._queue.append(BadRequest(431, f"the request head is over {self.server.limits.max_header_bytes} bytes"))
+            elif not self._partial and data[-4:] == b"\r\n\r\n":
+                # llhttp is between requests: since the last one ended it read no target (on_url sets _partial),
+                # so only empty lines or the first letters of a method, and those never end in CRLF CRLF
+                self._at_start = True
+                head = self._head
+                if at_start and len(self._queue) == queued + 1 and self._queue[-1].keep_alive and not head.length:
+                    known = self.server.known
+                    if len(known) >= HEAD_CACHE:
+                        del known[next(iter(known))]
+                    known[bytes(data)] = head
 
     def _process(self) -> None:
         """Answer the queued requests in order and feed the parser what waits, until an answer needs to wait."""
