@@ -3,6 +3,7 @@
     python -m bench.serve                                   # every route, 50/200/1,000 clients, gzip on and off
     python -m bench.serve --routes tweak-index --clients 200 --gzip on --requests 10000
     python -m bench.serve --serve-arg=--per-ip-rate=0       # pass options to `sp-scan serve`
+    python -m bench.serve --python-only --routes tweak-index utxos --gzip on --requests 50000
 
 Indexes vectors/blocks/mainnet.bin (a mainnet-sized block: 3,001 txs, 1,412 eligible, 2,062 P2TR
 outputs) into a scratch file with `sp-scan index sync`, starts `sp-scan serve` on it in a child
@@ -11,7 +12,9 @@ sending its next request when the previous answer has arrived whole (bodies are 
 decompressed: the client stays light, so the server's CPU is what is measured). Client and server are separate
 processes on the same 2 cores. One loopback address is every client's, so the per-IP limits are
 lifted for the run (BENCH_SERVE_ARGS). `srv µs` is the server process's CPU time per request (user +
-system, from /proc): what a busy shared machine disturbs least.
+system, from /proc): what a busy shared machine disturbs least. `--python-only` measures, without
+sockets, the server's Python CPU per cache hit instead: the client's request fed to one keep-alive
+connection (`HttpConnection.data_received`) of an in-process server whose writes are dropped.
 """
 
 from __future__ import annotations
@@ -117,8 +120,7 @@ async def drive(url: str, clients: int, requests: int, gzip: bool) -> tuple[floa
     Content-Length) and its status checked; the body is not kept, decompressed or parsed.
     """
     parts = urllib.parse.urlsplit(url)
-    target = parts.path + (f"?{parts.query}" if parts.query else "")
-    request = f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\nAccept-Encoding: {'gzip' if gzip else 'identity'}\r\n\r\n".encode()
+    request = _request(url, gzip)
     plan = {"left": requests, "errors": 0, "latencies": []}
     loop = asyncio.get_running_loop()
     began = time.perf_counter()
@@ -129,6 +131,70 @@ async def drive(url: str, clients: int, requests: int, gzip: bool) -> tuple[floa
         finished.append(done)
     await asyncio.gather(*finished)
     return time.perf_counter() - began, plan["latencies"], plan["errors"]
+
+
+def _request(url: str, gzip: bool) -> bytes:
+    """The bench client's GET of url."""
+    parts = urllib.parse.urlsplit(url)
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    return f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\nAccept-Encoding: {'gzip' if gzip else 'identity'}\r\n\r\n".encode()
+
+
+class _DropWrites(asyncio.Transport):
+    """A connected transport whose writes go nowhere: `--python-only` serves into it."""
+
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high=None, low=None) -> None:
+        pass
+
+    def write(self, data) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+async def python_only(db: Path, names: list[str], gzip_modes: list[str], requests: int) -> None:
+    """Print the server's Python CPU per cache hit of each route (best of 7 rounds of `requests`), no sockets."""
+    from sp_scan.server import Limits, Server
+    from sp_scan.server.http import HttpConnection
+
+    server = Server(db, "127.0.0.1", 0, limits=Limits(per_ip_rate=0, per_ip_connections=0), log=lambda line: None)
+    await server.start()
+    try:
+        print(f"{'route':<22}{'gzip':>5}{'Python µs per hit':>19}")
+        for name in names:
+            for gzip in gzip_modes:
+                connection = HttpConnection(server.http)
+                connection.connection_made(_DropWrites())
+                request = _request(f"http://127.0.0.1:8000{ROUTES[name]}", gzip == "on")
+                connection.data_received(request)  # the miss: built on a reader thread
+                while connection.task is not None:
+                    await asyncio.sleep(0.01)
+                rounds = []
+                for _ in range(7):
+                    began = time.process_time()
+                    for _ in range(requests):
+                        connection.data_received(request)
+                    rounds.append((time.process_time() - began) / requests * 1e6)
+                print(f"{ROUTES[name].split('?')[0].replace(str(HEIGHT), 'H'):<22}{gzip:>5}{min(rounds):>19.2f}", flush=True)
+                connection.connection_lost(None)
+    finally:
+        await server.close()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -144,6 +210,7 @@ def main() -> None:
     parser.add_argument("--gzip", nargs="+", choices=["on", "off"], default=["on", "off"])
     parser.add_argument("--routes", nargs="+", choices=sorted(ROUTES), default=list(ROUTES))
     parser.add_argument("--serve-arg", action="append", default=[], help="an extra `sp-scan serve` option (repeat)")
+    parser.add_argument("--python-only", action="store_true", help="the server's Python CPU per cache hit, in-process, no sockets")
     args = parser.parse_args()
     version = subprocess.run(cli("--version"), capture_output=True, text=True).stdout.strip()
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
@@ -151,6 +218,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         db = Path(scratch) / "bench.db"
         subprocess.run(cli("index", "sync", "--db", str(db), "--network", "main", str(BLOCK)), check=True, capture_output=True)
+        if args.python_only:
+            asyncio.run(python_only(db, args.routes, args.gzip, args.requests))
+            return
         proc, base = start_server(db, BENCH_SERVE_ARGS + args.serve_arg)
         try:
             print(f"sp-scan serve on {base}: {args.requests} requests per row")
