@@ -39,7 +39,6 @@ import urllib.parse
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import NoReturn
 
 import httptools
 
@@ -93,7 +92,8 @@ class BadRequest(Exception):
 @dataclass(slots=True)
 class Request:
     """A parsed request. Header names are lower case (the dict is shared by requests with the same head:
-    read it only); `path` is percent-decoded; `query` is raw."""
+    read it only); `path` is percent-decoded; `query` is raw; `keep_alive` is llhttp's reading of
+    Connection and the version (False for an Upgrade)."""
 
     method: str
     path: str
