@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Protocol
 
 import blockfactory as bf
+from bitcoin.core import CTransaction
+from bitcoin.core.serialize import SerializationError
 from node_mempool import MEMPOOL_HEIGHT
 from sp_scan.extract import ScriptType, script_type
 from sp_scan.wire import compact_size, parse_spent
@@ -25,21 +27,6 @@ from sp_scan.wire import compact_size, parse_spent
 ROOT = Path(__file__).resolve().parent.parent
 MAX_GETUTXOS_OUTPOINTS = 15  # rest.cpp's limit
 
-
-def load_cli():
-    """Import sp_scan.cli; from a source checkout, map cli/ to it as pyproject.toml does."""
-    try:
-        return importlib.import_module("sp_scan.cli")
-    except ModuleNotFoundError:
-        pass
-    import sp_scan
-
-    spec = importlib.util.spec_from_file_location("sp_scan.cli", ROOT / "cli" / "__init__.py", submodule_search_locations=[str(ROOT / "cli")])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sp_scan.cli"] = module
-    spec.loader.exec_module(module)
-    sp_scan.cli = module
-    return module
 
 
 # --- Core-like servers (127.0.0.1 only, one thread per request, stopped by the fixture) ---
@@ -428,6 +415,13 @@ class RpcHandler(_Base):
             if spent is None:
                 raise LookupError(-1, "Can't read undo data from disk")
             return bf.block_json(raw, parse_spent(spent), height)
+        if method == "sendrawtransaction":
+            try:
+                tx = CTransaction.deserialize(bytes.fromhex(params[0]))
+            except (ValueError, TypeError, SerializationError):
+                raise LookupError(-22, "TX decode failed") from None
+            self.server.relayed.append(params[0])
+            return tx.GetTxid()[::-1].hex()
         return self.electrumx_call(chain, method, params)
 
     def electrumx_call(self, chain: ChainView, method: str, params: list) -> object:
@@ -444,7 +438,8 @@ class RpcHandler(_Base):
         if method == "getrawmempool":
             return []
         if method == "getmempoolinfo":
-            return {"loaded": True, "size": 0, "bytes": 0, "mempoolminfee": 0.00001, "minrelaytxfee": 0.00001, "incrementalrelayfee": 0.00001}
+            relayed = self.server.relayed  # what sendrawtransaction accepted
+            return {"loaded": True, "size": len(relayed), "bytes": sum(len(h) // 2 for h in relayed), "mempoolminfee": 0.00001, "minrelaytxfee": 0.00001, "incrementalrelayfee": 0.00001}
         if method == "getrawtransaction":
             raw = transactions(chain).get(params[0])
             if raw is None:
@@ -541,6 +536,7 @@ class NodeServer:
         self.httpd.credentials = credentials
         self.httpd.delay = delay
         self.httpd.requests = []
+        self.httpd.relayed = []  # raw tx hex that sendrawtransaction accepted
         self.httpd.lock = threading.Lock()
         self.httpd.budget = None
         self.httpd.hold_from = None

@@ -18,11 +18,12 @@ from sp_scan.server import Server
 class ServerThread:
     """An `sp_scan.server.Server` over `db` on 127.0.0.1 and an ephemeral port, run by its own event loop thread.
 
-    Use as a context manager; `.url` is the base URL.
+    Use as a context manager; `.url` is the base URL, `.server.urls` every listener's ("grpc", "status").
+    `options` go to `Server` (limits, grpc_port, status_port, relay...).
     """
 
-    def __init__(self, db: Path, threads: int = 4) -> None:
-        self.server = Server(db, "127.0.0.1", 0, threads)
+    def __init__(self, db: Path, threads: int = 4, **options) -> None:
+        self.server = Server(db, "127.0.0.1", 0, threads, **options)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="test-server", daemon=True)
         self.url = ""

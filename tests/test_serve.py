@@ -8,6 +8,7 @@ recomputed from outpoints, UTXO spent flags from the chain's own spends.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import random
@@ -276,6 +277,11 @@ def test_a_reorg_while_serving_replaces_the_branch(kernel_copy, tmp_path):
             spent_by_dropped = {u["vout"]: u["spent"] for u in ok(f"{url}/utxos/104") if u["txid"] == display(both.txid32)}
             assert True in spent_by_dropped.values()
 
+            for h in (108, 109, 110):  # cached now, keyed by the hashes the reorg replaces
+                ok(f"{url}/tweak-index/{h}"), ok(f"{url}/utxos/{h}"), ok(f"{url}/filter/spent/{h}")
+            replaced = {bytes.fromhex(before[h])[::-1] for h in (109, 110)}
+            assert any(replaced & set(key) for key in server.server.cache._entries)
+
             reorg = kernelchain.make_reorg(kernel_copy)
             sync(db, node.url)
 
@@ -294,6 +300,7 @@ def test_a_reorg_while_serving_replaces_the_branch(kernel_copy, tmp_path):
                 v: False for v in spent_by_dropped
             }
             assert ok(f"{url}/utxos/104") == expected_utxos(kernel_copy, 104)
+            assert not any(replaced & set(key) for key in server.server.cache._entries)  # dropped with their blocks
 
 
 def test_requests_are_answered_while_the_index_syncs(kernel_rest, kernel_chain, tmp_path):
@@ -318,3 +325,24 @@ def test_requests_are_answered_while_the_index_syncs(kernel_rest, kernel_chain, 
     assert errors == []
     assert seen == sorted(seen) and seen[0] >= 60 and seen[-1] == TIP
     assert len(set(seen)) > 2  # requests really arrived between commits
+
+
+def test_a_client_that_hangs_up_while_its_answer_is_built_does_not_cancel_the_build_others_wait_for():
+    async def scenario() -> list[int]:
+        from sp_scan.server.answers import AnswerCache, answer
+
+        cache, release = AnswerCache(), asyncio.Event()
+
+        async def make():
+            await release.wait()
+            return answer(200, b"[]")
+
+        first = asyncio.ensure_future(cache.build("key", make))
+        others = [asyncio.ensure_future(cache.build("key", make)) for _ in range(3)]
+        await asyncio.sleep(0)
+        first.cancel()  # the first requester's client went away
+        release.set()
+        results = await asyncio.gather(*others)
+        return [r.status for r in results] + [len(cache)]
+
+    assert asyncio.run(scenario()) == [200, 200, 200, 1]

@@ -135,6 +135,13 @@ def test_serve_without_an_index_is_one_line_and_exit_2(tmp_path):
     assert proc.stderr.startswith("sp-scan: error: ") and proc.stderr.count("\n") == 1 and "none.db" in proc.stderr
 
 
+def test_serve_without_httptools_says_to_install_the_serve_extra_in_one_line(index_db):
+    hide = "import sys; sys.modules['httptools'] = None; from sp_scan.cli import main; main()"  # as if not installed
+    proc = subprocess.run([sys.executable, "-c", hide, "serve", "--db", str(index_db), "--port", "0"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("sp-scan: error: ") and proc.stderr.count("\n") == 1 and "pip install 'sp-scan[serve]'" in proc.stderr
+
+
 def test_serve_on_a_busy_port_is_one_line_and_exit_2(index_db):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -181,7 +188,7 @@ async def fetch_all(url: str, plan: list[list[str]]) -> list[list[tuple[str, int
 
 
 def test_200_concurrent_clients_get_the_single_client_answers(index_db):
-    proc = serve("--db", str(index_db), "--port", "0")
+    proc = serve("--db", str(index_db), "--port", "0", "--per-ip-rate", "0")  # every client is 127.0.0.1
     try:
         url = base_url(proc)
         paths = load_paths()

@@ -1,6 +1,6 @@
 """`sp-scan serve`: the BlindBit Oracle v1 HTTP API over an index, optionally syncing it from a node.
 
-The server (aiohttp) is imported by the command itself: the other commands start without it.
+The server is imported by the command itself: the other commands start without it.
 """
 
 from __future__ import annotations
@@ -30,37 +30,79 @@ def _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval, zmq_url=None) 
     return [*args, "--interval", str(interval), "--mempool", *(["--zmq", zmq_url] if zmq_url else [])], env
 
 
-@click.command("serve", help="""Serve the index to light-client wallets (spdk, Dana): the BlindBit Oracle v1 HTTP API.
+_LIMIT_OPTIONS = [
+    ("--max-connections", "max_connections", int, "Open client connections in all (kept below the open-files limit, raised to its hard limit at start)."),
+    ("--per-ip-connections", "per_ip_connections", int, "Open connections per client address (IPv6: per /64); 0: no limit."),
+    ("--per-ip-rate", "per_ip_rate", float, "Requests per second per client address (IPv6: per /64), beyond which it gets 429; 0: no limit."),
+    ("--per-ip-burst", "per_ip_burst", int, "Requests a client address may send at once after a quiet time."),
+    ("--header-timeout", "header_timeout", float, "Seconds a client has to send a request once it started one."),
+    ("--idle-timeout", "idle_timeout", float, "Seconds a connection may stay open with no request."),
+    ("--write-timeout", "write_timeout", float, "Seconds an answer may wait unread before the connection is dropped."),
+]
+
+
+def limit_options(command):
+    """The `Limits` fields as options (defaults from `Limits`), passed to the command as `limits`."""
+    from sp_scan.server.limits import Limits
+
+    defaults = Limits()
+    for flag, name, kind, text in reversed(_LIMIT_OPTIONS):
+        kind = click.IntRange(min=0) if kind is int else click.FloatRange(min=0.01 if name.endswith("timeout") else 0)
+        command = click.option(flag, name, type=kind, default=getattr(defaults, name), show_default=True, help=text)(command)
+    return command
+
+
+@click.command("serve", help="""Serve the index to light-client wallets (spdk, Dana, BlindBit Desktop): BlindBit Oracle v1 HTTP, v2 gRPC.
 
 \b
 sp-scan serve --db tweaks.db                                  # serve what is indexed
 sp-scan serve --db tweaks.db --rest http://127.0.0.1:8332     # and keep it in step with the node
+sp-scan serve --db tweaks.db --rpc http://127.0.0.1:8332 --rpc-cookie ~/.bitcoin/.cookie --grpc-port 50051 --status-port 9100
 
 Routes: /info, /block-height, /block-hash/H, /tweak-index/H?dustLimit=N, /tweaks/H?dustLimit=N,
-/filter/new-utxos/H, /filter/spent/H, /utxos/H, /spent-index/H. With --rest/--rpc an
-`sp-scan index sync --follow --mempool` runs beside the server (creating the index if needed), so the
-index file also holds the node's mempool (for `index scan --mempool` and the library; these routes stay
-block-only). With --electrum-port, an Electrum server for Sparrow and Cake Wallet listens too, its
-subscriptions told of mempool payments (see README). Ctrl-C or SIGTERM stops both.""")
+/filter/new-utxos/H, /filter/spent/H, /utxos/H, /spent-index/H, and POST /forward-tx (relayed
+with sendrawtransaction when --rpc is given). With --rest/--rpc an `sp-scan index sync --follow
+--mempool` runs beside the server (creating the index if needed), so the index file also holds the
+node's mempool (for `index scan --mempool` and the library; these routes stay block-only). With
+--electrum-port, an Electrum server for Sparrow and Cake Wallet listens too, its subscriptions told
+of mempool payments (see README). --status-port serves GET /status and /metrics on 127.0.0.1 only.
+Ctrl-C or SIGTERM stops everything.""")
 @click.option("--db", required=True, metavar="PATH", help="The index file.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port to listen on (0: any free port).")
+@click.option("--grpc-port", type=click.IntRange(0, 65535), default=None, help="Also serve BlindBit Oracle v2 gRPC on this port (needs the serve extra).")
+@click.option("--status-port", type=click.IntRange(0, 65535), default=None, help="Serve GET /status and /metrics on 127.0.0.1 at this port.")
+@click.option("--access-log", metavar="FILE|-", default=None, help="Append a line per request to FILE (- : stderr). Off by default.")
+@click.option("--cache-mb", type=click.IntRange(min=0), default=256, show_default=True, help="Megabytes of built answers kept in memory.")
+@limit_options
 @node_options
 @click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between the sync's polls of the node.")
 @click.option("--zmq", "zmq_url", metavar="URL", help="Core's -zmqpubsequence endpoint: the sync learns of mempool changes at once.")
 @electrum_options
-def serve_command(db, host, port, rest_url, rpc_url, rpc_cookie, rpc_user, interval, zmq_url, **electrum):
-    from sp_scan.server import Server, SyncChild, serve, sync_command
+def serve_command(db, host, port, grpc_port, status_port, access_log, cache_mb, rest_url, rpc_url, rpc_cookie, rpc_user, interval, zmq_url, **options):
+    from sp_scan.node import RpcNode
+
+    try:
+        from sp_scan.server import Limits, Server, SyncChild, serve, sync_command
+    except ImportError as exc:
+        if exc.name != "httptools":
+            raise
+        raise click.UsageError("serve needs httptools: pip install 'sp-scan[serve]'") from None
 
     node = node_client(rest_url, rpc_url, rpc_cookie, rpc_user)  # checks the options before anything starts
     if zmq_url and node is None:
         raise click.UsageError("--zmq goes with --rest or --rpc")
-    listeners = electrum_listeners(db, **electrum)
+    listeners = electrum_listeners(db, **{k: v for k, v in options.items() if k.startswith("electrum")})
     sync = None
     if node is not None:
         args, env = _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval, zmq_url)
         sync = SyncChild(sync_command(db, args), env, log=_log)
-    asyncio.run(serve(Server(db, host, port), sync, log=_log, listeners=listeners))
+    limit_values = {name: options.pop(name) for _, name, _, _ in _LIMIT_OPTIONS}
+    server = Server(
+        db, host, port, limits=Limits(**limit_values), cache_bytes=cache_mb * 2**20, relay=node if isinstance(node, RpcNode) else None,
+        node=node, grpc_port=grpc_port, status_port=status_port, access_log=access_log, log=_log,
+    )  # fmt: skip
+    asyncio.run(serve(server, sync, log=_log, listeners=listeners))
 
 
 def _log(line: str) -> None:

@@ -49,6 +49,19 @@ def _u32(values: list[int]) -> bytes:
     return struct.pack(f"<{len(values)}I", *values)
 
 
+def _largest(max_values: bytes, out_counts: bytes, out_values: bytes, spent: set[int]) -> list[int | None]:
+    """Per eligible tx, the value the dust rule compares: its largest taproot output, or with `spent`
+    (the ordinals of spent outputs; cut-through) its largest unspent one, None when all are spent."""
+    largest: list[int | None] = list(memoryview(max_values).cast("Q"))
+    if spent:
+        values, first = memoryview(out_values).cast("Q"), 0
+        for i, count in enumerate(memoryview(out_counts).cast("I")):
+            unspent = [values[o] for o in range(first, first + count) if o not in spent]
+            largest[i] = max(unspent) if unspent else None
+            first += count
+    return largest
+
+
 class Index:
     """An open tweak index. Build with `Index.open` or `Index.create`; close with `close()` (or `with`)."""
 
@@ -115,6 +128,14 @@ class Index:
         """
         return self._store.row(height, ("hash",))[0]
 
+    def block_hashes(self, start: int, end: int) -> list[tuple[int, bytes]]:
+        """(height, hash32) of every indexed block from start to end, ascending (heights not indexed are absent)."""
+        return self._store.hashes(start, end)
+
+    def data_version(self) -> int:
+        """A number that changes whenever another connection (a sync) commits to the file: a cheap "anything new?"."""
+        return self._store.data_version()
+
     def block_time(self, height: int) -> int:
         """The header timestamp of the indexed block at `height`.
 
@@ -137,15 +158,30 @@ class Index:
         """
         columns = ("n_tx", "tweaks33", "max_values", "out_counts", "out_values")
         (n_tx, tweaks33, max_values, *outputs), spent = self._store.row_with_spends(height, columns[: 5 if cut_through else 3])
-        largest: list[int | None] = list(memoryview(max_values).cast("Q"))
-        if cut_through and spent:
-            out_counts, out_values = outputs
-            values, first = memoryview(out_values).cast("Q"), 0
-            for i, count in enumerate(memoryview(out_counts).cast("I")):
-                unspent = [values[o] for o in range(first, first + count) if o not in spent]
-                largest[i] = max(unspent) if unspent else None
-                first += count
+        largest = _largest(max_values, *(outputs if cut_through else (b"", b"")), spent if cut_through else set())
         return [tweaks33[33 * i : 33 * i + 33] for i in range(n_tx) if largest[i] is not None and largest[i] >= dust_limit]
+
+    def eligible_txs(self, height: int, dust_limit: int = 0, cut_through: bool = False) -> list[tuple[bytes, bytes, list[Utxo]]]:
+        """(txid32, tweak33, taproot outputs in vout order) of the block's eligible txs, in block order,
+        kept or dropped per tx exactly as `tweaks` keeps them (a kept tx has all its outputs).
+
+        Raises:
+            HeightError: not indexed.
+        """
+        columns = ("n_tx", "txids", "tweaks33", "max_values", "out_counts", "out_values", "out_vouts", "out_keys")
+        (n_tx, txids, tweaks33, max_values, out_counts, out_values, out_vouts, out_keys), spent = self._store.row_with_spends(height, columns)
+        largest = _largest(max_values, out_counts, out_values, spent if cut_through else set())
+        vouts, values = memoryview(out_vouts).cast("I"), memoryview(out_values).cast("Q")
+        firsts = list(itertools.accumulate(memoryview(out_counts).cast("I"), initial=0))
+        return [
+            (
+                txids[32 * i : 32 * i + 32],
+                tweaks33[33 * i : 33 * i + 33],
+                [Utxo(txids[32 * i : 32 * i + 32], vouts[o], values[o], out_keys[32 * o : 32 * o + 32], o in spent) for o in range(firsts[i], firsts[i + 1])],
+            )
+            for i in range(n_tx)
+            if largest[i] is not None and largest[i] >= dust_limit
+        ]
 
     def utxos(self, height: int) -> list[Utxo]:
         """Every taproot output of the block's eligible txs, sorted by (display txid, vout).
@@ -194,6 +230,18 @@ class Index:
         if value is None:
             raise IndexStoreError(f"{self.path}: block {height} was stored without its spent index")
         return [value[i : i + 8] for i in range(0, len(value), 8)]
+
+    def spent_keys(self, height: int) -> bytes:
+        """The first 8 bytes of the x-only key of every P2TR output the block spends, tx then vin order.
+
+        Raises:
+            HeightError: not indexed.
+            IndexStoreError: the block was stored without them (by an sp-scan from before they were kept).
+        """
+        value = self._store.spent_keys(height)
+        if value is None:
+            raise IndexStoreError(f"{self.path}: block {height} was stored without its spent keys (an index built before sp-scan kept them: build it again to serve them)")
+        return value
 
     def partition(self, start: int, end: int) -> Partition:
         """Heights start..end packed for scanning (one consistent read; heights not indexed are absent)."""

@@ -17,6 +17,9 @@ Format version 2 (`PRAGMA user_version`, `PRAGMA application_id` = "SPSX"):
   the node's mempool as a running `sync --mempool` last saw them, `seq` ascending in the order
   they were added. A block appended removes its txs from it in the same transaction. Its rows
   are trusted only while the writer that keeps them holds the file (`writer_active`).
+- `spent_keys(hash, keys8)`: per block (by hash), the first 8 bytes of the key of every P2TR
+  output its inputs spend (BlindBit v2's spent outputs). Created on opening for writing when
+  missing; blocks stored before it have no row.
 
 Version 1 files (no `mempool` table) are upgraded in place when opened for writing; read-only,
 they read as an index with an empty mempool.
@@ -74,6 +77,7 @@ _MEMPOOL_SCHEMA = (
 )
 _SCHEMA.append(_MEMPOOL_SCHEMA)
 _WRITER_LOCK_TRIES = 100  # a reader's liveness probe holds a shared lock for microseconds: retry 1 ms apart
+_SPENT_KEYS_TABLE = "CREATE TABLE IF NOT EXISTS spent_keys(hash BLOB PRIMARY KEY, keys8 BLOB NOT NULL) WITHOUT ROWID"
 _MARK = struct.Struct("<II")
 QUICK_CHECK_BYTES = 64 << 20
 """An index up to this size (with its write-ahead log) gets SQLite's `PRAGMA quick_check` on every open."""
@@ -276,7 +280,7 @@ class Store:
             try:
                 conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                 conn.execute("BEGIN")
-                for statement in _SCHEMA:
+                for statement in (*_SCHEMA, _SPENT_KEYS_TABLE):
                     conn.execute(statement)
                 conn.executemany("INSERT INTO meta VALUES (?, ?)", [("network", network), ("format", FORMAT_VERSION)])
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -338,6 +342,7 @@ class Store:
             store._execute("PRAGMA synchronous = NORMAL")  # WAL: a commit survives a killed process
             if version != FORMAT_VERSION:
                 store._upgrade()
+            store._execute(_SPENT_KEYS_TABLE)  # an index from before the table
         if network is not None and store.network != network:
             store.close()
             raise IndexStoreError(f"{path} is an index of network {store.network}, not {network}")
@@ -506,6 +511,31 @@ class Store:
             raise HeightError(f"height {height} is not in the index ({self._range_text()})")
         return found[0][1]
 
+    @_checked
+    def hashes(self, start: int, end: int) -> list[tuple[int, bytes]]:
+        """(height, hash32) of every block from start to end, ascending."""
+        return self._conn.execute("SELECT height, hash FROM blocks WHERE height BETWEEN ? AND ? ORDER BY height", (start, end)).fetchall()
+
+    @_checked
+    def spent_keys(self, height: int) -> bytes | None:
+        """The 8-byte key prefixes of the P2TR outputs block `height` spends (tx then vin order), or None
+        when the block was stored without them.
+
+        Raises:
+            HeightError: the height is not indexed.
+        """
+        (hash32,) = self.row(height, ("hash",))
+        try:
+            found = self._conn.execute("SELECT keys8 FROM spent_keys WHERE hash = ?", (hash32,)).fetchone()
+        except sqlite3.OperationalError:  # an index from before the table, opened read-only
+            return None
+        return found[0] if found else None
+
+    @_checked
+    def data_version(self) -> int:
+        """A number that changes whenever another connection (a sync) commits to the file."""
+        return self._conn.execute("PRAGMA data_version").fetchone()[0]
+
     def _range_text(self) -> str:
         lo, hi = self._conn.execute("SELECT MIN(height), MAX(height) FROM blocks").fetchone()
         return "it is empty" if lo is None else f"it holds {lo}..{hi}"
@@ -615,13 +645,13 @@ class Store:
         self._conn.execute("COMMIT")
 
     @_checked
-    def append(self, height: int, data: BlockData, filters: tuple[bytes, bytes, bytes] | None) -> int:
+    def append(self, height: int, data: BlockData, filters: tuple[bytes, ...] | None) -> int:
         """Add the next block and mark what it spends, in one transaction with the new tip.
 
         Args:
             height: tip + 1 (the first block of an empty index sets `first_height`).
             data: the block's index data; its prev32 must be the tip's hash.
-            filters: (new-UTXO filter, spent filter, spent hashes k × 8), or None.
+            filters: (new-UTXO filter, spent filter, spent hashes k × 8[, spent P2TR keys' prefixes m × 8]), or None.
 
         Returns:
             How many outputs of indexed txs this block marked spent.
@@ -644,7 +674,9 @@ class Store:
             )
             self._remember(height, _Locator(data.txids, data.out_counts, data.out_vouts))
             marks = self._mark_spends(data.spent_outpoints)
-            filter_new, filter_spent, spent_hashes = filters or (None, None, None)
+            filter_new, filter_spent, spent_hashes, *spent_keys = filters or (None, None, None)
+            if spent_keys:
+                self._conn.execute("INSERT OR REPLACE INTO spent_keys VALUES (?, ?)", (data.hash32, spent_keys[0]))
             values = {
                 "height": height, "hash": data.hash32, "prev": data.prev32, "time": data.time, "block_txs": data.block_txs,
                 "n_tx": data.n_tx, "max_values": data.max_values, "out_counts": data.out_counts, "out_vouts": data.out_vouts,
@@ -789,6 +821,7 @@ class Store:
         with self._transaction():
             rows = self._rows(("txids", "marks"), "height > ?", (height,))
             for h, (txids, marks), _ in reversed(rows):
+                self._conn.execute("DELETE FROM spent_keys WHERE hash = (SELECT hash FROM blocks WHERE height = ?)", (h,))
                 self._conn.executemany("DELETE FROM spends WHERE height = ? AND ordinal = ?", list(_MARK.iter_unpack(marks)))
                 self._conn.executemany(
                     "DELETE FROM txloc WHERE prefix = ? AND height = ? AND tx = ?", [(p, h, n) for n, p in enumerate(_prefixes(txids, 32))]

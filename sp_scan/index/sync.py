@@ -144,7 +144,8 @@ class Fetched:
 
     height: int
     data: BlockData
-    filters: tuple[bytes, bytes, bytes] | None
+    filters: tuple[bytes, bytes, bytes, bytes] | None
+    """(new-UTXO filter, spent filter, spent hashes, spent P2TR keys' 8-byte prefixes), as Store.append takes."""
     fetch_s: float
     compute_s: float
 
@@ -166,7 +167,8 @@ def fetch(source: Source, height: int, retry: Retry) -> Fetched:
         raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
     if data.hash32[::-1].hex() != hash_hex:
         raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
-    return Fetched(height, data, block_filters(data), fetched - start, time.perf_counter() - fetched)
+    filters = (*block_filters(data), wire.spent_taproot_prefixes(spent))
+    return Fetched(height, data, filters, fetched - start, time.perf_counter() - fetched)
 
 
 def block_filters(data: BlockData) -> tuple[bytes, bytes, bytes]:

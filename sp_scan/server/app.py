@@ -1,74 +1,42 @@
-"""The aiohttp application: routes, reader threads, JSON and gzip, JSON errors for everything else."""
+"""The BlindBit Oracle v1 application: routes to answers, built once and served from the cache.
+
+`BlindBitV1` is an `http.Handler`. A request whose answer is cached is answered on the event
+loop without a thread hop; a miss is built on a reader thread (one build however many ask),
+cached when it may be, and sent. `POST /forward-tx` relays a raw transaction to the node with
+`sendrawtransaction` when the server has an RPC node.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
-import threading
-import zlib
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+import re
+import urllib.parse
+from collections.abc import Callable, Hashable
 
-from aiohttp import web
-
-from sp_scan.errors import HeightError, IndexStoreError
-from sp_scan.index import Index
+from sp_scan.errors import HeightError, IndexStoreError, NodeError
 
 from . import routes
+from .answers import Answer, AnswerCache, ChainView, Readers, answer
+from .http import JSON_HEADERS, BadRequest, Request, Response, head_bytes, json_error
 
 log = logging.getLogger("sp_scan.server")
 
-GZIP_MIN_BYTES = 256
-"""Smaller bodies are sent as they are: gzip would not make them shorter."""
-GZIP_LEVEL = 1
-"""Hex of random bytes: level 1 compresses it as well as level 9 (to ~57%) at a third of level 4's time."""
-READER_THREADS = 4
-_JSON = {"Content-Type": "application/json; charset=utf-8", "Access-Control-Allow-Origin": "*"}
-"""Every answer is public chain data: browser wallets on any origin may read it (as from BlindBit)."""
+PLAIN = JSON_HEADERS + b"Vary: Accept-Encoding\r\n"
+GZIPPED = PLAIN + b"Content-Encoding: gzip\r\n"
+GET, POST = ("GET", "HEAD", "OPTIONS"), ("POST", "OPTIONS")
+ROUTES = {
+    ("info", 0): GET, ("block-height", 0): GET, ("block-hash", 1): GET, ("tweak-index", 1): GET, ("tweaks", 1): GET,
+    ("filter", 2): GET, ("utxos", 1): GET, ("spent-index", 1): GET, ("forward-tx", 0): POST,
+}  # fmt: skip
+"""(first path segment, segments after it) -> the methods the route answers."""
+MAX_TX_HEX = 800_000
+_HEX = re.compile(r"[0-9a-fA-F]+")
 
 
-class Readers:
-    """Read-only `Index` connections for the handlers: a thread pool, one connection per thread.
-
-    SQLite calls block, so every request's reads, JSON encoding and gzip run on these threads
-    (SQLite and zlib release the GIL) and the event loop only moves bytes. WAL lets them read
-    while a sync writes.
-    """
-
-    def __init__(self, path: str | Path, threads: int = READER_THREADS) -> None:
-        self.path = Path(path)
-        self._local = threading.local()
-        self._opened: list[Index] = []
-        self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sp-scan-reader")
-
-    def _index(self) -> Index:
-        index = getattr(self._local, "index", None)
-        if index is None:
-            index = Index.open(self.path, readonly=True)
-            with self._lock:
-                self._opened.append(index)
-            self._local.index = index
-        return index
-
-    async def run(self, fn: Callable, *args):
-        """Run fn(index, *args) on a reader thread and return its result."""
-        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(self._index(), *args))
-
-    def close(self) -> None:
-        """Wait for running reads, then close every connection."""
-        self._pool.shutdown(wait=True)
-        with self._lock:
-            for index in self._opened:
-                index.close()
-            self._opened.clear()
-
-
-READERS = web.AppKey("readers", Readers)
-
-
+@functools.lru_cache(maxsize=256)
 def accepts_gzip(accept_encoding: str) -> bool:
     """True when an Accept-Encoding header value allows gzip (a `gzip` or `*` coding, q > 0)."""
     for part in accept_encoding.lower().split(","):
@@ -86,105 +54,164 @@ def _qvalue(text: str) -> float:
         return 1.0
 
 
-def _render(index: Index, body: Callable, args: tuple, gzip: bool) -> tuple[int, bytes, bool]:
-    """Build one answer on a reader thread: (status, body bytes, gzipped)."""
+def send(built: Answer, gzip: bool) -> Response:
+    """The HTTP response for a built answer, gzip when the client takes it and the answer has that form.
+
+    A cacheable answer keeps each form as a whole keep-alive response (`Answer.wires`), so a hit
+    is one write of ready bytes.
+    """
+    gzipped = gzip and built.gzip is not None
+    body, headers = (built.gzip, GZIPPED) if gzipped else (built.plain, PLAIN)
+    response = Response(built.status, body, headers)
+    if built.cacheable:
+        wire = built.wires.get(gzipped)
+        if wire is None:
+            wire = built.wires[gzipped] = head_bytes(response, True) + body
+        response.wire = wire
+    return response
+
+
+def options(methods: tuple[str, ...]) -> Response:
+    allow = ", ".join(methods).encode()
+    headers = b"Allow: %s\r\nAccess-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: %s\r\n" % (allow, allow)
+    return Response(204, b"", headers + b"Access-Control-Allow-Headers: Content-Type\r\nAccess-Control-Max-Age: 86400\r\n")
+
+
+def not_allowed(methods: tuple[str, ...]) -> Response:
+    return json_error(405, "method not allowed", b"Allow: %s\r\n" % ", ".join(methods).encode())
+
+
+class BlindBitV1:
+    """The v1 routes over the index seen through `view`, answers built by `readers` into `cache`.
+
+    Args:
+        view: the chain as served (refreshed before each request).
+        readers: threads that read the index.
+        cache: built answers.
+        relay: a node client with `call(method, *params)` (an `RpcNode`) for /forward-tx, or None.
+    """
+
+    def __init__(self, view: ChainView, readers: Readers, cache: AnswerCache, relay=None) -> None:
+        self.view, self.readers, self.cache, self.relay = view, readers, cache, relay
+
+    def __call__(self, request: Request) -> Response | asyncio.Future:
+        parts = request.path[1:].split("/")
+        route = (parts[0], len(parts) - 1)
+        methods = ROUTES.get(route)
+        if methods is None:
+            return json_error(404, "not found")
+        if request.method not in methods:
+            return options(methods) if request.method == "OPTIONS" else not_allowed(methods)
+        if request.method == "OPTIONS":
+            return options(methods)
+        if route[0] == "forward-tx":
+            return asyncio.ensure_future(self.forward_tx(request))
+        gzip = accepts_gzip(request.headers.get("accept-encoding", ""))
+        try:
+            self.view.refresh()
+            key, build = self._route(route[0], parts[1:], request)
+        except routes.RouteError as exc:
+            return json_error(exc.status, str(exc))
+        except IndexStoreError as exc:
+            log.error("index read failed: %s", exc)
+            return json_error(503, f"the index cannot be read: {exc}")
+        built = self.cache.get(key)
+        if built is not None:
+            return send(built, gzip)
+        if not isinstance(build, tuple):  # built on the loop: small answers from the view
+            self.cache.put(key, build)
+            return send(build, gzip)
+        return asyncio.ensure_future(self._built(key, build, gzip))
+
+    # ---- routing ----
+
+    def _route(self, name: str, args: list[str], request: Request) -> tuple[Hashable, Answer | tuple]:
+        """(cache key, the answer or (function, args) that builds it on a reader thread)."""
+        view = self.view
+        tip = view.tip
+        if name in ("info", "block-height"):
+            if tip is None:
+                raise routes.RouteError(503, "the index has no blocks yet")
+            body = routes.info_body(view.network, tip[0]) if name == "info" else routes.block_height_body(tip[0])
+            return (name, None, tip[1]), answer(200, body)
+        height = routes.parse_height(args[-1])
+        hash32 = view.hash_at(height)
+        if name == "filter" and args[0] not in routes.FILTER_KINDS:
+            raise routes.RouteError(404, f"unknown filter type {args[0][:40]!r} (new-utxos or spent)")
+        if hash32 is None:
+            raise routes.RouteError(404, f"height {height} is not in the index ({view.range_text()})")
+        if name == "block-hash":
+            return (name, height, hash32, None), answer(200, routes.block_hash_body(hash32))
+        if name in ("tweak-index", "tweaks"):
+            dust = routes.parse_dust_limit(_query(request, "dustLimit"))
+            cut = name == "tweaks"
+            tip_hash = tip[1] if cut else None
+            return ("tweaks", height, hash32, dust, cut, tip_hash), (routes.tweaks_answer, height, hash32, tip_hash, dust, cut)
+        if name == "filter":
+            return ("filter", height, hash32, args[0], None), (routes.filter_answer, height, hash32, args[0])
+        if name == "utxos":
+            return ("utxos", height, hash32, tip[1]), (routes.utxos_answer, height, hash32, tip[1])
+        return ("spent-index", height, hash32, None), (routes.spent_index_answer, height, hash32)
+
+    async def _built(self, key: Hashable, build: tuple, gzip: bool) -> Response:
+        return send(await self.cache.build(key, lambda: self.readers.run(_guarded, *build)), gzip)
+
+    # ---- POST /forward-tx ----
+
+    async def forward_tx(self, request: Request) -> Response:
+        """Relay `{"data": "<raw tx hex>"}` (or the form `data=<hex>`) with sendrawtransaction; answer the txid."""
+        if self.relay is None:
+            return json_error(503, "this server relays no transactions (it has no RPC node): broadcast through your own node")
+        tx_hex = _tx_hex(request)
+        loop = asyncio.get_running_loop()
+        try:
+            txid = await loop.run_in_executor(None, self.relay.call, "sendrawtransaction", tx_hex)
+        except NodeError as exc:
+            return json_error(502, f"the node did not relay the transaction: {exc}")
+        return Response(200, json.dumps(txid).encode(), JSON_HEADERS)
+
+
+def _query(request: Request, name: str) -> str | None:
     try:
-        status, value = 200, body(index, *args)
+        return request.query_value(name)
+    except BadRequest as exc:
+        raise routes.RouteError(exc.status, str(exc)) from None
+
+
+def _tx_hex(request: Request) -> str:
+    """The raw transaction hex of a /forward-tx body: JSON `{"data": hex}` or a form `data=hex`.
+
+    Raises:
+        BadRequest: 400 when there is none, or it is not hex of whole bytes.
+    """
+    body = request.body
+    data = None
+    if body.lstrip().startswith(b"{"):
+        try:
+            value = json.loads(body)
+        except (ValueError, RecursionError):
+            raise BadRequest(400, "the body is not JSON") from None
+        data = value.get("data") if isinstance(value, dict) else None
+    else:
+        try:
+            data = urllib.parse.parse_qs(body.decode("ascii"), max_num_fields=4).get("data", [None])[0]
+        except (UnicodeDecodeError, ValueError):
+            raise BadRequest(400, "the body is neither JSON nor a form") from None
+    if not isinstance(data, str) or not data:
+        raise BadRequest(400, 'the body must be {"data": "<raw transaction hex>"}')
+    if len(data) % 2 or len(data) > MAX_TX_HEX or not _HEX.fullmatch(data):
+        raise BadRequest(400, "data is not the hex of a raw transaction")
+    return data.lower()
+
+
+def _guarded(index, fn: Callable, *args) -> Answer:
+    """fn(index, *args), with the index's refusals turned into error answers that are not cached."""
+    try:
+        return fn(index, *args)
     except routes.RouteError as exc:
-        status, value = exc.status, {"error": str(exc)}
+        return answer(exc.status, routes.dumps({"error": str(exc)}), cacheable=False)
     except HeightError as exc:
-        status, value = 404, {"error": str(exc)}
+        return answer(404, routes.dumps({"error": str(exc)}), cacheable=False)
     except IndexStoreError as exc:
         log.error("index read failed: %s", exc)
-        status, value = 503, {"error": f"the index cannot be read: {exc}"}
-    data = json.dumps(value, separators=(",", ":")).encode()
-    if gzip and len(data) >= GZIP_MIN_BYTES:
-        return status, zlib.compress(data, GZIP_LEVEL, wbits=31), True
-    return status, data, False
-
-
-def _response(status: int, data: bytes, gzipped: bool) -> web.Response:
-    headers = dict(_JSON, Vary="Accept-Encoding")
-    if gzipped:
-        headers["Content-Encoding"] = "gzip"
-    return web.Response(status=status, body=data, headers=headers)
-
-
-async def _answer(request: web.Request, body: Callable, *args) -> web.Response:
-    gzip = accepts_gzip(request.headers.get("Accept-Encoding", ""))
-    return _response(*await request.app[READERS].run(_render, body, args, gzip))
-
-
-def _error(status: int, message: str) -> web.Response:
-    return web.Response(status=status, text=json.dumps({"error": message}, separators=(",", ":")), headers=_JSON)
-
-
-async def info(request: web.Request) -> web.Response:
-    return await _answer(request, routes.info_body)
-
-
-async def block_height(request: web.Request) -> web.Response:
-    return await _answer(request, routes.block_height_body)
-
-
-async def block_hash(request: web.Request) -> web.Response:
-    return await _answer(request, routes.block_hash_body, routes.parse_height(request.match_info["height"]))
-
-
-async def tweak_index(request: web.Request) -> web.Response:
-    height = routes.parse_height(request.match_info["height"])
-    return await _answer(request, routes.tweaks_body, height, routes.parse_dust_limit(request.query.get("dustLimit")), False)
-
-
-async def tweaks(request: web.Request) -> web.Response:
-    height = routes.parse_height(request.match_info["height"])
-    return await _answer(request, routes.tweaks_body, height, routes.parse_dust_limit(request.query.get("dustLimit")), True)
-
-
-async def filter_(request: web.Request) -> web.Response:
-    kind = request.match_info["kind"]
-    if kind not in routes.FILTER_KINDS:
-        raise routes.RouteError(404, f"unknown filter type {kind[:40]!r} (new-utxos or spent)")
-    return await _answer(request, routes.filter_body, kind, routes.parse_height(request.match_info["height"]))
-
-
-async def utxos(request: web.Request) -> web.Response:
-    return await _answer(request, routes.utxos_body, routes.parse_height(request.match_info["height"]))
-
-
-async def spent_index(request: web.Request) -> web.Response:
-    return await _answer(request, routes.spent_index_body, routes.parse_height(request.match_info["height"]))
-
-
-@web.middleware
-async def json_errors(request: web.Request, handler) -> web.StreamResponse:
-    """Answer every failure as a JSON `{"error": ...}` body: bad input, unknown route, bad method."""
-    try:
-        return await handler(request)
-    except routes.RouteError as exc:
-        return _error(exc.status, str(exc))
-    except IndexStoreError as exc:  # a reader thread could not open the index
-        log.error("index open failed: %s", exc)
-        return _error(503, f"the index cannot be read: {exc}")
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return _error(exc.status, exc.reason.lower())
-    except Exception:
-        log.exception("%s failed", request.path_qs)
-        return _error(500, "internal error")
-
-
-def create_app(readers: Readers) -> web.Application:
-    """The BlindBit Oracle v1 application over an index read through `readers`."""
-    app = web.Application(middlewares=[json_errors])
-    app[READERS] = readers
-    app.router.add_get("/info", info)
-    app.router.add_get("/block-height", block_height)
-    app.router.add_get("/block-hash/{height}", block_hash)
-    app.router.add_get("/tweak-index/{height}", tweak_index)
-    app.router.add_get("/tweaks/{height}", tweaks)
-    app.router.add_get("/filter/{kind}/{height}", filter_)
-    app.router.add_get("/utxos/{height}", utxos)
-    app.router.add_get("/spent-index/{height}", spent_index)
-    return app
+        return answer(503, routes.dumps({"error": f"the index cannot be read: {exc}"}), cacheable=False)

@@ -21,12 +21,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from aiohttp import web
-
 from sp_scan.errors import IndexStoreError
 from sp_scan.index import Index
 
-from .app import READER_THREADS, Readers, create_app
+from .answers import CACHE_BYTES, READER_THREADS, AnswerCache, ChainView, Readers
+from .app import BlindBitV1
+from .http import HttpServer
+from .limits import Gate, Limits, RateLimitedLog
 
 LISTEN_BACKLOG = 1024
 """Pending connections the socket queues: clients open ~200 at once."""
@@ -36,47 +37,155 @@ INTERRUPTED = 130
 """The sync's exit status after Ctrl-C (a terminal's Ctrl-C reaches the server and its child)."""
 INDEX_WAIT = 60.0
 """How long a new index may take to appear when the sync beside the server creates it."""
+STATUS_HOST = "127.0.0.1"
+STATUS_LIMITS = Limits(max_connections=64, per_ip_connections=0, per_ip_rate=0)
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 class Server:
-    """The BlindBit v1 app over an index file, listening on host:port (port 0: any free port).
+    """`sp-scan serve`'s listeners over an index file: BlindBit v1 HTTP on host:port (port 0: any free
+    port), and optionally BlindBit v2 gRPC on `grpc_port` and the operator's view on 127.0.0.1:`status_port`.
 
     Use `await start()` then `await close()`, in one event loop.
+
+    Args:
+        db: the index file.
+        host, port: where the HTTP API listens.
+        threads: reader threads building answers.
+        limits: connection, rate, size and time limits (shared by the HTTP and gRPC listeners).
+        cache_bytes: the budget of built answers kept.
+        relay: an `RpcNode` to relay POST /forward-tx with, or None (answered 503).
+        node: the node the sync follows (`RestNode` or `RpcNode`), for the status page's node tip; or None.
+        grpc_port, status_port: None for no such listener; 0 for any free port.
+        access_log: "-" (stderr) or a file to append a line per request to; None for none.
+        log: where the server's own lines go.
     """
 
-    def __init__(self, db: str | Path, host: str = "127.0.0.1", port: int = 8000, threads: int = READER_THREADS) -> None:
+    def __init__(
+        self,
+        db: str | Path,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        threads: int = READER_THREADS,
+        *,
+        limits: Limits = Limits(),
+        cache_bytes: int = CACHE_BYTES,
+        relay=None,
+        node=None,
+        grpc_port: int | None = None,
+        status_port: int | None = None,
+        access_log: str | None = None,
+        log: Callable[[str], None] = print,
+    ) -> None:
         self.db, self.host, self.port, self.threads = Path(db), host, port, threads
+        self.limits, self.cache_bytes, self.relay, self.node = limits, cache_bytes, relay, node
+        self.grpc_port, self.status_port, self.access_log_target, self.log = grpc_port, status_port, access_log, log
         self.readers: Readers | None = None
-        self._runner: web.AppRunner | None = None
+        self.view: ChainView | None = None
+        self.cache = AnswerCache(cache_bytes)
+        self.gate: Gate | None = None
+        self.http: HttpServer | None = None
+        self.grpc = None
+        self.status: HttpServer | None = None
+        self.node_watch = None
+        self.rate = None
+        self.started = 0.0
+        self.urls: dict[str, str] = {}
+        self._access_log = None
 
     async def start(self) -> str:
-        """Check the index opens, bind the socket and serve; return the base URL.
+        """Check the index opens, bind the sockets and serve; return the HTTP API's base URL.
 
         Raises:
             IndexStoreError: the index is missing, corrupt, or of another format version.
-            OSError: the address cannot be bound.
+            OSError: an address cannot be bound.
         """
+        from . import status
+
         Index.open(self.db, readonly=True).close()
+        loop = asyncio.get_running_loop()
+        self._quiet_accept_errors(loop)
+        self.started = loop.time()
         self.readers = Readers(self.db, self.threads)
-        self._runner = web.AppRunner(create_app(self.readers), access_log=None, handle_signals=False)
-        await self._runner.setup()
         try:
-            await web.TCPSite(self._runner, self.host, self.port, backlog=LISTEN_BACKLOG).start()
+            self.view = ChainView(self.db)
+            self.cache.follow(self.view)
+            listeners = ("http", "grpc") if self.grpc_port is not None else ("http",)
+            self.gate = Gate(self.limits, listeners)
+            if self.access_log_target is not None:
+                self._access_log = status.AccessLog(self.access_log_target)
+            app = BlindBitV1(self.view, self.readers, self.cache, self.relay)
+            self.http = HttpServer(app, self.gate, "http", self.log, self._access_log)
+            host, self.port = await self.http.start(self.host, self.port, LISTEN_BACKLOG)
+            self.urls["http"] = _url(host, self.port)
+            if self.grpc_port is not None:
+                from .v2 import GrpcFront
+
+                self.grpc = GrpcFront(self.view, self.readers, self.cache, self.gate, self.log, self.node)
+                self.urls["grpc"] = await self.grpc.start(self.host, self.grpc_port)
+            self.rate = status.RateMeter(self.request_count)
+            self.rate.start()
+            if self.node is not None:
+                self.node_watch = status.NodeWatch(self.node)
+                self.node_watch.start()
+            if self.status_port is not None:
+                self.status = HttpServer(status.StatusApp(self), Gate(STATUS_LIMITS, ("status",), fd_limit=self.gate.fd_limit), "status", self.log)
+                self.urls["status"] = _url(*await self.status.start(STATUS_HOST, self.status_port))
         except BaseException:
             await self.close()
             raise
-        host, port = self._runner.addresses[0][:2]
-        self.port = port
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        return self.urls["http"]
+
+    def request_counts(self) -> dict[str, int]:
+        """Requests received so far, per listener."""
+        counts = {"http": self.http.requests if self.http else 0}
+        if self.grpc is not None:
+            counts["grpc"] = self.grpc.requests
+        return counts
+
+    def request_count(self) -> int:
+        return sum(self.request_counts().values())
+
+    def _quiet_accept_errors(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Log asyncio's accept failures (out of file descriptors) as one line, rate-limited, not a traceback each."""
+        limited, default = RateLimitedLog(), loop.get_exception_handler()
+
+        def handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+            if "out of system resource" in context.get("message", ""):
+                line = limited("accept", f"cannot accept connections: {context.get('exception')}")
+                if line is not None:
+                    self.log(f"sp-scan serve: {line}")
+                return
+            if default is not None:
+                default(loop, context)
+            else:
+                loop.default_exception_handler(context)
+
+        loop.set_exception_handler(handler)
 
     async def close(self) -> None:
         """Stop accepting, finish the requests in flight, close the index connections."""
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        for listener in (self.status, self.grpc, self.http):
+            if listener is not None:
+                await listener.close()
+        self.status = self.grpc = self.http = None
+        if self.rate is not None:
+            self.rate.stop()
+        if self.node_watch is not None:
+            await self.node_watch.stop()
+            self.node_watch = None
         if self.readers is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.readers.close)
             self.readers = None
+        if self.view is not None:
+            self.view.close()
+            self.view = None
+        if self._access_log is not None:
+            self._access_log.close()
+            self._access_log = None
 
 
 class SyncChild:
@@ -201,7 +310,8 @@ async def serve(
             with Index.open(server.db, readonly=True) as index:
                 tip = index.tip()
                 where = f"tip {tip[0]}" if tip else "no blocks yet"
-                log(f"sp-scan serve: {url} (index {server.db}, {index.network}, {where}{'; syncing' if sync else ''})")
+                extra = "".join(f"; {name} {server.urls[name]}" for name in ("grpc", "status") if name in server.urls)
+                log(f"sp-scan serve: {url} (index {server.db}, {index.network}, {where}{'; syncing' if sync else ''}){extra}")
             await stop.wait()
             log("sp-scan serve: stopping")
         finally:
