@@ -24,7 +24,7 @@ from aiorpcx import serve_rs
 from sp_scan.index import Index
 from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS
 
-from ..app import READER_THREADS, Readers
+from ..answers import READER_THREADS, Readers
 from .gate import IpGate
 from .passes import ScanService
 from .proxy import BackendUrl

@@ -26,7 +26,7 @@ from aiorpcx.rawsocket import ConnectionLostError
 from sp_scan.errors import HeightError
 from sp_scan.index import Index
 
-from ..app import Readers
+from ..answers import Readers
 from .gate import IpGate
 from . import cake, frigate
 from .passes import ScanService, Watch
