@@ -17,13 +17,9 @@ import click
 from sp_scan import native
 from sp_scan.errors import SPError
 
-from .address import address
-from .blocks import auto, extract, scan, tweaks
-from .index import index
-from .interop import descriptor, psbt
+from . import address, blocks, index, interop, serve
 from .options import EXIT_ERROR, EXIT_INTERRUPTED, KEYS_HELP, SCAN_KEY_ENV, Group, looks_like_key
 from .run import Interrupted
-from .serve import serve_command
 
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
 _HELP = ("-h", "--help")
@@ -114,7 +110,8 @@ def app() -> None:
     pass
 
 
-for _command in (tweaks, scan, extract, auto, address, index, serve_command, psbt, descriptor):
+# Commands are reached through their modules, so no command object shadows a submodule (sp_scan.cli.index).
+for _command in (blocks.tweaks, blocks.scan, blocks.extract, blocks.auto, address.address, index.index, serve.serve_command, interop.psbt, interop.descriptor):
     app.add_command(_command)
 
 
