@@ -32,7 +32,7 @@
 #define SPN_EC_HOT static inline
 #else
 #define SPN_EC_GROUP 64
-#define SPN_GEN_W 5
+#define SPN_GEN_W 6
 #define SPN_FE52_OWN_MUL
 #define LV_INLINE static inline __attribute__((always_inline))
 #endif
