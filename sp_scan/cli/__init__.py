@@ -14,12 +14,17 @@ import sys
 
 import click
 
-from sp_scan import native
-from sp_scan.errors import SPError
+from sp_scan.errors import ConfigError, SPError
 
-from . import address, blocks, index, interop, serve
-from .options import EXIT_ERROR, EXIT_INTERRUPTED, KEYS_HELP, SCAN_KEY_ENV, Group, looks_like_key
-from .run import Interrupted
+try:  # the native door checks SP_SCAN_* when it loads: a bad setting is one line and exit 2
+    from sp_scan import native
+except ConfigError as _exc:
+    sys.stderr.write(f"sp-scan: error: {_exc}\n")
+    sys.exit(2)
+
+from . import address, blocks, index, interop, serve  # noqa: E402
+from .options import EXIT_ERROR, EXIT_INTERRUPTED, KEYS_HELP, SCAN_KEY_ENV, Group, looks_like_key  # noqa: E402
+from .run import Interrupted  # noqa: E402
 
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
 _HELP = ("-h", "--help")
