@@ -5,8 +5,9 @@
  * first output O with x(O) == x(P_k) matches unlabelled, or with O − P_k or −O − P_k a label L_m
  * (O lifted to even Y, O − P_k tried first) matches with label m, whichever output comes first; an
  * output that is both is the direct match. So a labelled output before an unlabelled one of the
- * same k wins. A matched output is removed; scanning stops at the first k without a match, or at
- * K_max.
+ * same k wins. A matched output is removed (libsecp keeps it in its list, which finds the same: one
+ * output matching two values of k would take a discrete logarithm to build); scanning stops at the
+ * first k without a match, or at K_max.
  *
  * BIP strategy: per k, two point additions per remaining output before the direct match (2N).
  * Label-set strategy: per k, x(P_k + L_m) for every label, looked up among the outputs' x (L).
