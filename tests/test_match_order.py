@@ -3,10 +3,12 @@
 Per k the outputs are tried in the transaction's order, each directly, then with the labels,
 before the next one (BIP352's receiving loop, libsecp256k1 0.8's silentpayments module): with
 `[x(P_0 + L_1), x(P_0)]` (a sender that paid one scan key twice at k = 0) output 0 is the match,
-with label 1. The pure-Python reference, the C scan (label strategies "bip", "labelset" and the
-automatic pick, every EC engine this CPU runs; scan_tx, scan_tweak, scan_tweaks with 33- and
-64-byte tweaks, scan_tweaks_packed, the block scan) and libsecp256k1 (through btclib-secp256k1)
-must return the same outputs, tweaks and labels, in the same k order.
+with label 1. The pure-Python reference, the C scan and libsecp256k1 (through btclib-secp256k1)
+must return the same outputs, tweaks and labels, in the same k order: the C scan with each label
+strategy ("bip", "labelset", the automatic pick), through every entry point (scan_tx, scan_tweak,
+scan_tweaks and scan_tweaks_packed with 33- and 64-byte tweaks, the block scan) on the engine in use,
+and through scan_tweaks_packed on every engine this CPU runs (sp_scan.native._testing: the vector
+cores, their emulated builds and the libsecp256k1 engine).
 """
 
 from __future__ import annotations
@@ -24,29 +26,13 @@ from coincurve import PrivateKey, PublicKey
 import blockfactory as bf
 from sp_scan import block, crypto, native, scan, summary
 from sp_scan.block import TxOut
+from sp_scan.native import _testing
 from sp_scan.types import OutPoint, TxInput
 
 pytestmark = pytest.mark.skipif(os.environ.get("SP_SCAN_BACKEND") == "reference", reason="SP_SCAN_BACKEND=reference")
 
 STRATEGIES = ("bip", "labelset", "auto")
-KNOWN_ENGINES = ("libsecp256k1", "ifma", "avx2", "scalar")
 SIG71 = b"\x30" * 71
-
-
-def engines() -> list[str]:
-    """The EC engines this CPU runs, by the names `native._set_ec_engine` takes."""
-    names: list[str] = []
-    for name in KNOWN_ENGINES if native.ENABLED else ():
-        try:
-            previous = native._set_ec_engine(name)
-        except (ValueError, RuntimeError):  # not built here, or not for this CPU
-            continue
-        native._set_ec_engine(previous)
-        names.append(name)
-    return names
-
-
-ENGINES = engines()
 
 
 @dataclass(frozen=True)
@@ -128,30 +114,28 @@ def assert_every_path_agrees(txs: list[Tx], receiver: scan.Receiver) -> list[lis
     tb = block_of(txs)
     want_block = block.scan_reference(tb.raw, tb.spent_bytes, receiver)
     want_packed = scan.scan_tweaks_packed_reference(*packed(txs, 33), receiver)
-    for engine in ENGINES:
-        previous_engine = native._set_ec_engine(engine)
+    for strategy in STRATEGIES:
+        previous = native.set_label_strategy(strategy), _testing.set_label_strategy(strategy)
         try:
-            for strategy in STRATEGIES:
-                previous_strategy = native.set_label_strategy(strategy)
-                try:
-                    where = f"{engine}, {strategy}"
-                    assert [native.scan_tx(tx.inputs, tx.outputs32, receiver) for tx in txs] == want, where
-                    assert [native.scan_tweak(tx.tweak.format(), tx.outputs32, receiver) for tx in txs] == want, where
-                    for width in (33, 64):
-                        tweaks = [packed([tx], width)[0] for tx in txs]
-                        assert native.scan_tweaks(tweaks, [tx.outputs32 for tx in txs], receiver) == want, where
-                        assert native.scan_tweaks_packed(*packed(txs, width), receiver, 2) == want_packed, where
-                    assert native.block_scan(tb.raw, tb.spent_bytes, receiver) == want_block, where
-                finally:
-                    native.set_label_strategy(previous_strategy)
+            where = f"{native.ec_engine()}, {strategy}"
+            assert [native.scan_tx(tx.inputs, tx.outputs32, receiver) for tx in txs] == want, where
+            assert [native.scan_tweak(tx.tweak.format(), tx.outputs32, receiver) for tx in txs] == want, where
+            assert native.block_scan(tb.raw, tb.spent_bytes, receiver) == want_block, where
+            for width in (33, 64):
+                tweaks = [packed([tx], width)[0] for tx in txs]
+                assert native.scan_tweaks(tweaks, [tx.outputs32 for tx in txs], receiver) == want, where
+                assert native.scan_tweaks_packed(*packed(txs, width), receiver, 2) == want_packed, where
+                for engine in _testing.ENGINES:
+                    got = _testing.scan_tweaks_packed(engine, *packed(txs, width), receiver, 2)
+                    assert got == want_packed, f"{engine}, {strategy}, {width}-byte tweaks"
         finally:
-            native._set_ec_engine(previous_engine)
+            native.set_label_strategy(previous[0])
+            _testing.set_label_strategy(previous[1])
     return want
 
 
-def test_every_engine_this_cpu_runs_is_compared():
-    assert "libsecp256k1" in ENGINES
-    assert ("ifma" in ENGINES) == native._ifma_cpu()
+def test_every_engine_core_is_compared_and_libsecp256k1_too():
+    assert {"scalar", "libsecp256k1"} <= set(_testing.ENGINES)
 
 
 # (k, m): x(P_k + L_m), m None for x(P_k); expected: (output index, label) in k order.
@@ -181,12 +165,8 @@ def test_the_issues_case_in_a_block_is_vout_1_with_label_1():
     receiver = scan.Receiver(rng.randbytes(32), PrivateKey(rng.randbytes(32)).public_key.format(), (1,))
     tx = paying_tx(rng, receiver, [(0, 1), (0, None)])
     tb = block_of([tx])
-    for engine in ENGINES:
-        previous = native._set_ec_engine(engine)
-        try:
-            assert [(m.vout, m.found.label) for m in block.scan(tb.raw, tb.spent_bytes, receiver)] == [(1, 1)]
-        finally:
-            native._set_ec_engine(previous)
+    assert [(m.vout, m.found.label) for m in block.scan(tb.raw, tb.spent_bytes, receiver)] == [(1, 1)]
+    assert [(m.vout, m.found.label) for m in block.scan_reference(tb.raw, tb.spent_bytes, receiver)] == [(1, 1)]
 
 
 def collision_layout(rng: random.Random, labels: tuple[int, ...]) -> list:

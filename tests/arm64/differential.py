@@ -1,14 +1,16 @@
 """The ARM64 C differential: `python -m tests.arm64.differential [N] [--seed S] [--native] [--keep DIR]`.
 
-Builds tests/arm64/driver.c with sp_scan/native's portable C for aarch64 (Debian's
-aarch64-linux-gnu-gcc, -static), runs it under qemu-aarch64 (-cpu max, so the ARMv8 SHA2 path runs
-too) on N random requests generated here, and checks every answer against libsecp256k1 (coincurve),
-hashlib, python-bitcoinlib's RIPEMD160 or Python integers. What is built: the scalar code mod n
+Builds tests/arm64/driver.c with the scalar engine core and sp_scan/native's portable C for aarch64
+(Debian's aarch64-linux-gnu-gcc, -static: no Python, no libsecp256k1), runs it under qemu-aarch64
+(-cpu max, so the ARMv8 SHA2 path runs too) on N random requests generated here, and checks every
+answer against libsecp256k1 (coincurve), hashlib, python-bitcoinlib's RIPEMD160 or Python integers.
+Half the requests go to the engine core: point parsing (valid, x or y >= p, off the curve, bad
+prefix), b·T with a recoded scan key (scan keys near n and at the GLV split's edges among them),
+b·s·T with per-lane scalars, input_hash·A, B + t·G (t = 0, >= n, B + t·G at infinity), P + L_m
+(doublings, infinity) and its field operations on unreduced values, in batches of 1 to 150 so the
+batched inversions and partial groups are crossed; the other half to the scalar code mod n
 (multiplication, addition, reduction, the GLV split and its signed digits), SHA256 and the BIP352
-tagged hashes (portable and the selected compression), HASH160, the x-coordinate check; and, once
-sp_scan/native has the engine cores (core_ec.h), the scalar engine core: point parsing, b·T with a
-recoded scan key, b·s·T with per-lane scalars, input_hash·A, B + t·G, P + L_m and its field
-operations, in batches of 1 to 150 so the batched inversions and lane tails are crossed.
+tagged hashes (portable and the selected compression), HASH160 and the x-coordinate check.
 `--native` builds for this machine with `cc` instead (no qemu): the same driver and checks.
 
 Needs gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user (Debian packages). `.ci/run` runs
@@ -63,28 +65,20 @@ def missing_tools(target: str) -> list[str]:
     return [t for t in TOOLS[target] if shutil.which(t) is None]
 
 
-def has_engine_core() -> bool:
-    return (NATIVE / "core_ec.h").exists()
-
-
-def sources() -> tuple[list[Path], list[str]]:
-    """The C files the driver links and the defines it needs, for the sp_scan/native in this tree."""
-    common = [NATIVE / "sha256.c", NATIVE / "ripemd160.c", NATIVE / "core_fe.c"]
-    if has_engine_core():
-        return [*common, NATIVE / "core_scalar.c", NATIVE / "core_ec_scalar.c"], ["-DSPN_DRIVER_CORE=spn_ec_scalar"]
-    return [*common, NATIVE / "core_ifma_scalar.c"], []
+SOURCES = ("core_ec_scalar.c", "core_scalar.c", "sha256.c", "ripemd160.c", "core_fe.c")
+"""What the driver links from sp_scan/native: the scalar engine core and the portable code beside it."""
 
 
 def build(target: str, out_dir: Path) -> Path:
     """Compile the driver for `target` ("aarch64" or "native"); returns the executable.
 
-    --gc-sections drops core_fe.c's spn_valid_x, the one function there that calls libsecp256k1.
+    --gc-sections drops core_fe.c's spn_valid_x, the one function there that calls libsecp256k1
+    (spn_lift_x on spn_ctx, from core_ecc.c and the module's bindings).
     """
-    files, defines = sources()
     exe = out_dir / f"driver-{target}"
     cc = TOOLS[target][0]
-    cmd = [cc, "-O2", "-std=c11", "-Wall", "-Wextra", "-ffunction-sections", "-fdata-sections",
-           "-Wl,--gc-sections", f"-I{NATIVE}", *defines, str(DRIVER), *map(str, files), "-o", str(exe)]
+    cmd = [cc, "-O2", "-std=c11", "-Wall", "-Wextra", "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections",
+           f"-I{NATIVE}", "-DSPN_DRIVER_CORE=spn_ec_scalar", str(DRIVER), *(str(NATIVE / f) for f in SOURCES), "-o", str(exe)]
     if target == "aarch64":
         cmd.insert(1, "-static")
     subprocess.run(cmd, check=True)
@@ -337,8 +331,8 @@ def batch_size(rng: random.Random) -> int:
     return rng.choice([1, 2, 7, 8, 9, rng.randint(1, 20), rng.randint(60, 70), rng.randint(1, 150)])
 
 
-def requests(rng: random.Random, n: int, engine: bool, raw: tuple[int, int]) -> list[Request]:
-    """n requests: scalars and hashes always; with the engine core, half of them its entry points."""
+def requests(rng: random.Random, n: int, raw: tuple[int, int]) -> list[Request]:
+    """n requests, every other one to the engine core; raw = its field tests' (bits, limbs)."""
     near_p = points_near_p(40)
     portable = [scalar_request, hash_request]
     core = [
@@ -346,7 +340,7 @@ def requests(rng: random.Random, n: int, engine: bool, raw: tuple[int, int]) -> 
         lambda r: tweak_request(r, near_p), lambda r: spend_request(r, near_p), lambda r: lsum_request(r, near_p),
         lambda r: fe_request(r, *raw),
     ]
-    return [rng.choice(core if engine and i % 2 else portable)(rng) for i in range(n)]
+    return [rng.choice(core if i % 2 else portable)(rng) for i in range(n)]
 
 
 def compare(reqs: list[Request], answers: list[str]) -> list[str]:
@@ -362,36 +356,34 @@ def compare(reqs: list[Request], answers: list[str]) -> list[str]:
     return bad
 
 
-def check_info(target: str, info: str, engine: bool) -> tuple[int, int]:
+def check_info(target: str, info: str) -> tuple[int, int]:
     """Check the driver's first line (what was built and which SHA256 path runs); returns (raw_bits, raw_limbs)."""
     words = info.split()
     if words[:2] != ["info", "sha"] or len(words) != 8:
         raise RuntimeError(f"unexpected first line: {info!r}")
     if target == "aarch64" and words[2] != "armv8":
         raise RuntimeError(f"the ARMv8 SHA2 path did not run under qemu ({words[2]})")
-    if engine and words[4] != "scalar":
+    if words[4] != "scalar":
         raise RuntimeError(f"expected the scalar engine core, the driver runs {words[4]!r}")
     return int(words[6]), int(words[7])
 
 
 def differential(n: int, seed: int, target: str, work: Path) -> list[str]:
     """Build, generate n requests, run, compare; returns the differences (and prints the timings)."""
-    engine = has_engine_core()
     start = time.perf_counter()
     exe = build(target, work)
     built = time.perf_counter()
     probe = work / "probe.txt"
     probe.write_text("")
-    raw = check_info(target, run(target, exe, probe)[0], engine)
-    reqs = requests(random.Random(seed), n, engine, raw)
+    raw = check_info(target, run(target, exe, probe)[0])
+    reqs = requests(random.Random(seed), n, raw)
     request_file = work / "requests.txt"
     request_file.write_text("".join(r.line + "\n" for r in reqs))
     generated = time.perf_counter()
     out = run(target, exe, request_file)
     (work / "answers.txt").write_text("\n".join(out) + "\n")
     ran = time.perf_counter()
-    core = "the scalar engine core" if engine else "no engine core yet"
-    print(f"{target}: {n:,} requests ({core}), seed {seed}: build {built - start:.1f} s, "
+    print(f"{target}: {n:,} requests, seed {seed}: build {built - start:.1f} s, "
           f"generate {generated - built:.1f} s, run {ran - generated:.1f} s", flush=True)
     return compare(reqs, out[1:])
 

@@ -1,8 +1,10 @@
-/* The C-level differential's driver (tests/arm64/differential.py): the portable C of sp_scan/native,
- * built alone (no Python, no libsecp256k1) for another architecture and run under qemu-user. It reads
+/* The C-level differential's driver (tests/arm64/differential.py): the portable C of sp_scan/native
+ * and the scalar engine core (core_ec.h), built alone (no Python, no libsecp256k1) for another
+ * architecture and run under qemu-user. It reads
  * one request per line on stdin and writes one answer line per request on stdout; all values are
- * hex, big-endian, "-" for "no point"/"invalid" (and for an empty message). The first output line names what was built:
- *     info sha <selected compression> core <engine core name or "none"> raw <bits> <limbs>
+ * hex, big-endian, "-" for "no point"/"invalid" (and for an empty message). The first output line
+ * names what runs:
+ *     info sha <selected compression> core <engine core name> raw <bits> <limbs>
  *
  * Requests (the host computes every expected answer with libsecp256k1 or Python integers):
  *     smul A B              a·b mod n
@@ -13,7 +15,7 @@
  *     tag T MSG             BIP352 tagged hash, tag 0/1/2: "portable selected"
  *     h160 MSG              RIPEMD160(SHA256(msg)): "portable selected"
  *     isx X                 1 / 0 / -1: x is / is not a curve x-coordinate / undecided (spn_is_x_var)
- *   with an engine core (SPN_DRIVER_CORE), each a batch in one call:
+ *   the engine core's entry points (SPN_DRIVER_CORE, e.g. spn_ec_scalar), each a batch in one call:
  *     parse W P...          W = 33 or 64: per point x ‖ y (64 bytes) or "-"
  *     ecdh B T...           ser_P(b·T_i) (b recoded once, as a scan key)
  *     ecdhs B T... S...     ser_P(b·s_i·T_i) (per-lane scalars, as a block scan); n T then n S
@@ -27,22 +29,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core_ec.h"
 #include "ripemd160.h"
 #include "sha256.h"
 
-#ifdef SPN_DRIVER_CORE
-#include "core_ec.h"
-#else /* before the engine cores: the IFMA engine's scalar code under its old names */
-#include "core_ifma.h"
-#define spn_glv spn_ifma_glv
-#define SPN_GLV_WIN SPN_IFMA_VWIN
-#define spn_scalar_from_b32 spn_ifma_scalar_from_b32
-#define spn_scalar_mul spn_ifma_scalar_mul
-#define spn_glv_recode spn_ifma_glv_recode
-void spn_scalar_add(unsigned char r32[32], const unsigned char a32[32], const unsigned char b32[32]);
-void spn_scalar_reduce(unsigned char r32[32], const unsigned char x32[32]);
+#ifndef SPN_DRIVER_CORE
+#error "define SPN_DRIVER_CORE as the engine core to drive (e.g. spn_ec_scalar)"
 #endif
 
+/* core_fe.c (core.h declares it beside libsecp256k1's bindings, which the driver leaves out). */
 int spn_is_x_var(const unsigned char x32[32]);
 
 enum { MAX_TOKENS = 1 << 16 };
@@ -152,7 +147,6 @@ static void op_hash(const char *op) {
     free(msg);
 }
 
-#ifdef SPN_DRIVER_CORE
 /* ---- the engine core ---- */
 
 static const spn_ec_core *core = &SPN_DRIVER_CORE;
@@ -286,18 +280,13 @@ static void op_core(const char *op) {
         die("unknown request");
     }
 }
-#endif
 
 int main(void) {
     char *line = NULL;
     size_t cap = 0;
     spn_sha256_select(0);
-#ifdef SPN_DRIVER_CORE
     if (!core->cpu() || !core->start()) die("the engine core cannot run here");
     printf("info sha %s core %s raw %d %d\n", spn_sha256_impl(), core->name, core->raw_bits, core->raw_limbs);
-#else
-    printf("info sha %s core none raw 0 0\n", spn_sha256_impl());
-#endif
     while (getline(&line, &cap, stdin) > 0) {
         n_tok = 0;
         for (char *t = strtok(line, " \n"); t; t = strtok(NULL, " \n")) {
@@ -315,11 +304,7 @@ int main(void) {
             unhex(tok[1], x, 32);
             printf("%d", spn_is_x_var(x));
         } else {
-#ifdef SPN_DRIVER_CORE
             op_core(op);
-#else
-            die("unknown request (built without an engine core)");
-#endif
         }
         putchar('\n');
     }
