@@ -242,8 +242,9 @@ static void digit_put(digits_t *dr, int lane, int8_t d) {
 }
 
 /* r = ±|d|·entry: every entry is read (masked selections), none is chosen by address. The sign is
- * applied with scratch *ny (the caller wipes it and r). */
-SPN_EC_FN static void ge_lookup(ge *r, const ge tab[17], const digits_t *dr, spn_mask flip, fe *ny) {
+ * applied with scratch *ny (the caller wipes it and r; restrict lets r stay in registers). */
+SPN_EC_FN static void ge_lookup(ge *restrict r, const ge *restrict tab, const digits_t *dr, spn_mask flip,
+                                fe *restrict ny) {
     spn_lv a = lv_load(dr->abs);
     *r = tab[0];
     for (int j = 1; j <= 16; j++) {

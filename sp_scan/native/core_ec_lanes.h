@@ -94,15 +94,20 @@
 
 #define SPN_GEN_ENTRIES (1 << (SPN_GEN_W - 1))
 
+/* Hot helpers are inlined, unless the backend keeps its code small (the emulation). */
+#ifndef SPN_EC_HOT
+#define SPN_EC_HOT static inline __attribute__((always_inline)) SPN_EC_FN
+#endif
+
 /* r = a squared n times (n ≥ 1). */
-SPN_EC_FN static inline void fe_sqr_n(fe *r, const fe *a, int n) {
+SPN_EC_HOT void fe_sqr_n(fe *r, const fe *a, int n) {
     fe_sqr(r, a);
     for (int i = 1; i < n; i++) fe_sqr(r, r);
 }
 
 /* The head both exponentiations share (the addition chain libsecp256k1's exponentiations use):
  * x2 = a^3 and t = a^((2^223 − 1)·2^23 + 2^22 − 1). */
-SPN_EC_FN static void fe_pow_head(fe *t, fe *x2, const fe *a) {
+SPN_EC_HOT void fe_pow_head(fe *t, fe *x2, const fe *a) {
     fe x3, x6, x9, x11, x22, x44, x88, x176, x220, x223, u;
     fe_sqr(&u, a);
     fe_mul(x2, &u, a);

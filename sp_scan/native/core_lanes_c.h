@@ -28,7 +28,8 @@
 /* A test build: small code and a quick compile rather than speed. */
 #define SPN_UNROLL
 #define FE52_INLINE static inline
-#define LV_INLINE static inline
+#define LV_INLINE static inline __attribute__((always_inline))
+#define SPN_EC_HOT static inline
 #else
 #define SPN_EC_GROUP 64
 #define SPN_GEN_W 5
