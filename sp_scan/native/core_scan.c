@@ -1,13 +1,19 @@
 /* Scanning (BIP352 receiver): t_k, P_k and the two label strategies, mirroring sp_scan/scan.py.
  *
- * Match rule, per k: a remaining output with x == x(P_k) matches unlabelled; otherwise the FIRST
- * remaining output (given order) with O − P_k or −O − P_k in the label table matches with that
- * label (O lifted to even Y, O − P_k tried first). Stop at the first k without a match or at K_max.
+ * Match rule, per k (BIP352's loop, and libsecp256k1's silentpayments module): the remaining outputs
+ * are tried in their given order, each directly, then with the labels, before the next one. The
+ * first output O with x(O) == x(P_k) matches unlabelled, or with O − P_k or −O − P_k a label L_m
+ * (O lifted to even Y, O − P_k tried first) matches with label m, whichever output comes first; an
+ * output that is both is the direct match. So a labelled output before an unlabelled one of the
+ * same k wins. A matched output is removed (libsecp keeps it in its list, which finds the same: one
+ * output matching two values of k would take a discrete logarithm to build); scanning stops at the
+ * first k without a match, or at K_max.
  *
- * BIP strategy: per k, two point additions per remaining output (2N).
+ * BIP strategy: per k, two point additions per remaining output before the direct match (2N).
  * Label-set strategy: per k, x(P_k + L_m) for every label, looked up among the outputs' x (L).
  * O − P_k = L ⟺ P_k + L = O (even Y) and −O − P_k = L ⟺ P_k + L = −O (odd Y), so for each output
- * the label-set hit with an even-Y P_k + L is the one the BIP order finds first.
+ * the label-set hit with an even-Y P_k + L is the one the BIP order finds first. Either strategy
+ * skips the labels when the direct match is the first remaining output.
  *
  * Batches: a slice of txs per thread, SPN_GROUP txs at a time. The group's shared secrets come from
  * one engine call; then rounds: every tx still scanning computes its next t_k, one engine call
@@ -146,16 +152,24 @@ static long find_x(const outputs_t *o, const unsigned char x32[32]) {
     return -1;
 }
 
-/* Label-set: (index, label) of the first remaining output with x == x(P_k + L_m) for some m, given
- * sums33[m] = ser_P(P_k + L_m) (first byte 0 at infinity). */
-static long match_labelset(const spn_scanner *sc, const outputs_t *o, const unsigned char (*sums33)[33], long *label) {
+/* The lowest remaining index, or n when none remains. */
+static size_t first_left(const outputs_t *o) {
+    size_t i = 0;
+    while (i < o->n && o->removed[i]) i++;
+    return i;
+}
+
+/* Label-set: (index, label) of the first remaining output before `limit` with x == x(P_k + L_m) for
+ * some m, given sums33[m] = ser_P(P_k + L_m) (first byte 0 at infinity); -1 when none. */
+static long match_labelset(const spn_scanner *sc, const outputs_t *o, const unsigned char (*sums33)[33], size_t limit,
+                           long *label) {
     long best = -1;
     int best_even = 0;
     for (size_t m = 0; m < sc->n_labels; m++) {
         if (sums33[m][0] == 0) continue;
         long i = find_x(o, sums33[m] + 1);
         int even = sums33[m][0] == 0x02;
-        if (i < 0) continue;
+        if (i < 0 || (size_t)i >= limit) continue;
         if (best < 0 || i < best || (i == best && even && !best_even)) {
             best = i;
             best_even = even;
@@ -165,11 +179,12 @@ static long match_labelset(const spn_scanner *sc, const outputs_t *o, const unsi
     return best;
 }
 
-/* BIP: (index, label) of the first remaining output O with O − P_k or −O − P_k a label. */
-static long match_bip(const spn_scanner *sc, outputs_t *o, const secp256k1_pubkey *p_k, long *label) {
+/* BIP: (index, label) of the first remaining output O before `limit` with O − P_k or −O − P_k a
+ * label; -1 when none. */
+static long match_bip(const spn_scanner *sc, outputs_t *o, const secp256k1_pubkey *p_k, size_t limit, long *label) {
     secp256k1_pubkey neg_p_k = *p_k;
     spn_secp.ec_pubkey_negate(spn_ctx.public, &neg_p_k);
-    for (size_t i = 0; i < o->n; i++) {
+    for (size_t i = 0; i < limit; i++) {
         if (o->removed[i]) continue;
         if (o->lifted_state[i] == 0)
             o->lifted_state[i] = spn_lift_x(spn_ctx.public, &o->lifted[i], o->x[i]) ? 1 : 2;
@@ -214,6 +229,7 @@ typedef struct {
     secp256k1_pubkey points[SPN_GROUP], p_k[SPN_GROUP], ls_p_k[SPN_GROUP];
     unsigned char scalars[SPN_GROUP][32], ecdh33[SPN_GROUP][33], t_k[SPN_GROUP][32], p33[SPN_GROUP][33];
     size_t idx[SPN_GROUP], ls[SPN_GROUP];
+    long direct[SPN_GROUP]; /* per lane of the round: the direct match's index, or -1 */
     x_entry *sorted;
     unsigned char *removed, *lifted_state;
     secp256k1_pubkey *lifted;
@@ -344,8 +360,8 @@ static long group_lanes(slice_t *s, group_t *g, size_t g0, size_t g1) {
     return (long)n_lanes;
 }
 
-/* One round of the lanes still scanning: t_k, P_k, the direct match, then the labels. Returns the
- * number of lanes that stopped. */
+/* One round of the lanes still scanning: t_k, P_k, the direct match, then the labels of the outputs
+ * before it, which come first. Returns the number of lanes that stopped. */
 static size_t group_round(const spn_scanner *sc, group_t *g, size_t n_lanes, size_t per_chunk) {
     const spn_engine *e = spn_engine_active;
     size_t n = 0, n_ls = 0, stopped = 0;
@@ -360,13 +376,15 @@ static size_t group_round(const spn_scanner *sc, group_t *g, size_t n_lanes, siz
         lane_t *l = &g->lanes[g->idx[q]];
         long index = -1, label = -1;
         if (g->p33[q][0] != 0) {
-            index = find_x(&l->o, g->p33[q] + 1);
-            if (index < 0 && sc->n_labels) {
+            index = g->direct[q] = find_x(&l->o, g->p33[q] + 1);
+            size_t limit = index < 0 ? l->o.n : (size_t)index;
+            if (sc->n_labels && first_left(&l->o) < limit) {
                 if (l->labelset) {
                     g->ls[n_ls++] = q;
                     continue;
                 }
-                index = match_bip(sc, &l->o, &g->p_k[q], &label);
+                long hit = match_bip(sc, &l->o, &g->p_k[q], limit, &label);
+                if (hit >= 0) index = hit;
             }
         }
         stopped += (size_t)settle(sc, l, index, label, g->t_k[q]);
@@ -379,7 +397,9 @@ static size_t group_round(const spn_scanner *sc, group_t *g, size_t n_lanes, siz
             size_t q = g->ls[c + u];
             long label = -1;
             lane_t *l = &g->lanes[g->idx[q]];
-            long index = match_labelset(sc, &l->o, (const unsigned char(*)[33])g->sums33 + u * sc->n_labels, &label);
+            size_t limit = g->direct[q] < 0 ? l->o.n : (size_t)g->direct[q];
+            long index = match_labelset(sc, &l->o, (const unsigned char(*)[33])g->sums33 + u * sc->n_labels, limit, &label);
+            if (index < 0) index = g->direct[q];
             stopped += (size_t)settle(sc, l, index, label, g->t_k[q]);
         }
     }

@@ -24,10 +24,12 @@ def _outputs(outputs32: Sequence[bytes]) -> list[tuple[bytes, PublicKey]]:
 def scan_shared_secret(ecdh33: bytes, outputs32: Sequence[bytes], receiver: Receiver) -> list[FoundOutput]:
     """Find the outputs paying `receiver` given the ECDH shared secret.
 
-    For each k, an output whose x equals x(P_k) matches unlabelled; otherwise
-    the first remaining output O (in the given order) for which O − P_k or
-    −O − P_k is a label point matches with that label. Scanning stops at the
-    first k without a match, or at k = K_MAX.
+    For each k, the remaining outputs are tried in the given order, each
+    directly, then with the labels (BIP352's loop; libsecp256k1's order): the
+    first output O with x(O) = x(P_k) matches unlabelled, or with O − P_k or
+    −O − P_k a label point (O with even y, O − P_k first) matches with that
+    label. A labelled output before an unlabelled one of the same k wins. The
+    match is removed; scanning stops at the first k without one, or at K_MAX.
 
     Args:
         ecdh33: ser_P(b_scan·input_hash·A).
@@ -50,20 +52,18 @@ def scan_shared_secret(ecdh33: bytes, outputs32: Sequence[bytes], receiver: Rece
         if not 0 < int.from_bytes(t_k, "big") < crypto.N:
             break
         p_k = spend.add(t_k)
-        x_k = p_k.format()[1:]
-        match = next((i for i, (x, _) in enumerate(todo) if x == x_k), None)
-        tweak32, label = t_k, None
-        if match is None:
-            neg_p_k = crypto.negate(p_k)
-            for i, (_, o) in enumerate(todo):
-                hit = _label_of(o, neg_p_k, receiver) or _label_of(crypto.negate(o), neg_p_k, receiver)
-                if hit is not None:
-                    match, (label, label32) = i, hit
-                    tweak32 = _add_scalars(t_k, label32)
-                    break
-        if match is None:
+        x_k, neg_p_k = p_k.format()[1:], crypto.negate(p_k)
+        for i, (x, o) in enumerate(todo):
+            if x == x_k:
+                tweak32, label = t_k, None
+                break
+            hit = _label_of(o, neg_p_k, receiver) or _label_of(crypto.negate(o), neg_p_k, receiver)
+            if hit is not None:
+                label, tweak32 = hit[0], _add_scalars(t_k, hit[1])
+                break
+        else:
             break
-        found.append(FoundOutput(todo.pop(match)[0], tweak32, label))
+        found.append(FoundOutput(todo.pop(i)[0], tweak32, label))
     return found
 
 
