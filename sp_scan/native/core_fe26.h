@@ -26,6 +26,11 @@
 /* Field loops run over limbs: fully unrolled, so the limbs stay in registers. */
 #define SPN_UNROLL _Pragma("GCC unroll 32")
 #define FE26_INLINE static inline __attribute__((always_inline)) SPN_EC_FN
+/* The backend may keep fe_mul and fe_sqr out of line (the AVX2 one does: inlined into the group
+ * law, GCC interleaves neighbouring multiplications and spills most of their columns). */
+#ifndef FE26_MUL_FN
+#define FE26_MUL_FN FE26_INLINE
+#endif
 
 #define SPN_FE_RAW_BITS 26
 #define SPN_FE_RAW_LIMBS 10
@@ -81,56 +86,80 @@ FE26_INLINE void fe26_carry_fold(fe *r, spn_lv t[10]) {
 /* Weak normalisation (limbs below 2^54): m = 1. */
 FE26_INLINE void fe_normw(fe *r) { fe26_carry_fold(r, r->l); }
 
-/* Columns t[0..18] of a product below 2^520 (each column below 2^63.4) reduced to m = 1. */
-FE26_INLINE void fe26_reduce(fe *r, spn_lv t[20]) {
-    const spn_lv m = lv_set1(M26), r0 = lv_set1(FE26_R0);
-    /* Columns 9..18 to 26-bit digits; t[19] takes the rest, below 2^26 as the product is below 2^520. */
-    t[19] = lv_set1(0);
-    SPN_UNROLL
-    for (int k = 9; k < 19; k++) {
-        t[k + 1] = lv_add(t[k + 1], lv_shr(t[k], 26));
-        t[k] = lv_and(t[k], m);
-    }
-    /* 2^494 = 2^260·2^234 ≡ 0x3D10·2^234 + 2^270, and 2^270 ≡ 0xF44000 + 2^20·2^26. */
-    t[9] = lv_add(t[9], lv_mul32(t[19], r0));
-    t[0] = lv_add(t[0], lv_mul32(t[19], lv_set1(FE26_R270)));
-    t[1] = lv_add(t[1], lv_shl(t[19], 20));
-    /* 2^(26(10+i)) ≡ 0x3D10·2^(26i) + 2^10·2^(26(i+1)): limb 9 ends below 2^41 after the carries. */
-    SPN_UNROLL
-    for (int i = 0; i < 9; i++) {
-        t[i] = lv_add(t[i], lv_mul32(t[10 + i], r0));
-        t[i + 1] = lv_add(t[i + 1], lv_shl(t[10 + i], 10));
-    }
-    fe26_carry_fold(r, t);
-}
+/* Column k of a product: Σ x_i·y_(k−i) over the limbs; x, y are limb arrays. */
+#define FE26_COL(acc, x, y, k)                                                      \
+    do {                                                                            \
+        const int lo_ = (k) < 10 ? 0 : (k) - 9, hi_ = (k) < 10 ? (k) : 9;          \
+        acc = lv_mul32((x)[lo_], (y)[(k) - lo_]);                                   \
+        SPN_UNROLL                                                                  \
+        for (int i_ = lo_ + 1; i_ <= hi_; i_++) acc = lv_add(acc, lv_mul32((x)[i_], (y)[(k) - i_])); \
+    } while (0)
+/* Column k of a square from the limbs x and their doubles x2. */
+#define FE26_SQCOL(acc, x, x2, k)                                                   \
+    do {                                                                            \
+        acc = ((k) & 1) ? lv_set1(0) : lv_mul32((x)[(k) / 2], (x)[(k) / 2]);        \
+        SPN_UNROLL                                                                  \
+        for (int i_ = (k) < 10 ? 0 : (k) - 9; 2 * i_ < (k); i_++) acc = lv_add(acc, lv_mul32((x2)[i_], (x)[(k) - i_])); \
+    } while (0)
+
+/* The product's columns, each below 2^63.4, taken one low and one high at a time (column i with
+ * column 10 + i) and reduced as they come, so few of them are live at once: d carries the high
+ * columns, whose 26-bit digits u come back at 2^(26i) (2^260 ≡ 0x3D10 + 2^10·2^26), c the low ones.
+ * COL(acc, k) computes column k. Out: m = 1. */
+#define FE26_REDUCE_COLUMNS(r, COL)                                                 \
+    do {                                                                            \
+        const spn_lv m_ = lv_set1(M26), r0_ = lv_set1(FE26_R0);                     \
+        spn_lv c_, d_, u_, p_, t_[10];                                              \
+        COL(d_, 9);                                                                 \
+        t_[9] = lv_and(d_, m_);                                                     \
+        d_ = lv_shr(d_, 26);                                                        \
+        c_ = lv_set1(0);                                                            \
+        SPN_UNROLL                                                                  \
+        for (int i = 0; i < 9; i++) {                                               \
+            COL(p_, i);                                                             \
+            c_ = lv_add(c_, p_);                                                    \
+            COL(p_, 10 + i);                                                        \
+            d_ = lv_add(d_, p_);                                                    \
+            u_ = lv_and(d_, m_);                                                    \
+            d_ = lv_shr(d_, 26);                                                    \
+            c_ = lv_add(c_, lv_mul32(u_, r0_));                                     \
+            t_[i] = lv_and(c_, m_);                                                 \
+            c_ = lv_add(lv_shr(c_, 26), lv_shl(u_, 10));                            \
+        }                                                                           \
+        /* c_ is at 2^234 now and d_ (< 2^26: the product is below 2^520) at 2^494 =          \
+         * 2^260·2^234 ≡ 0x3D10·2^234 + 2^270, with 2^270 ≡ 0xF44000 + 2^20·2^26. */           \
+        c_ = lv_add(lv_add(c_, t_[9]), lv_mul32(d_, r0_));                          \
+        t_[0] = lv_add(t_[0], lv_mul32(d_, lv_set1(FE26_R270)));                    \
+        t_[1] = lv_add(t_[1], lv_shl(d_, 20));                                      \
+        /* Limb 9 from bit 22 up (c_ < 2^41: top < 2^19) is a multiple of 2^256 ≡ C. */         \
+        u_ = lv_shr(c_, 22);                                                        \
+        t_[9] = lv_and(c_, lv_set1(M22));                                           \
+        t_[0] = lv_add(t_[0], lv_mul32(u_, lv_set1(FE26_C0)));                      \
+        t_[1] = lv_add(t_[1], lv_shl(u_, 6));                                       \
+        SPN_UNROLL                                                                  \
+        for (int i = 0; i < 3; i++) {                                               \
+            t_[i + 1] = lv_add(t_[i + 1], lv_shr(t_[i], 26));                       \
+            t_[i] = lv_and(t_[i], m_);                                              \
+        }                                                                           \
+        SPN_UNROLL                                                                  \
+        for (int i = 0; i < 10; i++) (r)->l[i] = t_[i];                             \
+    } while (0)
 
 /* r = a·b (see the bounds above). r may alias a or b. */
-FE26_INLINE void fe_mul(fe *r, const fe *a, const fe *b) {
-    spn_lv t[20];
-    SPN_UNROLL
-    for (int k = 0; k < 19; k++) {
-        int lo = k < 10 ? 0 : k - 9, hi = k < 10 ? k : 9;
-        spn_lv acc = lv_mul32(a->l[lo], b->l[k - lo]);
-        SPN_UNROLL
-        for (int i = lo + 1; i <= hi; i++) acc = lv_add(acc, lv_mul32(a->l[i], b->l[k - i]));
-        t[k] = acc;
-    }
-    fe26_reduce(r, t);
+FE26_MUL_FN void fe_mul(fe *r, const fe *a, const fe *b) {
+#define FE26_MUL_COL(acc, k) FE26_COL(acc, a->l, b->l, k)
+    FE26_REDUCE_COLUMNS(r, FE26_MUL_COL);
+#undef FE26_MUL_COL
 }
 
 /* r = a² (the bounds of fe_mul: doubled limbs stay below 2^31). */
-FE26_INLINE void fe_sqr(fe *r, const fe *a) {
-    spn_lv t[20], d[10];
+FE26_MUL_FN void fe_sqr(fe *r, const fe *a) {
+    spn_lv d[10];
     SPN_UNROLL
     for (int i = 0; i < 10; i++) d[i] = lv_add(a->l[i], a->l[i]);
-    SPN_UNROLL
-    for (int k = 0; k < 19; k++) {
-        spn_lv acc = (k & 1) ? lv_set1(0) : lv_mul32(a->l[k / 2], a->l[k / 2]);
-        SPN_UNROLL
-        for (int i = k < 10 ? 0 : k - 9; 2 * i < k; i++) acc = lv_add(acc, lv_mul32(d[i], a->l[k - i]));
-        t[k] = acc;
-    }
-    fe26_reduce(r, t);
+#define FE26_SQR_COL(acc, k) FE26_SQCOL(acc, a->l, d, k)
+    FE26_REDUCE_COLUMNS(r, FE26_SQR_COL);
+#undef FE26_SQR_COL
 }
 
 /* r = a + b: m_a + m_b. */

@@ -11,13 +11,6 @@
 #define SPN_EC_GROUP 16
 #define SPN_GEN_W 7
 
-/* GCC's default -O2 order for x86 keeps the field multiplication's 100 products in source order
- * only loosely and spills most of them; its pressure-aware first scheduling pass keeps them in
- * registers (about 1.5x faster multiplications on Zen 4). Everything below is this engine's. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("schedule-insns", "sched-pressure")
-#endif
-
 /* Under AddressSanitizer GCC moves aligned vector locals to its fake stack without their alignment;
  * the vector functions are built uninstrumented and touch callers' buffers only through plain helpers
  * (core_ec_group.h), which ASan checks. */
@@ -80,6 +73,8 @@ LV_INLINE spn_lv lv_pick(const uint64_t col[64], spn_lv idx) {
     return v[0];
 }
 
+/* One multiplication is about 300 vector instructions and issue-bound: called, not inlined. */
+#define FE26_MUL_FN static __attribute__((noinline)) SPN_EC_FN
 #include "core_fe26.h"
 
 #endif
