@@ -14,6 +14,11 @@ class InvalidKeyError(SPError, ValueError):
     """A key or scalar has the wrong width, is out of range, or is not a valid point."""
 
 
+class ConfigError(SPError, ValueError):
+    """An environment setting (SP_SCAN_BACKEND, SP_SCAN_SHA256, SP_SCAN_ECC) has a value sp-scan does not
+    accept, or asks for an implementation this build or CPU cannot run."""
+
+
 class InvalidAddressError(SPError, ValueError):
     """A silent-payments address does not decode under BIP352's rules."""
 

@@ -1,8 +1,19 @@
 """The one door to sp-scan's C extensions (`_hash`, `_core`).
 
-Only this module imports the compiled code. It converts arguments, checks
-return codes and raises the typed errors of `sp_scan.errors`. Set
-SP_SCAN_BACKEND=reference to use the pure-Python reference instead.
+Only this module imports the compiled code (tests reach the test-only
+`_testcore` through `sp_scan.native._testing`). It converts arguments, checks
+return codes and raises the typed errors of `sp_scan.errors`.
+
+Three environment variables, read once at import; any other value raises
+`ConfigError`:
+    SP_SCAN_BACKEND  "native" (the default: the C extension) or "reference"
+                     (the pure-Python reference).
+    SP_SCAN_SHA256   "portable" forces the portable SHA256 compression instead
+                     of SHA-NI / ARMv8 (unset: the CPU's best).
+    SP_SCAN_ECC      the elliptic-curve engine: "ifma", "avx2", "scalar" or
+                     "libsecp" ("libsecp256k1" and "portable" are synonyms);
+                     unset: the best this CPU runs (ifma > avx2 > scalar).
+                     Naming one the CPU or this build cannot run is refused.
 """
 
 import os as _os
@@ -11,6 +22,7 @@ import weakref as _weakref
 from collections.abc import Sequence as _Sequence
 
 from sp_scan.errors import (
+    ConfigError,
     InvalidKeyError,
     KeySumZeroError,
     KmaxExceededError,
@@ -29,7 +41,15 @@ _ERRORS = {
     "send": SendError,
     "keysum": KeySumZeroError,
     "kmax": KmaxExceededError,
+    "config": ConfigError,
 }
+BACKENDS = ("native", "reference")
+SHA256_SETTINGS = ("portable",)
+# SP_SCAN_ECC value -> the engine's name in _core (ec_engine() reports it)
+EC_ENGINES = {
+    "ifma": "ifma", "avx2": "avx2", "scalar": "scalar",
+    "libsecp": "libsecp256k1", "libsecp256k1": "libsecp256k1", "portable": "libsecp256k1",
+}  # fmt: skip
 _SECP_FUNCTIONS = (
     "context_create", "context_destroy", "context_randomize", "context_set_illegal_callback",
     "ec_pubkey_parse", "ec_pubkey_serialize", "ec_pubkey_combine", "ec_pubkey_negate", "ec_pubkey_tweak_mul",
@@ -38,25 +58,48 @@ _SECP_FUNCTIONS = (
 )  # fmt: skip
 
 
-def _load():
-    """Import the compiled modules and bind _core to coincurve's libsecp256k1; (None, None) when unavailable.
+def _setting(name: str, accepted) -> str:
+    """The value of environment variable `name` ("" when unset or empty); ConfigError when not accepted."""
+    value = _os.environ.get(name, "")
+    if value and value not in accepted:
+        raise ConfigError(f"{name}={value!r} is not one of {', '.join(accepted)} (or unset)")
+    return value
 
-    _hash picks its SHA256 compression when imported (SHA-NI or ARMv8 SHA2 if the
-    CPU has it); SP_SCAN_SHA256=portable forces the portable one.
-    """
-    if _os.environ.get("SP_SCAN_BACKEND") == "reference":
-        return None, None
-    try:
-        from coincurve._libsecp256k1 import ffi, lib
 
-        from sp_scan.native import _core, _hash
-    except ImportError:
-        return None, None
-    addresses = {
+def _secp_addresses() -> dict[str, int]:
+    """The addresses of the libsecp256k1 functions _core binds, from coincurve's compiled library."""
+    from coincurve._libsecp256k1 import ffi, lib
+
+    return {
         f"secp256k1_{name}": int(ffi.cast("uintptr_t", ffi.addressof(lib, f"secp256k1_{name}")))
         for name in _SECP_FUNCTIONS
     }
-    _core.init(addresses, _ERRORS)
+
+
+def _load():
+    """Check the settings, import the compiled modules and start _core; (None, None) for the reference.
+
+    _hash picks its SHA256 compression when imported (SHA-NI or ARMv8 SHA2 if the
+    CPU has it, unless SP_SCAN_SHA256=portable); _core starts the EC engine.
+
+    Raises:
+        ConfigError: a setting is not accepted, SP_SCAN_BACKEND=native without the
+            built extension, or SP_SCAN_ECC names an engine this CPU or build cannot run.
+    """
+    backend = _setting("SP_SCAN_BACKEND", BACKENDS)
+    _setting("SP_SCAN_SHA256", SHA256_SETTINGS)
+    engine = EC_ENGINES.get(_setting("SP_SCAN_ECC", tuple(EC_ENGINES)), "")
+    if backend == "reference":
+        return None, None
+    try:
+        from sp_scan.native import _core, _hash
+
+        addresses = _secp_addresses()
+    except ImportError as exc:
+        if backend == "native":
+            raise ConfigError(f"SP_SCAN_BACKEND=native but the C extension does not load ({exc})") from None
+        return None, None
+    _core.init(addresses, _ERRORS, engine)
     return _hash, _core
 
 
@@ -95,11 +138,12 @@ def hash160(data: bytes) -> bytes:
 
 
 def ec_engine() -> str:
-    """Return the elliptic-curve engine scans use: "ifma", "libsecp256k1", or "reference" without the C stages.
+    """Return the elliptic-curve engine scans use: "ifma", "avx2", "scalar", "libsecp256k1", or "reference".
 
-    "ifma" is the 8-lane AVX-512 IFMA engine, picked when the CPU has AVX-512 F/DQ/BW/VL/IFMA and
-    the OS saves the zmm registers; otherwise, or with SP_SCAN_ECC=portable in the environment at
-    the first native call, the engine on libsecp256k1's public API.
+    Picked at import: SP_SCAN_ECC's engine, else the best this CPU runs: "ifma" (8 lanes of AVX-512
+    IFMA: cpuid has AVX-512 F/DQ/BW/VL/IFMA and the OS saves the zmm registers), "avx2" (4 lanes), or
+    "scalar" (64-bit limbs, every CPU). "libsecp256k1" is the engine on libsecp256k1's public API
+    (SP_SCAN_ECC=libsecp); "reference" without the C stages.
     """
     return _core.ec_engine() if ENABLED else "reference"
 
@@ -360,74 +404,3 @@ def ecdh_share(input_keys, scan_pubkey33: bytes, aux_rand32: bytes) -> tuple[byt
         KeySumZeroError: the keys sum to zero.
     """
     return _core.ecdh_share([(k.private_key32, k.is_taproot) for k in input_keys], scan_pubkey33, aux_rand32)
-
-
-# ---- the IFMA engine's private test helpers ---------------------------------
-def _set_ec_engine(name: str) -> str:
-    """Test helper: make every scan use engine `name` ("ifma" or "libsecp256k1"); returns the previous one.
-
-    Raises:
-        ValueError: unknown name. RuntimeError: "ifma" on a CPU that cannot run it.
-    """
-    return _core.set_ec_engine(name)
-
-
-def _ifma_cpu() -> bool:
-    """True when this CPU and OS can run the AVX-512 IFMA engine (cpuid and XCR0)."""
-    return _core is not None and _core.ifma_cpu()
-
-
-_IFMA_FIELD_OPS = {"mul": 0, "sqr": 1, "inv": 2, "sqrt": 3, "add": 4, "sub": 5, "neg": 6, "mul21": 7}
-
-
-def _ifma_field(op: str, a: _Sequence[_Sequence[int]], b: _Sequence[_Sequence[int]]) -> list[int]:
-    """Test helper: one IFMA field operation on 8 lanes of raw radix-2^52 limbs (5 per lane, each < 2^52).
-
-    Returns the 8 results fully reduced mod p. RuntimeError when the CPU cannot run the engine.
-    """
-    pack = lambda lanes: b"".join(limb.to_bytes(8, "little") for lane in lanes for limb in lane)  # noqa: E731
-    out = _core.ifma_fe_test(_IFMA_FIELD_OPS[op], pack(a), pack(b))
-    return [int.from_bytes(out[32 * i : 32 * i + 32], "big") for i in range(8)]
-
-
-# Points cross the IFMA engine's test helpers as 64 bytes: x then y, each 32 bytes little-endian.
-def _ifma_parse(points: bytes, width: int) -> tuple[list[bytes], list[bool]]:
-    """Test helper: parse n points of `width` (33 or 64) bytes; their x‖y (little-endian) and validity."""
-    pts, valid = _core.ifma_parse(points, width)
-    return [pts[64 * i : 64 * i + 64] for i in range(len(valid))], [bool(v) for v in valid]
-
-
-def _ifma_shared_secrets(scan_key32: bytes, points64: _Sequence[bytes], scalars32: _Sequence[bytes] | None) -> list[bytes]:
-    """Test helper: ser_P(b·T_i), or ser_P((b·s_i)·T_i) with per-lane scalars; b"\\0"… for an invalid s_i."""
-    out = _core.ifma_shared_secrets(scan_key32, b"".join(points64), None if scalars32 is None else b"".join(scalars32))
-    return [out[33 * i : 33 * i + 33] for i in range(len(points64))]
-
-
-def _ifma_spend_points(spend64: bytes, t32: _Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
-    """Test helper: ser_P(B + t_i·G) (first byte 0: invalid t_i or infinity) and the points' x‖y."""
-    p33, pk = _core.ifma_spend_points(spend64, b"".join(t32))
-    return [p33[33 * i : 33 * i + 33] for i in range(len(t32))], [pk[64 * i : 64 * i + 64] for i in range(len(t32))]
-
-
-def _ifma_label_sums(points64: _Sequence[bytes], labels64: _Sequence[bytes]) -> list[list[bytes]]:
-    """Test helper: ser_P(P_i + L_m) for every point and label (first byte 0 at infinity)."""
-    out, nl = _core.ifma_label_sums(b"".join(points64), b"".join(labels64)), len(labels64)
-    return [[out[33 * (i * nl + m) : 33 * (i * nl + m) + 33] for m in range(nl)] for i in range(len(points64))]
-
-
-_IFMA_TIMED = {"ecdh": (0, 32), "spend": (1, 256), "control": (2, 32), "lanes": (3, 256)}
-
-
-def _ifma_time(op: str, inputs: _Sequence[bytes], points64: _Sequence[bytes]) -> list[int]:
-    """Test helper: TSC cycles of one IFMA operation per input (constant-time checks).
-
-    op "ecdh": input a 32-byte scan key (recoded, then b·T for the 8 points64); "spend": 8 × 32-byte
-    t_i (points64[0] + t_i·G); "lanes": 8 × 32-byte k_i (k_i·T_i, recoded per lane as in a block
-    scan); "control": a 32-byte x for the variable-time Jacobi symbol.
-    """
-    code, width = _IFMA_TIMED[op]
-    blob = b"".join(inputs)
-    if len(blob) != width * len(inputs):
-        raise ValueError(f"{op} inputs must be {width} bytes each")
-    out = _core.ifma_time(code, blob, b"".join(points64))
-    return [int.from_bytes(out[8 * i : 8 * i + 8], "little") for i in range(len(inputs))]

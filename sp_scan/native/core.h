@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core_ifma.h"
+#include "core_ec.h"
 #include "sha256.h"
 
 /* ---- libsecp256k1 (upstream include/secp256k1.h, secp256k1_ecdh.h signatures) ---- */
@@ -67,12 +67,6 @@ void spn_ecc_leave(void);
 
 /* ---- helpers ---- */
 
-/* Set n bytes to zero; the barrier keeps the compiler from dropping the store. */
-static inline void spn_cleanse(void *p, size_t n) {
-    memset(p, 0, n);
-    __asm__ __volatile__("" : : "r"(p) : "memory");
-}
-
 /* ECDH "hash" that returns the point itself: out33 = 0x02|(y&1) ‖ x. */
 int spn_ecdh_point33(unsigned char *out33, const unsigned char *x32, const unsigned char *y32, void *data);
 /* out33 = ser_P(p). */
@@ -87,8 +81,6 @@ int spn_lift_x(const secp256k1_context *ctx, secp256k1_pubkey *p, const unsigned
 /* 1 when x32 (big-endian) is the x of a curve point (x < p, x³+7 a square mod p), 0 when not,
  * -1 when the Jacobi symbol computation gave up (not seen in practice). */
 int spn_is_x_var(const unsigned char x32[32]);
-/* w = a·b for 256-bit a, b in little-endian 64-bit words (fixed loops: constant time). */
-void spn_mul_256(uint64_t w[8], const uint64_t a[4], const uint64_t b[4]);
 /* 1 valid x, 0 not: spn_is_x_var, falling back to libsecp256k1's parse when it gives up. */
 int spn_valid_x(const unsigned char x32[32]);
 
@@ -145,8 +137,8 @@ int spn_summary_tweak(const spn_summary *s, unsigned char tweak33[33]);
 
 typedef struct {
     unsigned char scan_key32[32]; /* b_scan: wiped by spn_scanner_free */
-    uint64_t scan_key_words[4];   /* b_scan for the IFMA engine: little-endian words, and */
-    spn_ifma_glv scan_key_glv;    /*   its GLV split and digits, computed once (constant time); wiped */
+    uint64_t scan_key_words[4];   /* b_scan for the lane engines: little-endian words, and */
+    spn_glv scan_key_glv;         /*   its GLV split and digits, computed once (constant time); wiped */
     secp256k1_pubkey spend;       /* B_spend */
     size_t n_labels;
     secp256k1_pubkey *label_point;   /* L_m, given order */
@@ -205,13 +197,20 @@ typedef struct {
 } spn_engine;
 
 extern const spn_engine spn_engine_secp;
-/* The 8-lane AVX-512 IFMA engine (core_engine_ifma.c over core_ifma*.c): usable when spn_ifma_start()
- * returned 1. */
-extern const spn_engine spn_engine_ifma;
-/* The engine every scan uses: spn_engine_secp until the module picks one at its first use (with the
- * GIL held, before any scan runs): spn_engine_ifma when the CPU, the OS and the libsecp256k1 build
- * allow it and SP_SCAN_ECC is not "portable". */
+/* The lane engines (core_engines.c over the cores of core_ec.h): usable once spn_engine_select picked them. */
+extern const spn_engine spn_engine_ifma, spn_engine_scalar;
+#ifdef SPN_TESTING
+extern const spn_engine spn_engine_ifma_emu;
+#endif
+/* The engine every scan uses: spn_engine_secp until spn_engine_select picks one (with the GIL held,
+ * before any scan runs). */
 extern const spn_engine *spn_engine_active;
+
+/* Make `name` the active engine, starting it first: "ifma", "avx2", "scalar", "libsecp256k1" (and in
+ * the test build "ifma-emu"), or "" for the best this CPU runs (ifma > avx2 > scalar). 1 ok; 0 when
+ * the name is unknown or the engine cannot run here (not built, CPU or OS without its instructions,
+ * an unexpected libsecp256k1 point layout), with a one-line reason in why. Call with the GIL held. */
+int spn_engine_select(const char *name, char *why, size_t why_len);
 
 /* ---- the batch scan (core_scan.c): every scan goes through it ---- */
 
@@ -262,10 +261,6 @@ int spn_send_shared_secret(unsigned char ecdh33[33], const unsigned char (*outpo
                            const unsigned char (*keys32)[32], const unsigned char *is_taproot, size_t n_keys,
                            const unsigned char scan33[33]);
 
-/* Constant-time scalar helpers (core_ifma_scalar.c): r = (a + b) mod n for a, b < n; r = x mod n for any
- * 256-bit x. */
-void spn_scalar_add(unsigned char r32[32], const unsigned char a32[32], const unsigned char b32[32]);
-void spn_scalar_reduce(unsigned char r32[32], const unsigned char x32[32]);
 /* out32 = the sum of n_keys private keys mod n, each taproot key (is_taproot[i]) negated when its
  * point has odd Y. Returns 1, SPN_EKEY (a key is 0 or >= n) or SPN_EKEYSUM (the sum is 0). */
 int spn_seckey_sum(unsigned char out32[32], const unsigned char (*keys32)[32], const unsigned char *is_taproot,

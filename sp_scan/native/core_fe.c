@@ -53,19 +53,6 @@ static void fold(uint64_t r[4], const uint64_t a[4], uint64_t t) {
     }
 }
 
-void spn_mul_256(uint64_t w[8], const uint64_t a[4], const uint64_t b[4]) {
-    memset(w, 0, 8 * sizeof *w);
-    for (int i = 0; i < 4; i++) {
-        u128 acc = 0;
-        for (int j = 0; j < 4; j++) {
-            acc += (u128)a[i] * b[j] + w[i + j];
-            w[i + j] = (uint64_t)acc;
-            acc >>= 64;
-        }
-        w[i + 4] = (uint64_t)acc;
-    }
-}
-
 /* r ≡ a·b (mod p), r < 2^256 (not fully reduced). */
 static void mul(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) {
     uint64_t w[8];

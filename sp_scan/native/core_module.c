@@ -6,11 +6,10 @@
 #include <stdlib.h>
 
 #include "core.h"
-#include "core_ifma.h"
 #include "sha256.h"
 
 /* Typed errors handed over by the door at init(). */
-static PyObject *E_KEY, *E_DATA, *E_BLOCK, *E_PREVOUTS, *E_SEND, *E_KEYSUM, *E_KMAX;
+static PyObject *E_KEY, *E_DATA, *E_BLOCK, *E_PREVOUTS, *E_SEND, *E_KEYSUM, *E_KMAX, *E_CONFIG;
 static PyObject *S_OUTPOINT, *S_TXID, *S_VOUT, *S_SCRIPT_SIG, *S_WITNESS, *S_PREVOUT;
 static int bound;
 
@@ -45,17 +44,6 @@ static PyObject *raise_code(long code, const char *what) {
     return NULL;
 }
 
-/* The EC engine, picked at the first use (GIL held, before any scan thread exists): IFMA when
- * spn_ifma_start() allows it, unless SP_SCAN_ECC=portable. */
-static int engine_chosen;
-
-static void choose_engine(void) {
-    const char *env = getenv("SP_SCAN_ECC");
-    int portable = env != NULL && strcmp(env, "portable") == 0;
-    spn_engine_active = !portable && spn_ifma_start() ? &spn_engine_ifma : &spn_engine_secp;
-    engine_chosen = 1;
-}
-
 static int ready(void) {
     if (!bound) {
         PyErr_SetString(PyExc_RuntimeError, "sp_scan.native._core.init() was not called");
@@ -65,7 +53,6 @@ static int ready(void) {
         PyErr_SetString(PyExc_RuntimeError, "could not create the libsecp256k1 contexts");
         return 0;
     }
-    if (!engine_chosen) choose_engine();
     return 1;
 }
 
@@ -869,12 +856,16 @@ static int error_of(PyObject *errors, const char *name, PyObject **slot) {
     return 1;
 }
 
-/* init(addresses: {name: int}, errors: {name: type}) binds libsecp256k1 and the typed errors. */
+/* init(addresses: {name: int}, errors: {name: type}, ec_engine: str) binds libsecp256k1 and the typed
+ * errors, then starts the EC engine every scan uses ("" for the best this CPU runs; errors["config"]
+ * when it cannot run here). */
 static PyObject *py_init(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *addresses, *errors;
+    const char *engine;
+    char why[200];
     void *ptrs[sizeof API_NAMES / sizeof *API_NAMES];
-    if (!PyArg_ParseTuple(args, "O!O!:init", &PyDict_Type, &addresses, &PyDict_Type, &errors)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!O!s:init", &PyDict_Type, &addresses, &PyDict_Type, &errors, &engine)) return NULL;
     if (bound) Py_RETURN_NONE;
     for (size_t i = 0; i < sizeof API_NAMES / sizeof *API_NAMES; i++) {
         PyObject *v = PyDict_GetItemString(addresses, API_NAMES[i]);
@@ -884,7 +875,8 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     }
     if (!error_of(errors, "key", &E_KEY) || !error_of(errors, "data", &E_DATA) || !error_of(errors, "block", &E_BLOCK) ||
         !error_of(errors, "prevouts", &E_PREVOUTS) || !error_of(errors, "send", &E_SEND) ||
-        !error_of(errors, "keysum", &E_KEYSUM) || !error_of(errors, "kmax", &E_KMAX))
+        !error_of(errors, "keysum", &E_KEYSUM) || !error_of(errors, "kmax", &E_KMAX) ||
+        !error_of(errors, "config", &E_CONFIG))
         return NULL;
     size_t i = 0;
     /* Data pointers to functions: POSIX guarantees the conversion; memcpy keeps ISO C quiet. */
@@ -906,6 +898,10 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     BIND(ecdh);
 #undef BIND
     bound = 1;
+    if (!spn_engine_select(engine, why, sizeof why)) {
+        PyErr_SetString(E_CONFIG, why);
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -925,29 +921,6 @@ static PyObject *py_contexts_started(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(spn_ctx.secret != NULL);
 }
 
-/* ifma_fe_test(op, a320, b320) -> 256 bytes: the IFMA field operation on 8 lanes of raw limbs (tests). */
-static PyObject *py_ifma_fe_test(PyObject *self, PyObject *args) {
-    (void)self;
-    int op;
-    Py_buffer a, b;
-    uint64_t la[40], lb[40];
-    unsigned char out[8][32];
-    if (!PyArg_ParseTuple(args, "iy*y*:ifma_fe_test", &op, &a, &b)) return NULL;
-    PyObject *res = NULL;
-    if (!spn_ifma_cpu()) PyErr_SetString(PyExc_RuntimeError, "this CPU cannot run the IFMA engine");
-    else if (a.len != 320 || b.len != 320) PyErr_SetString(PyExc_ValueError, "a and b must be 8 lanes x 5 limbs x 8 bytes");
-    else if (op < SPN_IFMA_FE_MUL || op > SPN_IFMA_FE_MUL21) PyErr_SetString(PyExc_ValueError, "unknown operation");
-    else {
-        memcpy(la, a.buf, 320);
-        memcpy(lb, b.buf, 320);
-        spn_ifma_fe_test(op, la, lb, out);
-        res = PyBytes_FromStringAndSize((const char *)out, sizeof out);
-    }
-    PyBuffer_Release(&a);
-    PyBuffer_Release(&b);
-    return res;
-}
-
 static PyObject *py_ec_engine(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -955,188 +928,12 @@ static PyObject *py_ec_engine(PyObject *self, PyObject *unused) {
     return PyUnicode_FromString(spn_engine_active->name);
 }
 
-/* set_ec_engine("ifma" | "libsecp256k1") -> the previous engine's name (tests: both engines in one process). */
-static PyObject *py_set_ec_engine(PyObject *self, PyObject *arg) {
-    (void)self;
-    const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
-    if (name == NULL) return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "engine name must be a str");
-    if (!ready()) return NULL;
-    const spn_engine *e = strcmp(name, "libsecp256k1") == 0 ? &spn_engine_secp : strcmp(name, "ifma") == 0 ? &spn_engine_ifma : NULL;
-    if (e == NULL) return PyErr_Format(PyExc_ValueError, "unknown EC engine %R", arg);
-    if (e == &spn_engine_ifma && !spn_ifma_start()) {
-        PyErr_SetString(PyExc_RuntimeError, "the IFMA engine cannot run on this CPU");
-        return NULL;
-    }
-    PyObject *previous = PyUnicode_FromString(spn_engine_active->name);
-    if (previous) spn_engine_active = e;
-    return previous;
-}
-
-static PyObject *py_ifma_cpu(PyObject *self, PyObject *unused) {
-    (void)self;
-    (void)unused;
-    return PyBool_FromLong(spn_ifma_cpu());
-}
-
-/* ---- the IFMA engine's entry points, for tests (blobs in, blobs out) ---- */
-
-static int ifma_ready(void) {
-    if (!ready()) return 0;
-    if (!spn_ifma_start()) {
-        PyErr_SetString(PyExc_RuntimeError, "the IFMA engine cannot run on this CPU");
-        return 0;
-    }
-    return 1;
-}
-
-/* ifma_parse(points, width) -> (pt64 blob, valid bytes) */
-static PyObject *py_ifma_parse(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer in;
-    Py_ssize_t width;
-    PyObject *res = NULL;
-    if (!PyArg_ParseTuple(args, "y*n:ifma_parse", &in, &width)) return NULL;
-    if (ifma_ready()) {
-        if ((width != 33 && width != 64) || in.len % width) {
-            PyErr_SetString(PyExc_ValueError, "points must be n x 33 or n x 64 bytes");
-        } else {
-            size_t n = (size_t)(in.len / width);
-            unsigned char(*pt)[64] = malloc((n ? n : 1) * 64);
-            unsigned char *valid = malloc(n ? n : 1);
-            if (pt && valid) {
-                spn_ifma_parse_points(in.buf, (size_t)width, n, pt, valid);
-                res = Py_BuildValue("(y#y#)", (const char *)pt, (Py_ssize_t)(n * 64), (const char *)valid, (Py_ssize_t)n);
-            } else {
-                PyErr_NoMemory();
-            }
-            free(pt);
-            free(valid);
-        }
-    }
-    PyBuffer_Release(&in);
-    return res;
-}
-
-/* ifma_shared_secrets(scan_key32, pt64 blob, scalars blob | None) -> n x 33 blob */
-static PyObject *py_ifma_shared_secrets(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer key, pts;
-    PyObject *scalars, *res = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*O:ifma_shared_secrets", &key, &pts, &scalars)) return NULL;
-    const unsigned char *sc = NULL;
-    size_t sc_len = 0, n = (size_t)pts.len / 64;
-    if (!ifma_ready()) goto done;
-    if (key.len != 32 || pts.len % 64 || (scalars != Py_None && (!as_bytes(scalars, &sc, &sc_len) || sc_len != n * 32))) {
-        PyErr_SetString(PyExc_ValueError, "scan_key32, n x 64 points and n x 32 scalars (or None)");
-        goto done;
-    }
-    unsigned char(*out)[33] = malloc((n ? n : 1) * 33);
-    if (out == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    uint64_t b[4];
-    spn_ifma_glv glv;
-    spn_ifma_scalar_from_b32(b, key.buf);
-    spn_ifma_glv_recode(&glv, b);
-    spn_ifma_shared_secrets(&glv, b, (const unsigned char(*)[64])pts.buf, (const unsigned char(*)[32])sc, n, out, NULL);
-    res = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(n * 33));
-    spn_cleanse(b, sizeof b);
-    spn_cleanse(&glv, sizeof glv);
-    spn_cleanse(out, (n ? n : 1) * 33);
-    free(out);
-done:
-    PyBuffer_Release(&key);
-    PyBuffer_Release(&pts);
-    return res;
-}
-
-/* ifma_spend_points(spend64, t blob) -> (p33 blob, pk64 blob) */
-static PyObject *py_ifma_spend_points(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer spend, ts;
-    PyObject *res = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*:ifma_spend_points", &spend, &ts)) return NULL;
-    size_t n = (size_t)ts.len / 32;
-    if (ifma_ready()) {
-        if (spend.len != 64 || ts.len % 32) {
-            PyErr_SetString(PyExc_ValueError, "spend64 and n x 32 scalars");
-        } else {
-            unsigned char(*p33)[33] = malloc((n ? n : 1) * 33);
-            unsigned char(*pk)[64] = malloc((n ? n : 1) * 64);
-            if (p33 && pk) {
-                spn_ifma_spend_points(spend.buf, (const unsigned char(*)[32])ts.buf, n, pk, p33);
-                res = Py_BuildValue("(y#y#)", (const char *)p33, (Py_ssize_t)(n * 33), (const char *)pk, (Py_ssize_t)(n * 64));
-            } else {
-                PyErr_NoMemory();
-            }
-            free(p33);
-            free(pk);
-        }
-    }
-    PyBuffer_Release(&spend);
-    PyBuffer_Release(&ts);
-    return res;
-}
-
-/* ifma_label_sums(pk64 blob, labels64 blob) -> n x L x 33 blob */
-static PyObject *py_ifma_label_sums(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer pk, labels;
-    PyObject *res = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*:ifma_label_sums", &pk, &labels)) return NULL;
-    size_t n = (size_t)pk.len / 64, nl = (size_t)labels.len / 64;
-    if (ifma_ready()) {
-        if (pk.len % 64 || labels.len % 64) {
-            PyErr_SetString(PyExc_ValueError, "n x 64 points and L x 64 labels");
-        } else {
-            unsigned char(*out)[33] = malloc((n * nl > 0 ? n * nl : 1) * 33);
-            if (out) {
-                spn_ifma_label_sums((const unsigned char(*)[64])pk.buf, n, (const unsigned char(*)[64])labels.buf, nl, out);
-                res = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(n * nl * 33));
-            } else {
-                PyErr_NoMemory();
-            }
-            free(out);
-        }
-    }
-    PyBuffer_Release(&pk);
-    PyBuffer_Release(&labels);
-    return res;
-}
-
-/* ifma_time(op, inputs, points64) -> n uint64 cycle counts, little-endian (constant-time tests) */
-static PyObject *py_ifma_time(PyObject *self, PyObject *args) {
-    (void)self;
-    int op;
-    Py_buffer in, pts;
-    PyObject *res = NULL;
-    if (!PyArg_ParseTuple(args, "iy*y*:ifma_time", &op, &in, &pts)) return NULL;
-    size_t width = op == SPN_IFMA_TIME_SPEND || op == SPN_IFMA_TIME_LANES ? 256 : 32;
-    if (!ifma_ready()) goto done;
-    if (op < SPN_IFMA_TIME_ECDH || op > SPN_IFMA_TIME_LANES || in.len % width || pts.len != 8 * 64) {
-        PyErr_SetString(PyExc_ValueError, "op, n inputs of its width and 8 x 64-byte points");
-        goto done;
-    }
-    size_t n = (size_t)in.len / width;
-    uint64_t *cycles = malloc((n ? n : 1) * sizeof *cycles);
-    if (cycles == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    spn_ifma_time(op, in.buf, n, (const unsigned char(*)[64])pts.buf, cycles);
-    Py_END_ALLOW_THREADS
-    res = PyBytes_FromStringAndSize((const char *)cycles, (Py_ssize_t)(n * sizeof *cycles));
-    free(cycles);
-done:
-    PyBuffer_Release(&in);
-    PyBuffer_Release(&pts);
-    return res;
-}
+#ifdef SPN_TESTING
+#include "testing_hooks.c" /* the test-only build (sp_scan.native._testcore): per-engine hooks */
+#endif
 
 static PyMethodDef methods[] = {
-    {"init", py_init, METH_VARARGS, "init(addresses, errors): bind libsecp256k1 function pointers and the typed errors."},
+    {"init", py_init, METH_VARARGS, "init(addresses, errors, ec_engine): bind libsecp256k1 and the typed errors, start the EC engine."},
     {"input_pubkey", (PyCFunction)(void (*)(void))py_input_pubkey, METH_FASTCALL, "input_pubkey(prevout_script, script_sig, witness) -> bytes | None"},
     {"tx_pubkeys", py_tx_pubkeys, METH_O, "tx_pubkeys(inputs) -> list[bytes] | None"},
     {"summarize", py_summarize, METH_O, "summarize(inputs) -> (outpoint36, sum33, input_hash32, tweak33) | None"},
@@ -1152,22 +949,24 @@ static PyMethodDef methods[] = {
     {"block_scan", py_block_scan, METH_VARARGS, "block_scan(block, spent, scanner) -> [(txid32, vout, amount, output32, tweak32, label)]"},
     {"block_index", py_block_index, METH_VARARGS, "block_index(block, spent) -> the tweak index's packed arrays of one block"},
     {"set_label_strategy", py_set_label_strategy, METH_O, "set_label_strategy(0 auto | 1 bip | 2 labelset) -> previous"},
-    {"ec_engine", py_ec_engine, METH_NOARGS, "ec_engine() -> the EC engine in use: \"ifma\" or \"libsecp256k1\"."},
-    {"set_ec_engine", py_set_ec_engine, METH_O, "set_ec_engine(\"ifma\" | \"libsecp256k1\") -> previous engine (tests)."},
-    {"ifma_cpu", py_ifma_cpu, METH_NOARGS, "True when the CPU and OS can run the AVX-512 IFMA engine."},
-    {"ifma_fe_test", py_ifma_fe_test, METH_VARARGS, "ifma_fe_test(op, a320, b320) -> 8 x 32 bytes (tests)."},
-    {"ifma_parse", py_ifma_parse, METH_VARARGS, "ifma_parse(points, width) -> (pt64 blob, valid) (tests)."},
-    {"ifma_shared_secrets", py_ifma_shared_secrets, METH_VARARGS, "ifma_shared_secrets(scan_key32, pt64 blob, scalars | None) -> ecdh33 blob (tests)."},
-    {"ifma_spend_points", py_ifma_spend_points, METH_VARARGS, "ifma_spend_points(spend64, t32 blob) -> (p33 blob, pk64 blob) (tests)."},
-    {"ifma_label_sums", py_ifma_label_sums, METH_VARARGS, "ifma_label_sums(pk64 blob, labels64 blob) -> sums33 blob (tests)."},
-    {"ifma_time", py_ifma_time, METH_VARARGS, "ifma_time(op, inputs, points64) -> cycle counts (constant-time tests)."},
+    {"ec_engine", py_ec_engine, METH_NOARGS, "ec_engine() -> the EC engine in use: \"ifma\", \"avx2\", \"scalar\" or \"libsecp256k1\"."},
     {"contexts_started", py_contexts_started, METH_NOARGS, "True once the two libsecp256k1 contexts exist."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_core", "sp-scan's C stages (private; use sp_scan.native).", -1, methods, NULL, NULL, NULL, NULL};
+#ifdef SPN_TESTING
+#define SPN_MODULE_NAME "_testcore"
+#define SPN_MODULE_INIT PyInit__testcore
+#define SPN_MODULE_DOC "sp-scan's C stages with the engines' test hooks (tests only; use sp_scan.native._testing)."
+#else
+#define SPN_MODULE_NAME "_core"
+#define SPN_MODULE_INIT PyInit__core
+#define SPN_MODULE_DOC "sp-scan's C stages (private; use sp_scan.native)."
+#endif
 
-PyMODINIT_FUNC PyInit__core(void) {
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, SPN_MODULE_NAME, SPN_MODULE_DOC, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC SPN_MODULE_INIT(void) {
     const char *env = getenv("SP_SCAN_SHA256");
     spn_sha256_select(env != NULL && strcmp(env, "portable") == 0);
     PyObject *m = PyModule_Create(&module);
@@ -1182,6 +981,9 @@ PyMODINIT_FUNC PyInit__core(void) {
         PyModule_AddIntConstant(m, "STRATEGY_BIP", SPN_STRATEGY_BIP) < 0 ||
         PyModule_AddIntConstant(m, "STRATEGY_LABELSET", SPN_STRATEGY_LABELSET) < 0)
         goto fail;
+#ifdef SPN_TESTING
+    if (PyModule_AddFunctions(m, testing_methods) < 0) goto fail;
+#endif
     if (Py_AtExit(spn_ecc_stop) < 0) goto fail;
     return m;
 fail:

@@ -59,8 +59,8 @@ int spn_scanner_init(spn_scanner *sc, const unsigned char scan_key32[32], const 
     if (!spn_secp.ec_seckey_verify(spn_ctx.public, scan_key32) || !spn_parse33(spn_ctx.public, &sc->spend, spend33))
         return SPN_EKEY;
     memcpy(sc->scan_key32, scan_key32, 32);
-    spn_ifma_scalar_from_b32(sc->scan_key_words, scan_key32);
-    spn_ifma_glv_recode(&sc->scan_key_glv, sc->scan_key_words);
+    spn_scalar_from_b32(sc->scan_key_words, scan_key32);
+    spn_glv_recode(&sc->scan_key_glv, sc->scan_key_words);
     sc->n_labels = n_labels;
     sc->label_point = malloc(n * sizeof *sc->label_point);
     sc->label_tweak = malloc(n * sizeof *sc->label_tweak);
@@ -423,6 +423,7 @@ static long scan_group(slice_t *s, group_t *g, size_t g0, size_t g1, size_t per_
     return ret;
 }
 
+/* Frees a worker's scratch, wiping what derives from t_k (p_k, p33, the label sums). */
 static void group_free(group_t *g) {
     free(g->sorted);
     free(g->removed);
@@ -430,7 +431,9 @@ static void group_free(group_t *g) {
     free(g->lifted);
     if (g->found) spn_cleanse(g->found, g->cap_found * sizeof *g->found);
     free(g->found);
+    if (g->sums33) spn_cleanse(g->sums33, g->cap_sums * sizeof *g->sums33);
     free(g->sums33);
+    spn_cleanse(g, sizeof *g);
     free(g);
 }
 

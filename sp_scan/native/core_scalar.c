@@ -1,17 +1,15 @@
-/* Scalars mod n: for the IFMA engine multiplication, the GLV split k = k1 + k2·λ and the
+/* Scalars mod n: for the EC engines multiplication, the GLV split k = k1 + k2·λ and the
  * signed-digit recodings the ladders consume; for sending and BIP374 proofs the addition and
  * reduction of 32-byte scalars. Plain C, constant time: fixed loops, no branch or memory index
  * depends on a scalar (the results are masks and arithmetic, never `if`). */
-#include "core_ifma.h"
-
 #include <string.h>
 
-#include "core.h"
+#include "core_ec.h"
 
 typedef unsigned __int128 u128;
 
 /* n and 2^256 − n, little-endian 64-bit words. */
-const uint64_t spn_ifma_n[4] = {0xBFD25E8CD0364141ULL, 0xBAAEDCE6AF48A03BULL, 0xFFFFFFFFFFFFFFFEULL,
+const uint64_t spn_scalar_n[4] = {0xBFD25E8CD0364141ULL, 0xBAAEDCE6AF48A03BULL, 0xFFFFFFFFFFFFFFFEULL,
                                 0xFFFFFFFFFFFFFFFFULL};
 static const uint64_t NC[3] = {0x402DA1732FC9BEBFULL, 0x4551231950B75FC4ULL, 1};
 /* The GLV constants of secp256k1 (derived from the short lattice basis of n and λ): λ with
@@ -23,11 +21,24 @@ static const uint64_t MINUS_B2[4] = {0xD765CDA83DB1562CULL, 0x8A280AC50774346DUL
 static const uint64_t MINUS_LAMBDA[4] = {0xE0CFC810B51283CFULL, 0xA880B9FC8EC739C2ULL, 0x5AD9E3FD77ED9BA4ULL,
                                          0xAC9C52B33FA3CF1FULL};
 
-void spn_ifma_scalar_from_b32(uint64_t r[4], const unsigned char b32[32]) {
+void spn_scalar_from_b32(uint64_t r[4], const unsigned char b32[32]) {
     for (int i = 0; i < 4; i++) {
         uint64_t w = 0;
         for (int k = 0; k < 8; k++) w = (w << 8) | b32[(3 - i) * 8 + k];
         r[i] = w;
+    }
+}
+
+void spn_mul_256(uint64_t w[8], const uint64_t a[4], const uint64_t b[4]) {
+    memset(w, 0, 8 * sizeof *w);
+    for (int i = 0; i < 4; i++) {
+        u128 acc = 0;
+        for (int j = 0; j < 4; j++) {
+            acc += (u128)a[i] * b[j] + w[i + j];
+            w[i + j] = (uint64_t)acc;
+            acc >>= 64;
+        }
+        w[i + 4] = (uint64_t)acc;
     }
 }
 
@@ -58,7 +69,7 @@ static void reduce_once(uint64_t r[4], uint64_t top) {
     spn_cleanse(t, sizeof t);
 }
 
-void spn_ifma_scalar_mul(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) {
+void spn_scalar_mul(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) {
     uint64_t w[8], m[7], s[5];
     spn_mul_256(w, a, b);
     fold(m, 7, w, 4, w + 4, 4);   /* < 2^256 + 2^385: 7 words */
@@ -90,8 +101,8 @@ static void scalar_to_b32(unsigned char b32[32], const uint64_t r[4]) {
 
 void spn_scalar_add(unsigned char r32[32], const unsigned char a32[32], const unsigned char b32[32]) {
     uint64_t a[4], b[4], s[4];
-    spn_ifma_scalar_from_b32(a, a32);
-    spn_ifma_scalar_from_b32(b, b32);
+    spn_scalar_from_b32(a, a32);
+    spn_scalar_from_b32(b, b32);
     scalar_add(s, a, b);
     scalar_to_b32(r32, s);
     spn_cleanse(a, sizeof a);
@@ -101,7 +112,7 @@ void spn_scalar_add(unsigned char r32[32], const unsigned char a32[32], const un
 
 void spn_scalar_reduce(unsigned char r32[32], const unsigned char x32[32]) {
     uint64_t x[4];
-    spn_ifma_scalar_from_b32(x, x32);
+    spn_scalar_from_b32(x, x32);
     reduce_once(x, 0); /* x < 2^256 < 2n */
     scalar_to_b32(r32, x);
     spn_cleanse(x, sizeof x);
@@ -129,7 +140,7 @@ static unsigned abs_signed(uint64_t r[4]) {
     uint64_t neg = 0 - borrow;
     borrow = 0;
     for (int i = 0; i < 4; i++) {
-        u128 d = (u128)spn_ifma_n[i] - r[i] - borrow;
+        u128 d = (u128)spn_scalar_n[i] - r[i] - borrow;
         t[i] = (uint64_t)d;
         borrow = (uint64_t)(d >> 64) & 1;
     }
@@ -141,27 +152,27 @@ static unsigned abs_signed(uint64_t r[4]) {
 /* Signed base-2^5 digits of k < 2^129, least significant first, each in [−15, 16]: chunk plus the
  * carry in, minus 32 (carry out 1) when that exceeds 16. 26 digits cover 130 bits, so the last
  * carry out is 0. */
-static void recode_signed(int8_t d[SPN_IFMA_VWIN], const uint64_t k[4]) {
+static void recode_signed(int8_t d[SPN_GLV_WIN], const uint64_t k[4]) {
     uint64_t carry = 0;
-    for (int i = 0; i < SPN_IFMA_VWIN; i++) {
-        int bit = SPN_IFMA_VW * i, word = bit / 64, sh = bit % 64;
+    for (int i = 0; i < SPN_GLV_WIN; i++) {
+        int bit = SPN_GLV_W * i, word = bit / 64, sh = bit % 64;
         uint64_t chunk = k[word] >> sh;
-        if (sh > 64 - SPN_IFMA_VW && word < 3) chunk |= k[word + 1] << (64 - sh); /* public: i only */
-        chunk &= (1u << SPN_IFMA_VW) - 1;
+        if (sh > 64 - SPN_GLV_W && word < 3) chunk |= k[word + 1] << (64 - sh); /* public: i only */
+        chunk &= (1u << SPN_GLV_W) - 1;
         uint64_t v = chunk + carry;
-        carry = (v + (1u << (SPN_IFMA_VW - 1)) - 1) >> SPN_IFMA_VW;
-        d[i] = (int8_t)((int64_t)v - (int64_t)(carry << SPN_IFMA_VW));
+        carry = (v + (1u << (SPN_GLV_W - 1)) - 1) >> SPN_GLV_W;
+        d[i] = (int8_t)((int64_t)v - (int64_t)(carry << SPN_GLV_W));
     }
 }
 
-void spn_ifma_glv_recode(spn_ifma_glv *out, const uint64_t k[4]) {
+void spn_glv_recode(spn_glv *out, const uint64_t k[4]) {
     uint64_t c1[4] = {0}, c2[4] = {0}, r1[4], r2[4];
     mul_shift_384(c1, k, G1);
     mul_shift_384(c2, k, G2);
-    spn_ifma_scalar_mul(c1, c1, MINUS_B1);
-    spn_ifma_scalar_mul(c2, c2, MINUS_B2);
+    spn_scalar_mul(c1, c1, MINUS_B1);
+    spn_scalar_mul(c2, c2, MINUS_B2);
     scalar_add(r2, c1, c2);          /* k2 */
-    spn_ifma_scalar_mul(r1, r2, MINUS_LAMBDA);
+    spn_scalar_mul(r1, r2, MINUS_LAMBDA);
     scalar_add(r1, r1, k);           /* k1 = k − k2·λ */
     out->neg[0] = (uint8_t)abs_signed(r1);
     out->neg[1] = (uint8_t)abs_signed(r2);

@@ -1,0 +1,654 @@
+/* One EC engine core, written once over the lane API (core_ec_lanes.h): the group law, the
+ * variable- and fixed-base multiplications, batched inversion, and the entry points of spn_ec_core.
+ * Included once per engine by a file that first defines
+ *   SPN_EC_CORE   the descriptor's name (e.g. spn_ec_ifma)
+ *   SPN_EC_LABEL  its name string (e.g. "ifma")
+ *   SPN_EC_CPU    int (*)(void): whether this CPU can run it
+ * and includes its lane backend (core_lanes_*.h). Everything here is static but the descriptor.
+ *
+ * Constant time in the secrets (the scan key, per-lane scalars, t): complete formulas, so every
+ * lane runs the same instructions; table entries are taken by reading them all with masks; no
+ * branch or address depends on a secret. Every copy of a value derived from a secret is wiped. */
+#include "core_ec.h"
+#include "core_ec_lanes.h"
+
+/* ---- points ----
+ * Projective (X : Y : Z) with x = X/Z, y = Y/Z, infinity = (0 : 1 : 0), and the complete formulas of
+ * Renes, Costello and Batina ("Complete addition formulas for prime order elliptic curves", 2016,
+ * Algorithms 7, 8 and 9 for a = 0, b3 = 3·7). Complete: no input (doubling, P + (−P), infinity)
+ * needs a branch, which is what lets lanes run one schedule whatever their points and digits are.
+ * The mixed addition is complete for any projective P and affine Q (Q is never infinity here). */
+typedef struct {
+    fe x, y, z;
+} ge;
+
+typedef struct {
+    fe x, y;
+} gea;
+
+/* In: m ≤ 3 each. Out: m (2, 2, 1). */
+SPN_EC_FN static void ge_dbl(ge *r, const ge *a) {
+    fe t0, t1, t2, x3, y3, z3;
+    fe_sqr(&t0, &a->y);
+    fe_shl(&z3, &t0, 3);         /* 8·Y²        m 8 */
+    fe_mul(&t1, &a->y, &a->z);
+    fe_sqr(&t2, &a->z);
+    fe_mul_small(&t2, &t2, 21);  /* b3·Z²       m 1 */
+    fe_mul(&x3, &t2, &z3);
+    fe_add(&y3, &t0, &t2);       /*             m 2 */
+    fe_mul(&z3, &t1, &z3);
+    fe_add(&t1, &t2, &t2);
+    fe_add(&t2, &t1, &t2);       /* 3·b3·Z²     m 3 */
+    fe_sub(&t0, &t0, &t2, 4);    /* Y² − 3b3Z²  m 5 */
+    fe_mul(&y3, &t0, &y3);
+    fe_add(&y3, &x3, &y3);       /*             m 2 */
+    fe_mul(&t1, &a->x, &a->y);
+    fe_mul(&x3, &t0, &t1);
+    fe_add(&x3, &x3, &x3);       /*             m 2 */
+    r->x = x3;
+    r->y = y3;
+    r->z = z3;
+}
+
+/* The second half of Algorithms 7 and 8, from t0 = X1X2, t1 = Y1Y2, t2 = b3·(Z1Z2), t3 = X1Y2 + Y1X2,
+ * t4 = Y1Z2 + Z1Y2 and y3 = X1Z2 + Z1X2 (m ≤ 1, 1, 1, 4, 4, 4). Out: m (3, 2, 2). */
+SPN_EC_FN static void ge_add_finish(ge *r, fe *t0, fe *t1, const fe *t2, const fe *t3, const fe *t4, fe *y3) {
+    fe x3, z3, u;
+    fe_add(&x3, t0, t0);
+    fe_add(t0, &x3, t0);         /* 3·X1X2  m 3 */
+    fe_add(&z3, t1, t2);         /* m 2 */
+    fe_sub(t1, t1, t2, 2);       /* m 3 */
+    fe_mul_small(y3, y3, 21);    /* 21·4 ≤ 128; m 1 */
+    fe_mul(&x3, t4, y3);
+    fe_mul(&u, t3, t1);
+    fe_sub(&x3, &u, &x3, 2);     /* m 3 */
+    fe_mul(y3, y3, t0);
+    fe_mul(t1, t1, &z3);
+    fe_add(y3, t1, y3);          /* m 2 */
+    fe_mul(t0, t0, t3);
+    fe_mul(&z3, &z3, t4);
+    fe_add(&z3, &z3, t0);        /* m 2 */
+    r->x = x3;
+    r->y = *y3;
+    r->z = z3;
+}
+
+/* In: m ≤ 3 each. Out: m (3, 2, 2). r may alias p or q. */
+SPN_EC_FN static void ge_add(ge *r, const ge *p, const ge *q) {
+    fe t0, t1, t2, t3, t4, x3, y3;
+    fe_mul(&t0, &p->x, &q->x);
+    fe_mul(&t1, &p->y, &q->y);
+    fe_mul(&t2, &p->z, &q->z);
+    fe_add(&t3, &p->x, &p->y);   /* m ≤ 6 */
+    fe_add(&t4, &q->x, &q->y);
+    fe_mul(&t3, &t3, &t4);
+    fe_add(&t4, &t0, &t1);       /* m 2 */
+    fe_sub(&t3, &t3, &t4, 3);    /* X1Y2 + Y1X2  m 4 */
+    fe_add(&t4, &p->y, &p->z);
+    fe_add(&x3, &q->y, &q->z);
+    fe_mul(&t4, &t4, &x3);
+    fe_add(&x3, &t1, &t2);
+    fe_sub(&t4, &t4, &x3, 3);    /* Y1Z2 + Z1Y2  m 4 */
+    fe_add(&x3, &p->x, &p->z);
+    fe_add(&y3, &q->x, &q->z);
+    fe_mul(&x3, &x3, &y3);
+    fe_add(&y3, &t0, &t2);
+    fe_sub(&y3, &x3, &y3, 3);    /* X1Z2 + Z1X2  m 4 */
+    fe_mul_small(&t2, &t2, 21);  /* m 1 */
+    ge_add_finish(r, &t0, &t1, &t2, &t3, &t4, &y3);
+}
+
+/* r = p + q for affine q (Z2 = 1). In: p m ≤ (3, 3, 3), q m ≤ (3, 3). Out: m (3, 2, 2). */
+SPN_EC_FN static void ge_madd(ge *r, const ge *p, const gea *q) {
+    fe t0, t1, t2, t3, t4, y3;
+    fe_mul(&t0, &p->x, &q->x);
+    fe_mul(&t1, &p->y, &q->y);
+    fe_add(&t3, &q->x, &q->y);
+    fe_add(&t4, &p->x, &p->y);
+    fe_mul(&t3, &t3, &t4);
+    fe_add(&t4, &t0, &t1);
+    fe_sub(&t3, &t3, &t4, 3);    /* m 4 */
+    fe_mul(&t4, &q->y, &p->z);
+    fe_add(&t4, &t4, &p->y);     /* m ≤ 4 */
+    fe_mul(&y3, &q->x, &p->z);
+    fe_add(&y3, &y3, &p->x);     /* m ≤ 4 */
+    fe_mul_small(&t2, &p->z, 21);
+    ge_add_finish(r, &t0, &t1, &t2, &t3, &t4, &y3);
+}
+
+SPN_EC_FN static void ge_set_infinity(ge *r) {
+    fe_set1(&r->x, 0);
+    fe_set1(&r->y, 1);
+    fe_set1(&r->z, 0);
+}
+
+/* ---- moving points in and out ----
+ * The reads and writes of callers' buffers are plain functions (no target attribute), so
+ * AddressSanitizer checks them even where the backend's functions are built uninstrumented. */
+
+/* w[j][i] = word j of the coordinate at byte `off` (0: x, 32: y) of point lane[i]. */
+static void point_words(uint64_t w[4][SPN_LANES], const unsigned char (*pt64)[64], const size_t lane[SPN_LANES],
+                        int off) {
+    for (int i = 0; i < SPN_LANES; i++)
+        for (int j = 0; j < 4; j++) memcpy(&w[j][i], pt64[lane[i]] + off + 8 * j, 8);
+}
+
+SPN_EC_FN static void gea_load(gea *r, const unsigned char (*pt64)[64], const size_t lane[SPN_LANES]) {
+    uint64_t wx[4][SPN_LANES], wy[4][SPN_LANES];
+    point_words(wx, pt64, lane, 0);
+    point_words(wy, pt64, lane, 32);
+    fe_from_words(&r->x, wx);
+    fe_from_words(&r->y, wy);
+    spn_cleanse(wx, sizeof wx);
+    spn_cleanse(wy, sizeof wy);
+}
+
+/* 32-byte big-endian of lane i from canonical words. */
+static void put_be32(unsigned char out32[32], const uint64_t w[4][SPN_LANES], int lane) {
+    for (int j = 0; j < 4; j++)
+        for (int k = 0; k < 8; k++) out32[31 - 8 * j - k] = (unsigned char)(w[j][lane] >> (8 * k));
+}
+
+/* out33 = ser_P of lane i, or a leading 0 when bad. */
+static void put_ser33(unsigned char out33[33], const uint64_t wx[4][SPN_LANES], const uint64_t wy[4][SPN_LANES],
+                      int lane, int bad) {
+    out33[0] = (unsigned char)(bad ? 0 : 0x02 | (wy[0][lane] & 1));
+    put_be32(out33 + 1, wx, lane);
+}
+
+static void put_pt64(unsigned char out64[64], const uint64_t wx[4][SPN_LANES], const uint64_t wy[4][SPN_LANES],
+                     int lane) {
+    for (int j = 0; j < 4; j++) {
+        memcpy(out64 + 8 * j, &wx[j][lane], 8);
+        memcpy(out64 + 32 + 8 * j, &wy[j][lane], 8);
+    }
+}
+
+static void put_flag(unsigned char *out, size_t i, unsigned char v) { out[i] = v; }
+
+/* Lane indices of vector v of a chunk of cnt items starting at base: the last item repeats. */
+static void lanes_of(size_t lane[SPN_LANES], size_t base, size_t cnt, int v) {
+    for (int i = 0; i < SPN_LANES; i++) {
+        size_t k = (size_t)v * SPN_LANES + (size_t)i;
+        lane[i] = base + (k < cnt ? k : cnt - 1);
+    }
+}
+
+/* ---- batched inversion: Montgomery's trick across vectors, one exponentiation for all ---- */
+
+/* z[0..n) = 1/z[0..n) lane-wise (m 1 in, m 1 out), n ≤ SPN_EC_GROUP; lanes that are 0 stay 0. */
+SPN_EC_FN static void fe_inv_many(fe *z, int n) {
+    fe prefix[SPN_EC_GROUP], acc, one, t, zero_fe;
+    spn_mask zero[SPN_EC_GROUP];
+    fe_set1(&one, 1);
+    fe_set1(&zero_fe, 0);
+    acc = one;
+    for (int i = 0; i < n; i++) {
+        zero[i] = fe_is_zero(&z[i]);
+        fe_select(&z[i], zero[i], &z[i], &one);
+        if (i == 0) acc = z[0];
+        else fe_mul(&acc, &acc, &z[i]);
+        prefix[i] = acc;
+    }
+    fe_inv(&acc, &acc); /* 1/(z[0]···z[n−1]) */
+    for (int i = n - 1; i > 0; i--) {
+        fe_mul(&t, &acc, &prefix[i - 1]); /* 1/z[i] */
+        fe_mul(&acc, &acc, &z[i]);        /* 1/(z[0]···z[i−1]) */
+        fe_select(&z[i], zero[i], &t, &zero_fe);
+    }
+    fe_select(&z[0], zero[0], &acc, &zero_fe);
+    spn_cleanse(prefix, sizeof prefix);
+    spn_cleanse(&acc, sizeof acc);
+    spn_cleanse(&t, sizeof t);
+}
+
+/* Affine, canonical words of n ≤ SPN_EC_GROUP projective vectors (their z is overwritten); inf[v]:
+ * the lanes at infinity. */
+SPN_EC_FN static void ge_to_affine_words(ge *pts, int n, uint64_t (*wx)[4][SPN_LANES], uint64_t (*wy)[4][SPN_LANES],
+                                         spn_mask *inf) {
+    fe z[SPN_EC_GROUP], x, y;
+    for (int v = 0; v < n; v++) {
+        fe_normw(&pts[v].z); /* m ≤ 2 -> 1 */
+        inf[v] = fe_is_zero(&pts[v].z);
+        z[v] = pts[v].z;
+    }
+    fe_inv_many(z, n);
+    for (int v = 0; v < n; v++) {
+        fe_mul(&x, &pts[v].x, &z[v]);
+        fe_mul(&y, &pts[v].y, &z[v]);
+        fe_canon(&x, &x);
+        fe_canon(&y, &y);
+        fe_to_words(wx[v], &x);
+        fe_to_words(wy[v], &y);
+    }
+    spn_cleanse(z, sizeof z);
+    spn_cleanse(&x, sizeof x);
+    spn_cleanse(&y, sizeof y);
+}
+
+/* ---- variable base: k·T with the GLV split, signed base-2^5 digits, a per-lane table ---- */
+
+/* One window's digits on the lanes: |d| (≤ 16) and the lanes where d < 0. */
+typedef struct {
+    uint64_t abs[SPN_LANES];
+    unsigned neg;
+} digits_t;
+
+/* Lane i of digit row dr from d (constant time: no branch on the digit). */
+static void digit_put(digits_t *dr, int lane, int8_t d) {
+    uint64_t s = (uint64_t)((int64_t)d >> 63);
+    dr->abs[lane] = ((uint64_t)(int64_t)d ^ s) - s;
+    dr->neg |= (unsigned)(s & 1) << lane;
+}
+
+/* r = ±|d|·entry: every entry is read (masked selections), none is chosen by address. The sign is
+ * applied with scratch *ny (the caller wipes it and r). */
+SPN_EC_FN static void ge_lookup(ge *r, const ge tab[17], const digits_t *dr, spn_mask flip, fe *ny) {
+    spn_lv a = lv_load(dr->abs);
+    *r = tab[0];
+    for (int j = 1; j <= 16; j++) {
+        spn_mask m = lv_eq(a, lv_set1((uint64_t)j));
+        fe_select(&r->x, m, &r->x, &tab[j].x);
+        fe_select(&r->y, m, &r->y, &tab[j].y);
+        fe_select(&r->z, m, &r->z, &tab[j].z);
+    }
+    fe_neg(ny, &r->y, 3); /* table y: m ≤ 2 */
+    fe_select(&r->y, mk_xor(mk_bits(dr->neg), flip), &r->y, ny);
+}
+
+/* r = k·T lane-wise, k ≡ (−1)^neg1·|k1| + (−1)^neg2·|k2|·λ with the digits d[h][w] of |k1|, |k2|;
+ * T affine on the curve, m ≤ 1. Wipes its table and scratch. */
+SPN_EC_FN static void ecmult(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, const digits_t d[2][SPN_GLV_WIN]) {
+    ge tab[17], q;
+    gea tp = *t;
+    fe ny, beta;
+    static const uint64_t BETA[4] = {0xC1396C28719501EEULL, 0x9CF0497512F58995ULL, 0x6E64479EAC3434E9ULL,
+                                     0x7AE96A2B657C0710ULL};
+    spn_lv bw[4];
+    for (int j = 0; j < 4; j++) bw[j] = lv_set1(BETA[j]);
+    fe_from_lv(&beta, bw);
+    fe_neg(&ny, &tp.y, 2);
+    fe_select(&tp.y, neg1, &tp.y, &ny);
+    ge_set_infinity(&tab[0]);
+    tab[1].x = tp.x;
+    tab[1].y = tp.y;
+    fe_set1(&tab[1].z, 1);
+    ge_dbl(&tab[2], &tab[1]);
+    for (int j = 3; j <= 16; j++) ge_madd(&tab[j], &tab[j - 1], &tp);
+    spn_mask flip = mk_xor(neg1, neg2);
+    for (int w = SPN_GLV_WIN - 1; w >= 0; w--) {
+        if (w == SPN_GLV_WIN - 1) {
+            ge_lookup(r, tab, &d[0][w], mk_bits(0), &ny);
+        } else {
+            for (int i = 0; i < SPN_GLV_W; i++) ge_dbl(r, r);
+            ge_lookup(&q, tab, &d[0][w], mk_bits(0), &ny);
+            ge_add(r, r, &q);
+        }
+        ge_lookup(&q, tab, &d[1][w], flip, &ny);
+        fe_mul(&q.x, &q.x, &beta); /* λ·(x, y) = (β·x, y) */
+        ge_add(r, r, &q);
+    }
+    spn_cleanse(tab, sizeof tab);
+    spn_cleanse(&q, sizeof q);
+    spn_cleanse(&tp, sizeof tp);
+    spn_cleanse(&ny, sizeof ny);
+}
+
+/* ---- fixed base: t·G from precomputed affine multiples ----
+ * t' = t, or t + n when t is even, is odd and below 2^257; its regular (all-odd) signed recoding
+ * in base 2^GW (Joye–Tunstall) has GWIN digits d_i = 2u_i + 1 − 2^GW, u_i = bits GW·i+1 .. GW·i+GW
+ * of t' (the last with its top bit forced: GW·GWIN ≥ 257), so t'·G = Σ d_i·2^(GW·i)·G, and
+ * gen_table[i][·][j] holds the coordinates of (2j + 1)·2^(GW·i)·G, j = (|d_i| − 1)/2. No digit is 0,
+ * so every step is a real affine addition. Each lane's entry is picked by lv_pick, which reads the
+ * whole window: no address depends on t. */
+enum { GW = SPN_GEN_W, GWIN = (257 + GW - 1) / GW, GENTRIES = SPN_GEN_ENTRIES };
+/* [window][x word 0..3, y word 0..3][entry]: canonical 64-bit words */
+static uint64_t gen_table[GWIN][8][GENTRIES] __attribute__((aligned(64)));
+static int started;
+
+/* r = start + t'·G for t' in words tw[0..4] (lane-wise); start affine, m ≤ 1. Wipes its copies. */
+SPN_EC_FN static void ecmult_gen(ge *r, const gea *start, const spn_lv tw[5]) {
+    const spn_lv half = lv_set1(GENTRIES), mask = lv_set1(GENTRIES - 1);
+    gea e;
+    fe ny;
+    spn_lv u, idx, w[8];
+    r->x = start->x;
+    r->y = start->y;
+    fe_set1(&r->z, 1);
+    for (int i = 0; i < GWIN; i++) {
+        int bit = GW * i + 1, q = bit / 64, sh = bit % 64;
+        u = lv_shr(tw[q], (unsigned)sh);
+        if (sh > 64 - GW && q < 4) u = lv_or(u, lv_shl(tw[q + 1], (unsigned)(64 - sh)));
+        u = lv_and(u, lv_set1(2 * GENTRIES - 1));
+        if (i == GWIN - 1) u = lv_or(u, half);
+        /* sign bit set: d = 2(u − half) + 1 > 0, entry u − half; clear: d < 0, entry half − 1 − u */
+        spn_mask neg = mk_not(lv_test(u, half));
+        idx = lv_and(lv_select(neg, u, lv_xor(u, mask)), mask);
+        for (int c = 0; c < 8; c++) w[c] = lv_pick(gen_table[i][c], idx);
+        fe_from_lv(&e.x, w);
+        fe_from_lv(&e.y, w + 4);
+        fe_neg(&ny, &e.y, 2);
+        fe_select(&e.y, neg, &e.y, &ny);
+        ge_madd(r, r, &e);
+    }
+    spn_cleanse(&e, sizeof e);
+    spn_cleanse(&ny, sizeof ny);
+    spn_cleanse(&u, sizeof u);
+    spn_cleanse(&idx, sizeof idx);
+    spn_cleanse(w, sizeof w);
+}
+
+/* ---- start-up: the generator table, with this core's own arithmetic ---- */
+
+static const uint64_t GX[4] = {0x59F2815B16F81798ULL, 0x029BFCDB2DCE28D9ULL, 0x55A06295CE870B07ULL,
+                               0x79BE667EF9DCBBACULL};
+static const uint64_t GY[4] = {0x9C47D08FFB10D4B8ULL, 0xFD17B448A6855419ULL, 0x5DA4FBFC0E1108A8ULL,
+                               0x483ADA7726A3C465ULL};
+
+/* Every lane computes the same points (start-up only): window i's entries are e_j = (2j + 1)·B_i with
+ * B_i = 2^(GW·i)·G, e_{j+1} = e_j + 2·B_i; each batch of SPN_EC_GROUP entries goes affine at once. */
+SPN_EC_FN static int ec_start(void) {
+    if (started) return started > 0;
+    if (!SPN_EC_CPU()) {
+        started = -1;
+        return 0;
+    }
+    ge base, two, e, pts[SPN_EC_GROUP];
+    uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES];
+    spn_mask inf[SPN_EC_GROUP];
+    spn_lv g[8];
+    for (int j = 0; j < 4; j++) {
+        g[j] = lv_set1(GX[j]);
+        g[4 + j] = lv_set1(GY[j]);
+    }
+    fe_from_lv(&base.x, g);
+    fe_from_lv(&base.y, g + 4);
+    fe_set1(&base.z, 1);
+    for (int i = 0; i < GWIN; i++) {
+        ge_dbl(&two, &base);
+        e = base;
+        for (int j0 = 0; j0 < GENTRIES; j0 += SPN_EC_GROUP) {
+            int cnt = GENTRIES - j0 < SPN_EC_GROUP ? GENTRIES - j0 : SPN_EC_GROUP;
+            for (int k = 0; k < cnt; k++) {
+                pts[k] = e;
+                ge_add(&e, &e, &two);
+            }
+            ge_to_affine_words(pts, cnt, wx, wy, inf);
+            for (int k = 0; k < cnt; k++)
+                for (int c = 0; c < 4; c++) {
+                    gen_table[i][c][j0 + k] = wx[k][c][0];
+                    gen_table[i][4 + c][j0 + k] = wy[k][c][0];
+                }
+        }
+        for (int k = 0; k < GW; k++) ge_dbl(&base, &base);
+    }
+    started = 1;
+    return 1;
+}
+
+/* ---- the entry points ---- */
+
+static void words_of_be32(uint64_t w[4][SPN_LANES], int lane, const unsigned char be32[32]) {
+    for (int j = 0; j < 4; j++) {
+        uint64_t x = 0;
+        for (int k = 0; k < 8; k++) x = (x << 8) | be32[(3 - j) * 8 + k];
+        w[j][lane] = x;
+    }
+}
+
+static const unsigned char P_BE[32] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                       0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                       0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0xFF, 0xFF, 0xFC, 0x2F};
+
+/* Words of the points' x (and y for width 64), the lanes whose prefix and coordinates are in range
+ * (bit i), and in *want_odd the lanes whose 33-byte prefix asks for an odd y. Public data. */
+static unsigned parse_words(uint64_t wx[4][SPN_LANES], uint64_t wy[4][SPN_LANES], unsigned *want_odd,
+                            const unsigned char *in, size_t width, const size_t lane[SPN_LANES]) {
+    unsigned ok = 0;
+    *want_odd = 0;
+    memset(wy, 0, 4 * SPN_LANES * sizeof **wy);
+    for (int i = 0; i < SPN_LANES; i++) {
+        const unsigned char *p = in + lane[i] * width;
+        const unsigned char *x = width == 33 ? p + 1 : p;
+        int good = memcmp(x, P_BE, 32) < 0;
+        if (width == 33) {
+            good &= p[0] == 0x02 || p[0] == 0x03;
+            *want_odd |= (unsigned)(p[0] & 1) << i;
+        } else {
+            good &= memcmp(p + 32, P_BE, 32) < 0;
+            words_of_be32(wy, i, p + 32);
+        }
+        words_of_be32(wx, i, x);
+        ok |= (unsigned)good << i;
+    }
+    return ok;
+}
+
+SPN_EC_FN static void ec_parse_points(const unsigned char *in, size_t width, size_t n, unsigned char (*pt64)[64],
+                                      unsigned char *valid) {
+    for (size_t base = 0; base < n; base += SPN_LANES) {
+        size_t cnt = n - base < SPN_LANES ? n - base : SPN_LANES, lane[SPN_LANES];
+        uint64_t wx[4][SPN_LANES], wy[4][SPN_LANES];
+        unsigned want_odd;
+        lanes_of(lane, base, cnt, 0);
+        unsigned ok = parse_words(wx, wy, &want_odd, in, width, lane);
+        fe x, y, rhs, y2, d, ny, seven;
+        fe_from_words(&x, wx);
+        fe_sqr(&rhs, &x);
+        fe_mul(&rhs, &rhs, &x);
+        fe_set1(&seven, 7);
+        fe_add(&rhs, &rhs, &seven); /* x³ + 7, m 2 */
+        if (width == 33) {
+            fe_sqrt(&y, &rhs);
+            fe_canon(&y, &y);
+            spn_mask flip = mk_xor(fe_is_odd(&y), mk_bits(want_odd));
+            fe_neg(&ny, &y, 2);
+            fe_normw(&ny);
+            fe_canon(&ny, &ny);
+            fe_select(&y, flip, &y, &ny);
+        } else {
+            fe_from_words(&y, wy);
+        }
+        fe_sqr(&y2, &y);
+        fe_sub(&d, &y2, &rhs, 3);
+        fe_normw(&d);
+        ok &= mk_to_bits(fe_is_zero(&d));
+        fe_to_words(wy, &y);
+        for (size_t k = 0; k < cnt; k++) {
+            put_flag(valid, base + k, (unsigned char)((ok >> k) & 1));
+            put_pt64(pt64[base + k], wx, wy, (int)k);
+        }
+    }
+}
+
+/* 1 when 0 < s < n, in constant time (s: 4 little-endian words). */
+static uint64_t scalar_in_range(const uint64_t s[4]) {
+    uint64_t borrow = 0, any = s[0] | s[1] | s[2] | s[3];
+    for (int i = 0; i < 4; i++) {
+        spn_u128 d = (spn_u128)s[i] - spn_scalar_n[i] - borrow;
+        borrow = (uint64_t)(d >> 64) & 1;
+    }
+    return borrow & ((any | (0 - any)) >> 63);
+}
+
+enum { BATCH = SPN_EC_GROUP * SPN_LANES };
+
+SPN_EC_FN static void ec_shared_secrets(const spn_glv *glv, const uint64_t b[4], const unsigned char (*pt64)[64],
+                                        const unsigned char (*scalar32)[32], size_t n, unsigned char (*ecdh33)[33],
+                                        unsigned char (*out64)[64]) {
+    ge res[SPN_EC_GROUP];
+    digits_t d[2][SPN_GLV_WIN];
+    uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES], s[4];
+    unsigned char bad[BATCH];
+    spn_mask inf[SPN_EC_GROUP];
+    spn_glv lg;
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t cnt = n - base < BATCH ? n - base : BATCH, lane[SPN_LANES];
+        int nv = (int)((cnt + SPN_LANES - 1) / SPN_LANES);
+        for (int v = 0; v < nv; v++) {
+            gea t;
+            unsigned neg1 = 0, neg2 = 0;
+            lanes_of(lane, base, cnt, v);
+            gea_load(&t, pt64, lane);
+            memset(d, 0, sizeof d);
+            for (int i = 0; i < SPN_LANES; i++) {
+                const spn_glv *g = glv;
+                bad[SPN_LANES * v + i] = 0;
+                if (scalar32 != NULL) { /* (b_scan·s_i): s_i public, the product secret */
+                    spn_scalar_from_b32(s, scalar32[lane[i]]);
+                    bad[SPN_LANES * v + i] = (unsigned char)!scalar_in_range(s);
+                    spn_scalar_mul(s, s, b);
+                    spn_glv_recode(&lg, s);
+                    g = &lg;
+                }
+                neg1 |= (unsigned)g->neg[0] << i;
+                neg2 |= (unsigned)g->neg[1] << i;
+                for (int h = 0; h < 2; h++)
+                    for (int w = 0; w < SPN_GLV_WIN; w++) digit_put(&d[h][w], i, g->d[h][w]);
+            }
+            ecmult(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
+        }
+        ge_to_affine_words(res, nv, wx, wy, inf);
+        for (size_t k = 0; k < cnt; k++) {
+            size_t v = k / SPN_LANES;
+            int i = (int)(k % SPN_LANES);
+            put_ser33(ecdh33[base + k], wx[v], wy[v], i, bad[k] | ((mk_to_bits(inf[v]) >> i) & 1));
+            if (out64) put_pt64(out64[base + k], wx[v], wy[v], i);
+        }
+    }
+    spn_cleanse(res, sizeof res);
+    spn_cleanse(d, sizeof d);
+    spn_cleanse(wx, sizeof wx);
+    spn_cleanse(wy, sizeof wy);
+    spn_cleanse(s, sizeof s);
+    spn_cleanse(&lg, sizeof lg);
+}
+
+SPN_EC_FN static void ec_spend_points(const unsigned char spend64[64], const unsigned char (*t32)[32], size_t n,
+                                      unsigned char (*pk64)[64], unsigned char (*p33)[33]) {
+    ge res[SPN_EC_GROUP];
+    gea start;
+    uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES], tw[5][SPN_LANES], t[4];
+    spn_lv tv[5];
+    unsigned char bad[BATCH];
+    spn_mask inf[SPN_EC_GROUP];
+    size_t same[SPN_LANES] = {0};
+    gea_load(&start, (const unsigned char(*)[64])spend64, same);
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t cnt = n - base < BATCH ? n - base : BATCH, lane[SPN_LANES];
+        int nv = (int)((cnt + SPN_LANES - 1) / SPN_LANES);
+        for (int v = 0; v < nv; v++) {
+            lanes_of(lane, base, cnt, v);
+            for (int i = 0; i < SPN_LANES; i++) {
+                spn_scalar_from_b32(t, t32[lane[i]]);
+                bad[SPN_LANES * v + i] = (unsigned char)!scalar_in_range(t);
+                uint64_t even = (t[0] & 1) - 1; /* all ones when t is even: use t + n */
+                spn_u128 acc = 0;
+                for (int j = 0; j < 4; j++) {
+                    acc += (spn_u128)t[j] + (spn_scalar_n[j] & even);
+                    tw[j][i] = (uint64_t)acc;
+                    acc >>= 64;
+                }
+                tw[4][i] = (uint64_t)acc;
+            }
+            for (int j = 0; j < 5; j++) tv[j] = lv_load(tw[j]);
+            ecmult_gen(&res[v], &start, tv);
+        }
+        ge_to_affine_words(res, nv, wx, wy, inf);
+        for (size_t k = 0; k < cnt; k++) {
+            size_t v = k / SPN_LANES;
+            int i = (int)(k % SPN_LANES);
+            put_ser33(p33[base + k], wx[v], wy[v], i, bad[k] | ((mk_to_bits(inf[v]) >> i) & 1));
+            put_pt64(pk64[base + k], wx[v], wy[v], i);
+        }
+    }
+    spn_cleanse(res, sizeof res);
+    spn_cleanse(tw, sizeof tw);
+    spn_cleanse(tv, sizeof tv);
+    spn_cleanse(t, sizeof t);
+    spn_cleanse(wx, sizeof wx);
+    spn_cleanse(wy, sizeof wy);
+}
+
+/* Write the sums of a batch: res[q] is P-vector pv[q] plus label lab[q]. Wipes its copies. */
+SPN_EC_FN static void flush_sums(ge *res, int nq, const size_t *pv, const size_t *lab, size_t n, size_t n_labels,
+                                 unsigned char (*sums33)[33]) {
+    uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES];
+    spn_mask inf[SPN_EC_GROUP];
+    ge_to_affine_words(res, nq, wx, wy, inf);
+    for (int q = 0; q < nq; q++)
+        for (size_t k = 0; k < SPN_LANES && pv[q] * SPN_LANES + k < n; k++)
+            put_ser33(sums33[(pv[q] * SPN_LANES + k) * n_labels + lab[q]], wx[q], wy[q], (int)k,
+                      (mk_to_bits(inf[q]) >> k) & 1);
+    spn_cleanse(wx, sizeof wx);
+    spn_cleanse(wy, sizeof wy);
+}
+
+SPN_EC_FN static void ec_label_sums(const unsigned char (*pk64)[64], size_t n, const unsigned char (*label64)[64],
+                                    size_t n_labels, unsigned char (*sums33)[33]) {
+    ge res[SPN_EC_GROUP], p;
+    gea pa, l;
+    size_t pv[SPN_EC_GROUP], lab[SPN_EC_GROUP];
+    int nq = 0;
+    for (size_t v = 0; v * SPN_LANES < n; v++) {
+        size_t lane[SPN_LANES];
+        lanes_of(lane, v * SPN_LANES, n - v * SPN_LANES < SPN_LANES ? n - v * SPN_LANES : SPN_LANES, 0);
+        gea_load(&pa, pk64, lane);
+        p.x = pa.x;
+        p.y = pa.y;
+        fe_set1(&p.z, 1);
+        for (size_t m = 0; m < n_labels; m++) {
+            size_t same[SPN_LANES];
+            for (int i = 0; i < SPN_LANES; i++) same[i] = m;
+            gea_load(&l, label64, same);
+            ge_madd(&res[nq], &p, &l);
+            pv[nq] = v;
+            lab[nq++] = m;
+            if (nq == SPN_EC_GROUP) {
+                flush_sums(res, nq, pv, lab, n, n_labels, sums33);
+                nq = 0;
+            }
+        }
+    }
+    if (nq) flush_sums(res, nq, pv, lab, n, n_labels, sums33);
+    spn_cleanse(res, sizeof res);
+    spn_cleanse(&p, sizeof p);
+    spn_cleanse(&pa, sizeof pa);
+}
+
+/* ---- field tests ---- */
+
+SPN_EC_FN static void ec_fe_test(int op, const uint64_t *a, const uint64_t *b, size_t n, unsigned char (*out32)[32]) {
+    for (size_t base = 0; base < n; base += SPN_LANES) {
+        uint64_t ra[SPN_FE_RAW_LIMBS][SPN_LANES], rb[SPN_FE_RAW_LIMBS][SPN_LANES], w[4][SPN_LANES];
+        fe x, y, r;
+        for (int i = 0; i < SPN_LANES; i++) {
+            size_t k = base + (size_t)i < n ? base + (size_t)i : n - 1;
+            for (int j = 0; j < SPN_FE_RAW_LIMBS; j++) {
+                ra[j][i] = a[k * SPN_FE_RAW_LIMBS + (size_t)j];
+                rb[j][i] = b[k * SPN_FE_RAW_LIMBS + (size_t)j];
+            }
+        }
+        fe_from_raw(&x, ra);
+        fe_from_raw(&y, rb);
+        switch (op) {
+        case SPN_FE_MUL: fe_mul(&r, &x, &y); break;
+        case SPN_FE_SQR: fe_sqr(&r, &x); break;
+        case SPN_FE_INV: fe_inv(&r, &x); break;
+        case SPN_FE_SQRT: fe_sqrt(&r, &x); break;
+        case SPN_FE_ADD: fe_add(&r, &x, &y); break;
+        case SPN_FE_SUB: fe_sub(&r, &x, &y, 2); break;
+        case SPN_FE_NEG: fe_neg(&r, &x, 2); break;
+        default: fe_mul_small(&r, &x, 21); break;
+        }
+        fe_normw(&r);
+        fe_canon(&r, &r);
+        fe_to_words(w, &r);
+        for (size_t i = 0; i < SPN_LANES && base + i < n; i++) put_be32(out32[base + i], w, (int)i);
+    }
+}
+
+const spn_ec_core SPN_EC_CORE = {
+    SPN_EC_LABEL, SPN_LANES, SPN_EC_CPU, ec_start, ec_parse_points, ec_shared_secrets, ec_spend_points,
+    ec_label_sums, ec_fe_test, SPN_FE_RAW_BITS, SPN_FE_RAW_LIMBS,
+};

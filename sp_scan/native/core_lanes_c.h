@@ -1,0 +1,211 @@
+/* The portable lane backend (core_ec_lanes.h): plain C11 over arrays of SPN_LANES 64-bit lanes, no
+ * intrinsics (any 64-bit target with unsigned __int128: x86-64, aarch64, ...). The field is
+ * core_fe52.h's radix 2^52 on IFMA's two operations, emulated exactly: the low or high 52 bits of the
+ * product of two operands' low 52 bits.
+ *
+ * The including file defines SPN_LANES first, and either
+ *   - SPN_EMULATE_IFMA: the IFMA engine's schedule (8 lanes, same comb and batch sizes), every
+ *     multiplication through the emulated vpmadd52luq/huq: the test-only build that runs the IFMA
+ *     engine's code on any CPU; or
+ *   - nothing: the scalar engine's tuning (1 lane): fe_mul and fe_sqr with 128-bit column products
+ *     (same representation and output bounds), a narrower comb and larger batches.
+ *
+ * Masks are lane bits (bit i: lane i). Selections turn a bit into an all-ones or zero word through
+ * an empty asm the compiler cannot see through, so it cannot turn them back into branches. */
+#ifndef SPN_CORE_LANES_C_H
+#define SPN_CORE_LANES_C_H
+
+#include <stdint.h>
+
+#ifndef SPN_LANES
+#error "define SPN_LANES before including core_lanes_c.h"
+#endif
+
+#define SPN_EC_FN
+#ifdef SPN_EMULATE_IFMA
+#define SPN_EC_GROUP 8
+#define SPN_GEN_W 7
+/* A test build: small code and a quick compile rather than speed. */
+#define SPN_UNROLL
+#define FE52_INLINE static inline
+#define LV_INLINE static inline
+#else
+#define SPN_EC_GROUP 64
+#define SPN_GEN_W 5
+#define SPN_FE52_OWN_MUL
+#define LV_INLINE static inline __attribute__((always_inline))
+#endif
+#define LV_EACH for (int q_ = 0; q_ < SPN_LANES; q_++)
+
+typedef struct {
+    uint64_t v[SPN_LANES];
+} spn_lv;
+typedef unsigned spn_mask;
+
+/* All ones when bit 0 of b is set, else 0, opaque to the optimiser. */
+LV_INLINE uint64_t lv_word_of_bit(uint64_t b) {
+    uint64_t w = 0 - (b & 1);
+    __asm__("" : "+r"(w));
+    return w;
+}
+
+/* 1 when x is not 0, without a comparison. */
+LV_INLINE uint64_t lv_nonzero(uint64_t x) { return (x | (0 - x)) >> 63; }
+
+LV_INLINE spn_lv lv_load(const uint64_t w[SPN_LANES]) {
+    spn_lv r;
+    LV_EACH r.v[q_] = w[q_];
+    return r;
+}
+LV_INLINE void lv_store(uint64_t w[SPN_LANES], spn_lv a) { LV_EACH w[q_] = a.v[q_]; }
+LV_INLINE spn_lv lv_set1(uint64_t x) {
+    spn_lv r;
+    LV_EACH r.v[q_] = x;
+    return r;
+}
+
+#define LV_BINARY(name, expr)                      \
+    LV_INLINE spn_lv name(spn_lv a, spn_lv b) {    \
+        spn_lv r;                                  \
+        LV_EACH {                                  \
+            uint64_t x = a.v[q_], y = b.v[q_];     \
+            r.v[q_] = (expr);                      \
+        }                                          \
+        return r;                                  \
+    }
+LV_BINARY(lv_and, x & y)
+LV_BINARY(lv_or, x | y)
+LV_BINARY(lv_xor, x ^ y)
+LV_BINARY(lv_add, x + y)
+LV_BINARY(lv_sub, x - y)
+LV_BINARY(lv_mullo, x * y)
+#undef LV_BINARY
+
+LV_INLINE spn_lv lv_shr(spn_lv a, unsigned s) {
+    spn_lv r;
+    LV_EACH r.v[q_] = a.v[q_] >> s;
+    return r;
+}
+LV_INLINE spn_lv lv_shl(spn_lv a, unsigned s) {
+    spn_lv r;
+    LV_EACH r.v[q_] = a.v[q_] << s;
+    return r;
+}
+LV_INLINE spn_lv lv_select(spn_mask m, spn_lv a, spn_lv b) {
+    spn_lv r;
+    LV_EACH {
+        uint64_t w = lv_word_of_bit(m >> q_);
+        r.v[q_] = (a.v[q_] & ~w) | (b.v[q_] & w);
+    }
+    return r;
+}
+LV_INLINE spn_mask lv_eq(spn_lv a, spn_lv b) {
+    spn_mask m = 0;
+    LV_EACH m |= (spn_mask)((lv_nonzero(a.v[q_] ^ b.v[q_]) ^ 1) << q_);
+    return m;
+}
+LV_INLINE spn_mask lv_test(spn_lv a, spn_lv b) {
+    spn_mask m = 0;
+    LV_EACH m |= (spn_mask)(lv_nonzero(a.v[q_] & b.v[q_]) << q_);
+    return m;
+}
+
+/* vpmadd52luq / vpmadd52huq on each lane. */
+#define M52_ 0xFFFFFFFFFFFFFULL
+LV_INLINE spn_lv lv_madd52lo(spn_lv acc, spn_lv a, spn_lv b) {
+    LV_EACH acc.v[q_] += (uint64_t)((spn_u128)(a.v[q_] & M52_) * (b.v[q_] & M52_)) & M52_;
+    return acc;
+}
+LV_INLINE spn_lv lv_madd52hi(spn_lv acc, spn_lv a, spn_lv b) {
+    LV_EACH acc.v[q_] += (uint64_t)(((spn_u128)(a.v[q_] & M52_) * (b.v[q_] & M52_)) >> 52);
+    return acc;
+}
+#undef M52_
+
+LV_INLINE spn_mask mk_bits(unsigned bits) { return bits & ((1u << SPN_LANES) - 1); }
+LV_INLINE unsigned mk_to_bits(spn_mask m) { return m; }
+LV_INLINE spn_mask mk_and(spn_mask a, spn_mask b) { return a & b; }
+LV_INLINE spn_mask mk_or(spn_mask a, spn_mask b) { return a | b; }
+LV_INLINE spn_mask mk_xor(spn_mask a, spn_mask b) { return a ^ b; }
+LV_INLINE spn_mask mk_not(spn_mask a) { return ~a & ((1u << SPN_LANES) - 1); }
+
+/* col[idx] per lane: every entry is read and masked in. */
+LV_INLINE spn_lv lv_pick(const uint64_t col[1 << (SPN_GEN_W - 1)], spn_lv idx) {
+    spn_lv r;
+    LV_EACH {
+        uint64_t acc = 0, i = idx.v[q_];
+        for (uint64_t e = 0; e < (1u << (SPN_GEN_W - 1)); e++) acc |= col[e] & lv_word_of_bit(lv_nonzero(e ^ i) ^ 1);
+        r.v[q_] = acc;
+    }
+    return r;
+}
+
+#include "core_fe52.h"
+
+#ifdef SPN_FE52_OWN_MUL
+/* The scalar tuning: each lane's product as nine 128-bit columns, reduced to m = 1 with the same
+ * bounds as core_fe52.h's IFMA schedule. Inputs carried (limbs < 2^52): a column holds at most five
+ * products below 2^104. */
+LV_INLINE void fe52_wide_reduce(uint64_t out[5], spn_u128 c[9]) {
+    /* The high columns become 52-bit digits d[0..4] at 2^(260 + 52k); 2^260 ≡ R puts d[k]·R at 2^(52k). */
+    uint64_t d[5];
+    spn_u128 h = c[5];
+    for (int k = 0; k < 3; k++) {
+        d[k] = (uint64_t)h & M52;
+        h = (h >> 52) + c[6 + k];
+    }
+    d[3] = (uint64_t)h & M52;
+    d[4] = (uint64_t)(h >> 52); /* < 2^54 */
+    spn_u128 t = 0;
+    for (int k = 0; k < 4; k++) {
+        t += c[k] + (spn_u128)d[k] * FE_R;
+        out[k] = (uint64_t)t & M52;
+        t >>= 52;
+    }
+    t += c[4] + (spn_u128)d[4] * FE_R; /* < 2^108 */
+    out[4] = (uint64_t)t & M48;
+    /* 2^256 ≡ C: the bits from 2^256 up (below 2^60) come back at the bottom, then one carry pass:
+     * limbs 0..3 end below 2^52 and limb 4 below 2^48 + 1. */
+    spn_u128 u = (spn_u128)(uint64_t)(t >> 48) * FE_C + out[0];
+    out[0] = (uint64_t)u & M52;
+    uint64_t carry = (uint64_t)(u >> 52);
+    for (int k = 1; k < 5; k++) {
+        out[k] += carry;
+        carry = out[k] >> 52;
+        if (k < 4) out[k] &= M52;
+    }
+}
+
+/* r = a·b; a, b carried (m ≤ 15). r may alias a or b. */
+LV_INLINE void fe_mul(fe *r, const fe *a, const fe *b) {
+    LV_EACH {
+        uint64_t x[5], y[5], o[5];
+        spn_u128 c[9] = {0};
+        for (int i = 0; i < 5; i++) {
+            x[i] = a->l[i].v[q_];
+            y[i] = b->l[i].v[q_];
+        }
+        for (int i = 0; i < 5; i++)
+            for (int j = 0; j < 5; j++) c[i + j] += (spn_u128)x[i] * y[j];
+        fe52_wide_reduce(o, c);
+        for (int i = 0; i < 5; i++) r->l[i].v[q_] = o[i];
+    }
+}
+
+/* r = a²; a carried (m ≤ 15). */
+LV_INLINE void fe_sqr(fe *r, const fe *a) {
+    LV_EACH {
+        uint64_t x[5], o[5];
+        spn_u128 c[9] = {0};
+        for (int i = 0; i < 5; i++) x[i] = a->l[i].v[q_];
+        for (int i = 0; i < 5; i++) {
+            c[2 * i] += (spn_u128)x[i] * x[i];
+            for (int j = i + 1; j < 5; j++) c[i + j] += (spn_u128)(2 * x[i]) * x[j];
+        }
+        fe52_wide_reduce(o, c);
+        for (int i = 0; i < 5; i++) r->l[i].v[q_] = o[i];
+    }
+}
+#endif
+
+#endif
