@@ -198,16 +198,16 @@ typedef struct {
 
 extern const spn_engine spn_engine_secp;
 /* The lane engines (core_engines.c over the cores of core_ec.h): usable once spn_engine_select picked them. */
-extern const spn_engine spn_engine_ifma, spn_engine_scalar;
+extern const spn_engine spn_engine_ifma, spn_engine_avx2, spn_engine_scalar;
 #ifdef SPN_TESTING
-extern const spn_engine spn_engine_ifma_emu;
+extern const spn_engine spn_engine_ifma_emu, spn_engine_avx2_emu;
 #endif
 /* The engine every scan uses: spn_engine_secp until spn_engine_select picks one (with the GIL held,
  * before any scan runs). */
 extern const spn_engine *spn_engine_active;
 
 /* Make `name` the active engine, starting it first: "ifma", "avx2", "scalar", "libsecp256k1" (and in
- * the test build "ifma-emu"), or "" for the best this CPU runs (ifma > avx2 > scalar). 1 ok; 0 when
+ * the test build "ifma-emu", "avx2-emu"), or "" for the best this CPU runs (ifma > avx2 > scalar). 1 ok; 0 when
  * the name is unknown or the engine cannot run here (not built, CPU or OS without its instructions,
  * an unexpected libsecp256k1 point layout), with a one-line reason in why. Call with the GIL held. */
 int spn_engine_select(const char *name, char *why, size_t why_len);

@@ -105,10 +105,15 @@ typedef struct {
 
 /* The 8-lane AVX-512 IFMA core (core_ec_ifma.c; cpu() is 0 off x86-64 and the entries NULL there). */
 extern const spn_ec_core spn_ec_ifma;
+/* The 4-lane AVX2 core (core_ec_avx2.c; cpu() is 0 off x86-64 and the entries NULL there). */
+extern const spn_ec_core spn_ec_avx2;
 /* The portable 1-lane core (core_ec_scalar.c): every CPU. */
 extern const spn_ec_core spn_ec_scalar;
 /* Test-only build (testing_ec_emu.c, in sp_scan.native._testcore): the IFMA core's source over the
  * portable emulation of its 8 lanes, on every CPU. */
 extern const spn_ec_core spn_ec_ifma_emu;
+/* Test-only build (testing_ec_avx2_emu.c): the AVX2 core's source over the portable emulation of its 4
+ * lanes and of vpmuludq, on every CPU. */
+extern const spn_ec_core spn_ec_avx2_emu;
 
 #endif

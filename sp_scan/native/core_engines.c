@@ -82,9 +82,11 @@ static void lanes_tweaks(const spn_ec_core *c, const secp256k1_pubkey *sums, con
     const spn_engine spn_engine_##id = {label, id##_parse, id##_shared, id##_spend, id##_label_sums, id##_tweaks};
 
 SPN_LANE_ENGINE(ifma, "ifma", spn_ec_ifma)
+SPN_LANE_ENGINE(avx2, "avx2", spn_ec_avx2)
 SPN_LANE_ENGINE(scalar, "scalar", spn_ec_scalar)
 #ifdef SPN_TESTING
 SPN_LANE_ENGINE(ifma_emu, "ifma-emu", spn_ec_ifma_emu)
+SPN_LANE_ENGINE(avx2_emu, "avx2-emu", spn_ec_avx2_emu)
 #endif
 
 /* ---- the choice ---- */
@@ -98,11 +100,12 @@ static const struct {
     const char *needs; /* what the CPU must have, for the refusal message */
 } ENGINES[] = {
     {"ifma", &spn_engine_ifma, &spn_ec_ifma, "AVX-512 F/DQ/BW/VL/IFMA with the zmm state saved by the OS"},
-    {"avx2", NULL, NULL, "AVX2 and BMI2 with the ymm state saved by the OS"},
+    {"avx2", &spn_engine_avx2, &spn_ec_avx2, "AVX2 and BMI2 with the ymm state saved by the OS"},
     {"scalar", &spn_engine_scalar, &spn_ec_scalar, ""},
     {"libsecp256k1", &spn_engine_secp, NULL, ""},
 #ifdef SPN_TESTING
     {"ifma-emu", &spn_engine_ifma_emu, &spn_ec_ifma_emu, ""},
+    {"avx2-emu", &spn_engine_avx2_emu, &spn_ec_avx2_emu, ""},
 #endif
 };
 enum { N_ENGINES = sizeof ENGINES / sizeof *ENGINES, N_AUTO = 3 /* ifma, avx2, scalar */ };

@@ -23,9 +23,13 @@
 
 #include <stdint.h>
 
-/* Field loops run over limbs: fully unrolled, so the limbs stay in registers. */
+/* Field loops run over limbs: fully unrolled, so the limbs stay in registers (a backend may say otherwise). */
+#ifndef SPN_UNROLL
 #define SPN_UNROLL _Pragma("GCC unroll 32")
+#endif
+#ifndef FE26_INLINE
 #define FE26_INLINE static inline __attribute__((always_inline)) SPN_EC_FN
+#endif
 /* The backend may keep fe_mul and fe_sqr out of line (the AVX2 one does: inlined into the group
  * law, GCC interleaves neighbouring multiplications and spills most of their columns). */
 #ifndef FE26_MUL_FN

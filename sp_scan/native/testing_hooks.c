@@ -7,7 +7,7 @@
 #include "core_ec.h"
 
 /* Every lane core built in, vector ones and their emulations alike. */
-static const spn_ec_core *const CORES[] = {&spn_ec_ifma, &spn_ec_scalar, &spn_ec_ifma_emu};
+static const spn_ec_core *const CORES[] = {&spn_ec_ifma, &spn_ec_avx2, &spn_ec_scalar, &spn_ec_ifma_emu, &spn_ec_avx2_emu};
 enum { N_CORES = sizeof CORES / sizeof *CORES };
 
 /* The started core called `name`, or NULL with an exception set. */
