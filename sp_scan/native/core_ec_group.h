@@ -245,13 +245,15 @@ static void digit_put(digits_t *dr, int lane, int8_t d) {
  * applied with scratch *ny (the caller wipes it and r). */
 SPN_EC_FN static void ge_lookup(ge *r, const ge tab[17], const digits_t *dr, spn_mask flip, fe *ny) {
     spn_lv a = lv_load(dr->abs);
-    *r = tab[0];
-    for (int j = 1; j <= 16; j++) {
-        spn_mask m = lv_eq(a, lv_set1((uint64_t)j));
-        fe_select(&r->x, m, &r->x, &tab[j].x);
-        fe_select(&r->y, m, &r->y, &tab[j].y);
-        fe_select(&r->z, m, &r->z, &tab[j].z);
-    }
+    spn_mask m[17];
+    for (int j = 1; j <= 16; j++) m[j] = lv_eq(a, lv_set1((uint64_t)j));
+    /* One coordinate at a time, so its running selection stays in registers across the 16 entries. */
+    r->x = tab[0].x;
+    for (int j = 1; j <= 16; j++) fe_select(&r->x, m[j], &r->x, &tab[j].x);
+    r->y = tab[0].y;
+    for (int j = 1; j <= 16; j++) fe_select(&r->y, m[j], &r->y, &tab[j].y);
+    r->z = tab[0].z;
+    for (int j = 1; j <= 16; j++) fe_select(&r->z, m[j], &r->z, &tab[j].z);
     fe_neg(ny, &r->y, 3); /* table y: m ≤ 2 */
     fe_select(&r->y, mk_xor(mk_bits(dr->neg), flip), &r->y, ny);
 }
