@@ -10,6 +10,13 @@
  * core_lanes_c.h (plain C over lane arrays: 8 lanes emulating IFMA for the test-only build, or 1 lane
  * with 128-bit products for the scalar engine); an AVX2 backend implements the same names on 4 lanes.
  *
+ * Adding an engine "x": a backend header core_lanes_x.h; core_ec_x.c instantiating it (SPN_EC_CORE
+ * spn_ec_x, SPN_EC_LABEL "x", SPN_EC_CPU its cpuid check, e.g. spn_has_avx2 in core_cpu.c) and
+ * `extern const spn_ec_core spn_ec_x;` in core_ec.h; in core_engines.c one SPN_LANE_ENGINE(x, "x",
+ * spn_ec_x) line and its entry in ENGINES (the "avx2" slot is there); &spn_ec_x in testing_hooks.c's
+ * CORES. An emulated build of it for the tests: testing_ec_x_emu.c (only sp_scan.native._testcore
+ * compiles testing_*.c), listed the same way under SPN_TESTING.
+ *
  * ---- what a backend defines (everything a function: static inline, SPN_EC_FN attributes) ----
  *
  * Parameters
