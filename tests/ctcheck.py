@@ -1,9 +1,9 @@
-"""Dudect-style timing checks of the IFMA engine (Reparaz, Balasch, Verbauwhede, "Dude, is my code
+"""Dudect-style timing checks of the EC engines' cores (Reparaz, Balasch, Verbauwhede, "Dude, is my code
 constant time?", 2017): time one operation on inputs of two classes, a fixed secret and fresh random
 secrets, interleaved at random, and compare the two timing distributions with Welch's t-test.
 
 A leak shows as |t| growing with the number of measurements; |t| below 4.5 after 10^6 measurements
-is the usual "no leak detected" line. Timings are TSC cycles per call (`native._ifma_time`). The
+is the usual "no leak detected" line. Timings are TSC cycles per call (`_testing.timings`). The
 test is repeated on the measurements below several percentiles of the pooled distribution (cropping
 away interrupts and neighbours' noise, which hit both classes alike), and the largest |t| reported.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from coincurve import PrivateKey
 
-from sp_scan import native
+from sp_scan.native import _testing
 
 N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 CROPS = (None, 0.5, 0.75, 0.9, 0.95, 0.99)
@@ -28,6 +28,7 @@ CHUNK = 20_000
 class Result:
     """Welch's t over all measurements and each crop; max_abs_t is the verdict."""
 
+    core: str
     op: str
     measurements: int
     t_by_crop: dict[str, float]
@@ -69,17 +70,17 @@ INPUTS: dict[str, tuple[bytes, Callable[[random.Random], bytes]]] = {
 }
 
 
-def run(op: str, measurements: int, seed: int = 0) -> Result:
-    """Time `op` on `measurements` inputs, each fixed or random with probability 1/2."""
+def run(core: str, op: str, measurements: int, seed: int = 0) -> Result:
+    """Time `op` of `core` on `measurements` inputs, each fixed or random with probability 1/2."""
     rng = random.Random(seed)
     fixed, fresh = INPUTS[op]
     points = _points64(rng)
-    native._ifma_time(op, [fixed] * 64, points)  # warm-up: tables, caches, frequency
+    _testing.timings(core, op, [fixed] * 64, points)  # warm-up: tables, caches, frequency
     times: list[int] = []
     classes: list[int] = []
     for start in range(0, measurements, CHUNK):
         cls = [rng.getrandbits(1) for _ in range(min(CHUNK, measurements - start))]
-        times += native._ifma_time(op, [fixed if c == 0 else fresh(rng) for c in cls], points)
+        times += _testing.timings(core, op, [fixed if c == 0 else fresh(rng) for c in cls], points)
         classes += cls
     pooled = sorted(times)
     t_by_crop = {}
@@ -91,4 +92,4 @@ def run(op: str, measurements: int, seed: int = 0) -> Result:
     means = tuple(
         sum(t for t, c in zip(times, classes) if c == k) / max(1, classes.count(k)) for k in (0, 1)
     )
-    return Result(op, measurements, t_by_crop, max(abs(t) for t in t_by_crop.values()), means)
+    return Result(core, op, measurements, t_by_crop, max(abs(t) for t in t_by_crop.values()), means)

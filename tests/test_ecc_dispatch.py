@@ -1,40 +1,88 @@
-"""Which EC engine scans: IFMA when the CPU and OS can run it, libsecp256k1's otherwise, and
-always libsecp256k1's with SP_SCAN_ECC=portable (read at the first native call)."""
+"""Which EC engine scans: the best this CPU runs (ifma > avx2 > scalar), or the one SP_SCAN_ECC names;
+an unknown setting, or an engine this CPU or build cannot run, is refused (ConfigError in the library,
+one line and exit 2 in the CLI), as are unknown SP_SCAN_BACKEND and SP_SCAN_SHA256 values. Each is
+read once, when sp_scan.native is imported, so every case runs in a new process."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from sp_scan import native
+from sp_scan.native import _testing
 
 pytestmark = pytest.mark.skipif(os.environ.get("SP_SCAN_BACKEND") == "reference", reason="SP_SCAN_BACKEND=reference")
 
 REPORT = "import sp_scan.native as n; print(n.ec_engine())"
+SETTINGS = ("SP_SCAN_ECC", "SP_SCAN_BACKEND", "SP_SCAN_SHA256")
+CLI = [sys.executable, "-m", "sp_scan.cli"]
+
+
+def run(argv: list[str], **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in SETTINGS} | env
+    return subprocess.run(argv, env=environ, capture_output=True, text=True, cwd=Path(__file__).parent.parent)
 
 
 def engine_in_a_new_process(**env: str) -> str:
-    environ = {k: v for k, v in os.environ.items() if k != "SP_SCAN_ECC"} | env
-    return subprocess.run([sys.executable, "-c", REPORT], env=environ, capture_output=True, text=True, check=True).stdout.strip()
+    result = run([sys.executable, "-c", REPORT], **env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
 
 
-def test_the_ifma_engine_runs_exactly_when_the_cpu_and_os_allow_it():
-    assert engine_in_a_new_process() == ("ifma" if native._ifma_cpu() else "libsecp256k1")
+def best_here() -> str:
+    return "ifma" if "ifma" in _testing.CORES else "avx2" if "avx2" in _testing.CORES else "scalar"
 
 
-def test_sp_scan_ecc_portable_forces_the_libsecp_engine():
-    assert engine_in_a_new_process(SP_SCAN_ECC="portable") == "libsecp256k1"
+def test_the_best_engine_of_this_cpu_runs_by_default():
+    assert engine_in_a_new_process() == best_here()
 
 
-def test_engines_can_be_swapped_for_tests_and_unknown_names_are_refused():
-    previous = native._set_ec_engine("libsecp256k1")
-    try:
-        assert native.ec_engine() == "libsecp256k1"
-        with pytest.raises(ValueError, match="unknown EC engine"):
-            native._set_ec_engine("fast")
-    finally:
-        native._set_ec_engine(previous)
-    assert native.ec_engine() == previous
+@pytest.mark.parametrize(
+    ("setting", "engine"),
+    [("scalar", "scalar"), ("libsecp", "libsecp256k1"), ("libsecp256k1", "libsecp256k1"), ("portable", "libsecp256k1")],
+)
+def test_sp_scan_ecc_forces_an_engine_every_cpu_runs(setting, engine):
+    assert engine_in_a_new_process(SP_SCAN_ECC=setting) == engine
+
+
+@pytest.mark.parametrize("engine", ["ifma", "avx2"])
+def test_sp_scan_ecc_forces_a_vector_engine_only_where_the_cpu_runs_it(engine):
+    result = run([sys.executable, "-c", REPORT], SP_SCAN_ECC=engine)
+    cli = run([*CLI, "--version"], SP_SCAN_ECC=engine)
+    if engine in _testing.CORES:
+        assert (result.returncode, result.stdout.strip()) == (0, engine)
+        assert cli.returncode == 0 and f"(EC engine: {engine};" in cli.stdout
+    else:
+        assert result.returncode != 0
+        assert "ConfigError" in result.stderr and engine in result.stderr
+        assert cli.returncode == 2 and cli.stderr.count("\n") == 1 and engine in cli.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("SP_SCAN_ECC", "bogus"), ("SP_SCAN_ECC", "IFMA"), ("SP_SCAN_ECC", "ifma-emu"), ("SP_SCAN_BACKEND", "fast"),
+     ("SP_SCAN_BACKEND", "Reference"), ("SP_SCAN_SHA256", "shani"), ("SP_SCAN_SHA256", "none")],
+)  # fmt: skip
+def test_an_unknown_setting_is_refused_by_the_library_and_by_the_cli_with_one_line(name, value):
+    library = run([sys.executable, "-c", "import sp_scan.native"], **{name: value})
+    assert library.returncode != 0 and "sp_scan.errors.ConfigError" in library.stderr and name in library.stderr
+    cli = run([*CLI, "--version"], **{name: value})
+    assert cli.returncode == 2 and cli.stdout == ""
+    assert cli.stderr.count("\n") == 1 and cli.stderr.startswith(f"sp-scan: error: {name}=")
+
+
+def test_the_accepted_settings_run_and_the_cli_names_the_engine():
+    for env, shown in [({"SP_SCAN_BACKEND": "native"}, best_here()), ({"SP_SCAN_BACKEND": "reference"}, "reference"),
+                       ({"SP_SCAN_SHA256": "portable"}, best_here()), ({"SP_SCAN_ECC": "scalar"}, "scalar")]:
+        cli = run([*CLI, "--version"], **env)
+        assert cli.returncode == 0, cli.stderr
+        assert f"(EC engine: {shown};" in cli.stdout
+
+
+def test_the_engine_in_use_is_named_in_this_process():
+    expected = os.environ.get("SP_SCAN_ECC") or best_here()
+    assert native.ec_engine() == native.EC_ENGINES.get(expected, expected)

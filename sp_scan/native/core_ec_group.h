@@ -326,7 +326,7 @@ SPN_EC_FN static void ecmult_gen(ge *r, const gea *start, const spn_lv tw[5]) {
         /* sign bit set: d = 2(u − half) + 1 > 0, entry u − half; clear: d < 0, entry half − 1 − u */
         spn_mask neg = mk_not(lv_test(u, half));
         idx = lv_and(lv_select(neg, u, lv_xor(u, mask)), mask);
-        for (int c = 0; c < 8; c++) w[c] = lv_pick(gen_table[i][c], idx);
+        lv_pick(w, (const uint64_t(*)[GENTRIES])gen_table[i], idx);
         fe_from_lv(&e.x, w);
         fe_from_lv(&e.y, w + 4);
         fe_neg(&ny, &e.y, 2);

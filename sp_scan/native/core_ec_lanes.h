@@ -43,9 +43,10 @@
  *   spn_lv   lv_select(spn_mask m, spn_lv a, spn_lv b)     lanes in m take b, the others a
  *   spn_mask lv_eq(a, b)                                   lanes where a == b
  *   spn_mask lv_test(a, b)                                 lanes where a & b != 0
- *   spn_lv   lv_pick(const uint64_t col[SPN_GEN_ENTRIES], spn_lv idx)
- *                                                          lane i = col[idx_i] (idx_i < SPN_GEN_ENTRIES),
- *                                                          reading every entry of col (64-byte aligned)
+ *   void     lv_pick(spn_lv out[8], const uint64_t cols[8][SPN_GEN_ENTRIES], spn_lv idx)
+ *                                                          out[c] lane i = cols[c][idx_i] (idx_i <
+ *                                                          SPN_GEN_ENTRIES), reading every entry of every
+ *                                                          column (cols 64-byte aligned)
  *   spn_mask mk_bits(unsigned bits)                        lane i set when bit i of bits is
  *   unsigned mk_to_bits(spn_mask m)                        bit i set when lane i is
  *   spn_mask mk_and(a, b), mk_or(a, b), mk_xor(a, b), mk_not(a)

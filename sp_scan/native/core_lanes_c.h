@@ -137,15 +137,16 @@ LV_INLINE spn_mask mk_or(spn_mask a, spn_mask b) { return a | b; }
 LV_INLINE spn_mask mk_xor(spn_mask a, spn_mask b) { return a ^ b; }
 LV_INLINE spn_mask mk_not(spn_mask a) { return ~a & ((1u << SPN_LANES) - 1); }
 
-/* col[idx] per lane: every entry is read and masked in. */
-LV_INLINE spn_lv lv_pick(const uint64_t col[1 << (SPN_GEN_W - 1)], spn_lv idx) {
-    spn_lv r;
+/* cols[c][idx] per lane: every entry of every column is read and masked in (one mask per entry). */
+LV_INLINE void lv_pick(spn_lv out[8], const uint64_t cols[8][1 << (SPN_GEN_W - 1)], spn_lv idx) {
     LV_EACH {
-        uint64_t acc = 0, i = idx.v[q_];
-        for (uint64_t e = 0; e < (1u << (SPN_GEN_W - 1)); e++) acc |= col[e] & lv_word_of_bit(lv_nonzero(e ^ i) ^ 1);
-        r.v[q_] = acc;
+        uint64_t acc[8] = {0}, i = idx.v[q_];
+        for (uint64_t e = 0; e < (1u << (SPN_GEN_W - 1)); e++) {
+            uint64_t m = lv_word_of_bit(lv_nonzero(e ^ i) ^ 1);
+            for (int c = 0; c < 8; c++) acc[c] |= cols[c][e] & m;
+        }
+        for (int c = 0; c < 8; c++) out[c].v[q_] = acc[c];
     }
-    return r;
 }
 
 #ifdef SPN_EMULATE_AVX2
@@ -162,6 +163,7 @@ LV_INLINE void fe52_wide_reduce(uint64_t out[5], spn_u128 c[9]) {
     /* The high columns become 52-bit digits d[0..4] at 2^(260 + 52k); 2^260 ≡ R puts d[k]·R at 2^(52k). */
     uint64_t d[5];
     spn_u128 h = c[5];
+    SPN_UNROLL
     for (int k = 0; k < 3; k++) {
         d[k] = (uint64_t)h & M52;
         h = (h >> 52) + c[6 + k];
@@ -169,6 +171,7 @@ LV_INLINE void fe52_wide_reduce(uint64_t out[5], spn_u128 c[9]) {
     d[3] = (uint64_t)h & M52;
     d[4] = (uint64_t)(h >> 52); /* < 2^54 */
     spn_u128 t = 0;
+    SPN_UNROLL
     for (int k = 0; k < 4; k++) {
         t += c[k] + (spn_u128)d[k] * FE_R;
         out[k] = (uint64_t)t & M52;
@@ -181,6 +184,7 @@ LV_INLINE void fe52_wide_reduce(uint64_t out[5], spn_u128 c[9]) {
     spn_u128 u = (spn_u128)(uint64_t)(t >> 48) * FE_C + out[0];
     out[0] = (uint64_t)u & M52;
     uint64_t carry = (uint64_t)(u >> 52);
+    SPN_UNROLL
     for (int k = 1; k < 5; k++) {
         out[k] += carry;
         carry = out[k] >> 52;
@@ -193,13 +197,17 @@ LV_INLINE void fe_mul(fe *r, const fe *a, const fe *b) {
     LV_EACH {
         uint64_t x[5], y[5], o[5];
         spn_u128 c[9] = {0};
+        SPN_UNROLL
         for (int i = 0; i < 5; i++) {
             x[i] = a->l[i].v[q_];
             y[i] = b->l[i].v[q_];
         }
+        SPN_UNROLL
         for (int i = 0; i < 5; i++)
+            SPN_UNROLL
             for (int j = 0; j < 5; j++) c[i + j] += (spn_u128)x[i] * y[j];
         fe52_wide_reduce(o, c);
+        SPN_UNROLL
         for (int i = 0; i < 5; i++) r->l[i].v[q_] = o[i];
     }
 }
@@ -209,12 +217,16 @@ LV_INLINE void fe_sqr(fe *r, const fe *a) {
     LV_EACH {
         uint64_t x[5], o[5];
         spn_u128 c[9] = {0};
+        SPN_UNROLL
         for (int i = 0; i < 5; i++) x[i] = a->l[i].v[q_];
+        SPN_UNROLL
         for (int i = 0; i < 5; i++) {
             c[2 * i] += (spn_u128)x[i] * x[i];
+            SPN_UNROLL
             for (int j = i + 1; j < 5; j++) c[i + j] += (spn_u128)(2 * x[i]) * x[j];
         }
         fe52_wide_reduce(o, c);
+        SPN_UNROLL
         for (int i = 0; i < 5; i++) r->l[i].v[q_] = o[i];
     }
 }

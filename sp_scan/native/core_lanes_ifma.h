@@ -53,17 +53,21 @@ LV_INLINE spn_mask mk_not(spn_mask a) { return (spn_mask)~a; }
 #if SPN_GEN_W != 7
 #error "lv_pick below reads 64-entry columns"
 #endif
-/* Entry idx of a 64-entry column, per lane, inside registers: vpermt2q picks within each 16-entry
+/* Entry idx of each 64-entry column, per lane, inside registers: vpermt2q picks within each 16-entry
  * block, then blends on the index's high bits choose the block. Every entry is loaded. */
-LV_INLINE spn_lv lv_pick(const uint64_t col[64], spn_lv idx) {
-    spn_lv v[4];
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < 4; r++)
-        v[r] = _mm512_permutex2var_epi64(_mm512_load_si512(col + 16 * r), idx, _mm512_load_si512(col + 16 * r + 8));
+LV_INLINE void lv_pick(spn_lv out[8], const uint64_t cols[8][64], spn_lv idx) {
     spn_mask b4 = lv_test(idx, lv_set1(16)), b5 = lv_test(idx, lv_set1(32));
-    v[0] = lv_select(b4, v[0], v[1]);
-    v[1] = lv_select(b4, v[2], v[3]);
-    return lv_select(b5, v[0], v[1]);
+    _Pragma("GCC unroll 8")
+    for (int c = 0; c < 8; c++) {
+        spn_lv v[4];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < 4; r++)
+            v[r] = _mm512_permutex2var_epi64(_mm512_load_si512(cols[c] + 16 * r), idx,
+                                             _mm512_load_si512(cols[c] + 16 * r + 8));
+        v[0] = lv_select(b4, v[0], v[1]);
+        v[1] = lv_select(b4, v[2], v[3]);
+        out[c] = lv_select(b5, v[0], v[1]);
+    }
 }
 
 #include "core_fe52.h"

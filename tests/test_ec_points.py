@@ -1,9 +1,10 @@
-"""The IFMA engine's point operations agree with libsecp256k1 (through coincurve), bit for bit.
+"""Every EC core's point operations agree with libsecp256k1 (through coincurve), bit for bit: the cores
+this CPU runs and the emulated IFMA core (sp_scan.native._testing).
 
 Parsing (33- and 64-byte points, every way a point can be invalid), b·T with the scan key's GLV
 recoding and with per-lane scalars, B + t·G, and P + L, on random inputs and on the corners: keys
 and tweaks near n and at the GLV split's boundaries, sums at infinity, identical lanes, and counts
-that are not multiples of 8 lanes or of the 64-lane group.
+that are not multiples of the lanes or of a batch.
 """
 
 from __future__ import annotations
@@ -14,12 +15,9 @@ import random
 import pytest
 from coincurve import PrivateKey, PublicKey
 
-from sp_scan import native
+from sp_scan.native import _testing
 
-pytestmark = [
-    pytest.mark.skipif(os.environ.get("SP_SCAN_BACKEND") == "reference", reason="SP_SCAN_BACKEND=reference"),
-    pytest.mark.skipif(native.ENABLED and not native._ifma_cpu(), reason="CPU without AVX-512 IFMA"),
-]
+pytestmark = pytest.mark.skipif(os.environ.get("SP_SCAN_BACKEND") == "reference", reason="SP_SCAN_BACKEND=reference")
 
 P = 2**256 - 2**32 - 977
 N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
@@ -72,8 +70,13 @@ def point_or_none(ser33: bytes) -> bytes | None:
     return None if ser33[0] == 0 else ser33
 
 
-def assert_parse_agrees(points: list[bytes], width: int) -> None:
-    pts, valid = native._ifma_parse(b"".join(points), width)
+@pytest.fixture(params=_testing.CORES)
+def core(request) -> str:
+    return request.param
+
+
+def assert_parse_agrees(core: str, points: list[bytes], width: int) -> None:
+    pts, valid = _testing.parse(core, b"".join(points), width)
     for data, pt, ok in zip(points, pts, valid):
         want = libsecp_parse(data)
         assert ok == (want is not None), data.hex()
@@ -81,7 +84,7 @@ def assert_parse_agrees(points: list[bytes], width: int) -> None:
             assert pt == xy_le(want), data.hex()
 
 
-def test_parse_agrees_with_libsecp_on_valid_invalid_and_edge_points():
+def test_parse_agrees_with_libsecp_on_valid_invalid_and_edge_points(core):
     rng = random.Random("parse")
     near_p = [x for x in range(P - 200, P) if is_x(x)][:4]
     xs = [x for x in (0, 1, 2, 3, 4, 5, 6, 7) + tuple(near_p) + (P, P + 1, 2**256 - 1)]
@@ -89,7 +92,7 @@ def test_parse_agrees_with_libsecp_on_valid_invalid_and_edge_points():
     cases33 = [bytes([prefix]) + b32(x) for x in xs for prefix in (2, 3)]
     cases33 += [bytes([prefix]) + rand_pub(rng).format()[1:] for prefix in (0, 1, 4, 5, 6, 7, 0xFF)]
     cases33 += [rand_pub(rng).format() for _ in range(300)]
-    assert_parse_agrees(cases33, 33)
+    assert_parse_agrees(core, cases33, 33)
 
     cases64 = []
     for _ in range(100):
@@ -97,33 +100,33 @@ def test_parse_agrees_with_libsecp_on_valid_invalid_and_edge_points():
         x, y = int.from_bytes(u[:32], "big"), int.from_bytes(u[32:], "big")
         cases64 += [u, b32(x) + b32(P - y), b32(x) + b32((y + 1) % P), b32(x) + b32(y + P if y + P < 2**256 else y)]
     cases64 += [b32(x) + b32(0) for x in near_p] + [b32(P) + b32(1), b32(2**256 - 1) * 2]
-    assert_parse_agrees(cases64, 64)
+    assert_parse_agrees(core, cases64, 64)
 
 
 @pytest.mark.parametrize("count", COUNTS)
-def test_shared_secrets_match_libsecp_for_edge_and_random_scan_keys(count):
+def test_shared_secrets_match_libsecp_for_edge_and_random_scan_keys(core, count):
     rng = random.Random(f"ecdh-{count}")
     pubs = [rand_pub(rng) for _ in range(count)]
     pubs[count // 2] = pubs[0]  # identical lanes
     for key in [rng.randrange(1, N), EDGE_SCALARS[count % len(EDGE_SCALARS)], N - 1]:
-        got = native._ifma_shared_secrets(b32(key), [xy_le(p) for p in pubs], None)
+        got = _testing.shared_secrets(core, b32(key), [xy_le(p) for p in pubs], None)
         assert got == [p.multiply(b32(key)).format() for p in pubs], f"key {key:#x}"
 
 
-def test_shared_secrets_for_every_edge_scan_key():
+def test_shared_secrets_for_every_edge_scan_key(core):
     rng = random.Random("edge-keys")
     pubs = [rand_pub(rng) for _ in range(8)] + [PrivateKey(b32(1)).public_key]
     for key in EDGE_SCALARS:
-        got = native._ifma_shared_secrets(b32(key), [xy_le(p) for p in pubs], None)
+        got = _testing.shared_secrets(core, b32(key), [xy_le(p) for p in pubs], None)
         assert got == [p.multiply(b32(key)).format() for p in pubs], f"key {key:#x}"
 
 
-def test_per_lane_scalars_give_b_times_s_and_mark_invalid_ones():
+def test_per_lane_scalars_give_b_times_s_and_mark_invalid_ones(core):
     rng = random.Random("lanes")
     key = rng.randrange(1, N)
     scalars = EDGE_SCALARS + [0, N, N + 1, 2**256 - 1] + [rng.randrange(1, N) for _ in range(60)]
     pubs = [rand_pub(rng) for _ in scalars]
-    got = native._ifma_shared_secrets(b32(key), [xy_le(p) for p in pubs], [b32(s) for s in scalars])
+    got = _testing.shared_secrets(core, b32(key), [xy_le(p) for p in pubs], [b32(s) for s in scalars])
     for p, s, g in zip(pubs, scalars, got):
         if s == 0 or s >= N:
             assert g[0] == 0
@@ -132,13 +135,13 @@ def test_per_lane_scalars_give_b_times_s_and_mark_invalid_ones():
 
 
 @pytest.mark.parametrize("count", COUNTS)
-def test_spend_points_match_libsecp(count):
+def test_spend_points_match_libsecp(core, count):
     rng = random.Random(f"spend-{count}")
     spend = rand_pub(rng)
     ts = [rng.randrange(1, N) for _ in range(count)]
     for i, edge in zip(range(0, count, 5), EDGE_SCALARS):
         ts[i] = edge
-    p33, pk = native._ifma_spend_points(xy_le(spend), [b32(t) for t in ts])
+    p33, pk = _testing.spend_points(core, xy_le(spend), [b32(t) for t in ts])
     for t, ser, xy in zip(ts, p33, pk):
         want = expected_sum(spend, PrivateKey(b32(t)).public_key)
         assert point_or_none(ser) == want, f"t {t:#x}"
@@ -146,34 +149,34 @@ def test_spend_points_match_libsecp(count):
             assert xy == xy_le(PublicKey(want))
 
 
-def test_spend_points_refuse_t_outside_1_to_n_and_report_infinity():
+def test_spend_points_refuse_t_outside_1_to_n_and_report_infinity(core):
     rng = random.Random("spend-edges")
     t0 = rng.randrange(1, N)
     minus = PrivateKey(b32(N - t0)).public_key  # B = −t0·G: B + t0·G is infinity
     ts = [0, N, N + 1, 2**256 - 1, t0, N - t0, 1]
-    p33, _ = native._ifma_spend_points(xy_le(minus), [b32(t) for t in ts])
+    p33, _ = _testing.spend_points(core, xy_le(minus), [b32(t) for t in ts])
     assert [s[0] for s in p33[:5]] == [0, 0, 0, 0, 0]
     assert p33[5] == PrivateKey(b32(2 * (N - t0) % N)).public_key.format()  # doubling
     assert point_or_none(p33[6]) == expected_sum(minus, PrivateKey(b32(1)).public_key)
 
 
-def test_label_sums_match_libsecp_including_doubling_and_infinity():
+def test_label_sums_match_libsecp_including_doubling_and_infinity(core):
     rng = random.Random("labels")
     points = [rand_pub(rng) for _ in range(11)]
     labels = [rand_pub(rng) for _ in range(3)] + [points[0], negate(points[1])]
-    got = native._ifma_label_sums([xy_le(p) for p in points], [xy_le(lab) for lab in labels])
+    got = _testing.label_sums(core, [xy_le(p) for p in points], [xy_le(lab) for lab in labels])
     for p, row in zip(points, got):
         assert [point_or_none(s) for s in row] == [expected_sum(p, lab) for lab in labels]
     assert got[1][4][0] == 0  # P + (−P)
 
 
-def test_many_random_shared_secrets_and_spend_points():
+def test_many_random_shared_secrets_and_spend_points(core):
     rng = random.Random("bulk")
     key = rng.randrange(1, N)
     pubs = [rand_pub(rng) for _ in range(1000)]
-    got = native._ifma_shared_secrets(b32(key), [xy_le(p) for p in pubs], None)
+    got = _testing.shared_secrets(core, b32(key), [xy_le(p) for p in pubs], None)
     assert got == [p.multiply(b32(key)).format() for p in pubs]
     spend = rand_pub(rng)
     ts = [rng.randrange(1, N) for _ in range(1000)]
-    p33, _ = native._ifma_spend_points(xy_le(spend), [b32(t) for t in ts])
+    p33, _ = _testing.spend_points(core, xy_le(spend), [b32(t) for t in ts])
     assert [point_or_none(s) for s in p33] == [expected_sum(spend, PrivateKey(b32(t)).public_key) for t in ts]

@@ -1,15 +1,17 @@
-"""Batches for the IFMA-vs-libsecp differential (tests/test_ifma_differential.py and
-`python -m tests.long.ifma_differential`): random tweaks whose outputs are built with coincurve
+"""Batches for the engine-vs-libsecp differential (tests/test_ec_differential.py and
+`python -m tests.long.ec_differential`): random tweaks whose outputs are built with coincurve
 (libsecp256k1) so that a scan only finds them when b·T, t_k·G and the sums are bit-exact.
 
 Each tx gets one of these output sets, in a random order among random x-only keys:
 x(P_0) (the unlabelled k = 0 output), x(P_0) and x(P_1), x(P_0 + L_m) for a label (its y parity
-random), or only random keys. Both engines must return the same found outputs, and those must be
-the ones built in.
+random), or only random keys. The engine under test and the libsecp256k1 engine must return the same
+found outputs, and those must be the ones built in. Scans run in the test-only extension
+(`sp_scan.native._testing`), where every engine of this CPU and the emulated ones can be picked.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import struct
 from collections.abc import Iterator
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 
 from coincurve import PrivateKey, PublicKey
 
-from sp_scan import crypto, native, scan
+from sp_scan import crypto, scan
+from sp_scan.native import _testing
 
 N = crypto.N
 P = 2**256 - 2**32 - 977
@@ -83,24 +86,31 @@ def tweak_bytes(point: PublicKey, width: int) -> bytes:
 
 
 def scan_with(engine: str, cases: list[Case], receiver: scan.Receiver, width: int, threads: int = 1) -> list:
-    """`scan_tweaks_packed` over the cases with the given engine; the raw result tuples."""
-    previous = native._set_ec_engine(engine)
-    try:
-        tweaks = b"".join(tweak_bytes(c.tweak, width) for c in cases)
-        outputs = b"".join(o for c in cases for o in c.outputs32)
-        counts = struct.pack(f"<{len(cases)}I", *(len(c.outputs32) for c in cases))
-        return native.scan_tweaks_packed(tweaks, width, outputs, counts, receiver, threads)
-    finally:
-        native._set_ec_engine(previous)
+    """`scan_tweaks_packed` over the cases on `engine`; the raw result tuples."""
+    tweaks = b"".join(tweak_bytes(c.tweak, width) for c in cases)
+    outputs = b"".join(o for c in cases for o in c.outputs32)
+    counts = struct.pack(f"<{len(cases)}I", *(len(c.outputs32) for c in cases))
+    if engine == "libsecp256k1":  # the oracle: each batch is scanned once whatever the engines compared
+        return list(_oracle(tweaks, width, outputs, counts, receiver, threads, _testing.label_strategy()))
+    return _testing.scan_tweaks_packed(engine, tweaks, width, outputs, counts, receiver, threads)
 
 
-def check(cases: list[Case], receiver: scan.Receiver, width: int, threads: int = 1) -> int:
-    """Scan with both engines; assert equal results that find exactly the built-in outputs. Returns the found count."""
-    got = scan_with("ifma", cases, receiver, width, threads)
+@functools.lru_cache(maxsize=8)
+def _oracle(tweaks: bytes, width: int, outputs: bytes, counts: bytes, receiver: scan.Receiver, threads: int,
+            strategy: str) -> tuple:
+    return tuple(_testing.scan_tweaks_packed("libsecp256k1", tweaks, width, outputs, counts, receiver, threads))
+
+
+def check(engine: str, cases: list[Case], receiver: scan.Receiver, width: int, threads: int = 1) -> int:
+    """Scan on `engine` and on libsecp256k1; assert equal results that find exactly the built-in outputs.
+
+    Returns the found count.
+    """
+    got = scan_with(engine, cases, receiver, width, threads)
     want = scan_with("libsecp256k1", cases, receiver, width, threads)
     if got != want:
         first = next(i for i, (g, w) in enumerate(zip(got + [None], want + [None])) if g != w)
-        raise AssertionError(f"engines differ at result {first}: ifma {got[first:first + 1]} libsecp {want[first:first + 1]}")
+        raise AssertionError(f"engines differ at result {first}: {engine} {got[first:first + 1]} libsecp {want[first:first + 1]}")
     by_tx: dict[int, list[tuple[bytes, int | None]]] = {}
     for tx, index, _tweak32, label in got:
         by_tx.setdefault(tx, []).append((cases[tx].outputs32[index], label))

@@ -1,0 +1,104 @@
+"""Every EC core's field arithmetic mod p agrees with Python integers (the cores this CPU runs and
+the emulated IFMA core, so the IFMA schedule is checked on any CPU).
+
+Inputs are raw limbs in the core's layout (radix 2^52 for ifma, ifma-emu and scalar), so values at
+and above p (up to 2^260, the largest a carried element can hold) are tested, not only reduced ones:
+0, 1, p−1, p, p+1, 2^256−1, 2^256+2^208−1 (the largest output of a multiplication), limbs all 0 or
+all ones, and random values.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from sp_scan.native import _testing
+
+pytestmark = pytest.mark.skipif(os.environ.get("SP_SCAN_BACKEND") == "reference", reason="SP_SCAN_BACKEND=reference")
+
+P = 2**256 - 2**32 - 977
+EDGE = [0, 1, 2, 7, P - 7, P - 1, P, P + 1, 2**256 - 1, 2**256, 2 * P - 1, 2**256 + 2**208 - 1, 2**259, 2**260 - 1]
+# Values below 2^256 + 2^208 (what a multiplication may return): the subtrahend of `sub` and input of `neg`.
+EDGE_WEAK = [0, 1, P - 1, P, P + 1, 2**256 - 1, 2**256, 2**256 + 2**208 - 1]
+ROUNDS = 300
+
+
+class Layout:
+    """A core's raw limbs: `count` limbs of `bits` bits, value = Σ limb[i]·2^(bits·i)."""
+
+    def __init__(self, core: str):
+        built = _testing.BUILT[core]
+        self.core, self.bits, self.count = core, built.raw_bits, built.raw_limbs
+        self.mask = (1 << self.bits) - 1
+
+    def limbs(self, v: int) -> list[int]:
+        return [(v >> (self.bits * i)) & self.mask for i in range(self.count)]
+
+    def value(self, lane: list[int]) -> int:
+        return sum(limb << (self.bits * i) for i, limb in enumerate(lane))
+
+    def any_lane(self, rng: random.Random) -> list[int]:
+        r = rng.random()
+        if r < 0.3:
+            return self.limbs(rng.choice(EDGE))
+        if r < 0.5:
+            return [rng.choice([0, 1, self.mask, self.mask - 1, rng.getrandbits(self.bits)]) for _ in range(self.count)]
+        return self.limbs(rng.getrandbits(260))
+
+    def weak_lane(self, rng: random.Random) -> list[int]:
+        return self.limbs(rng.choice(EDGE_WEAK) if rng.random() < 0.3 else rng.getrandbits(256))
+
+    def check(self, op: str, a: list[list[int]], b: list[list[int]], expect) -> None:
+        got = _testing.field(self.core, op, a, b)
+        want = [expect(self.value(x), self.value(y)) for x, y in zip(a, b)]
+        for lane, (g, w) in enumerate(zip(got, want)):
+            assert g == w, f"{self.core} {op} value {lane}: a={self.value(a[lane]):#x} b={self.value(b[lane]):#x}"
+
+
+@pytest.fixture(params=_testing.CORES)
+def layout(request) -> Layout:
+    return Layout(request.param)
+
+
+OPS = {
+    "mul": ("any_lane", "any_lane", lambda a, b: a * b % P),
+    "sqr": ("any_lane", "any_lane", lambda a, b: a * a % P),
+    "add": ("any_lane", "any_lane", lambda a, b: (a + b) % P),
+    "sub": ("any_lane", "weak_lane", lambda a, b: (a - b) % P),
+    "neg": ("weak_lane", "any_lane", lambda a, b: -a % P),
+    "mul21": ("any_lane", "any_lane", lambda a, b: 21 * a % P),
+}
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_field_op_matches_python_integers_on_edge_and_random_values(layout, op):
+    gen_a, gen_b, expect = OPS[op]
+    rng = random.Random(op)
+    a = [getattr(layout, gen_a)(rng) for _ in range(8 * ROUNDS)]
+    b = [getattr(layout, gen_b)(rng) for _ in range(8 * ROUNDS)]
+    layout.check(op, a, b, expect)
+
+
+def test_every_pair_of_edge_values_multiplies_exactly(layout):
+    pairs = [(x, y) for x in EDGE for y in EDGE]
+    layout.check("mul", [layout.limbs(x) for x, _ in pairs], [layout.limbs(y) for _, y in pairs], lambda a, b: a * b % P)
+
+
+def test_inverse_is_the_fermat_power_and_zero_maps_to_zero(layout):
+    rng = random.Random("inv")
+    a = [layout.any_lane(rng) for _ in range(64)]
+    a[0], a[1] = layout.limbs(0), layout.limbs(P)
+    layout.check("inv", a, a, lambda x, _: pow(x, P - 2, P))
+
+
+def test_square_root_is_the_exponent_p_plus_1_over_4_and_squares_back(layout):
+    rng = random.Random("sqrt")
+    a = [layout.any_lane(rng) for _ in range(64)]
+    a[0] = layout.limbs(4)
+    layout.check("sqrt", a, a, lambda x, _: pow(x, (P + 1) // 4, P))
+    roots = _testing.field(layout.core, "sqrt", a, a)
+    for lane, r in zip(a, roots):
+        x = layout.value(lane) % P
+        assert (r * r % P == x) == (pow(x, (P - 1) // 2, P) in (0, 1))
