@@ -55,22 +55,27 @@ LV_INLINE spn_mask mk_not(spn_mask a) { return _mm256_xor_si256(a, lv_set1(~0ULL
 #if SPN_GEN_W != 7
 #error "lv_pick below reads 64-entry columns"
 #endif
-/* Entry idx of a 64-entry column, per lane, inside registers: vpermd moves each lane's entry
+/* Entry idx of each 64-entry column, per lane, inside registers: vpermd moves each lane's entry
  * within every block of 4 (as the dword pair 2·(idx mod 4), 2·(idx mod 4) + 1), then blends on the
  * index's bits 2..5 choose the block. Every entry is loaded. */
-LV_INLINE spn_lv lv_pick(const uint64_t col[64], spn_lv idx) {
-    spn_lv v[16];
+LV_INLINE void lv_pick(spn_lv out[8], const uint64_t cols[8][64], spn_lv idx) {
     spn_lv lo2 = lv_shl(lv_and(idx, lv_set1(3)), 1);
     spn_lv perm = lv_or(lo2, lv_shl(lv_add(lo2, lv_set1(1)), 32));
-    _Pragma("GCC unroll 16")
-    for (int r = 0; r < 16; r++) v[r] = _mm256_permutevar8x32_epi32(_mm256_load_si256((const __m256i *)(col + 4 * r)), perm);
+    spn_mask hi[4];
     _Pragma("GCC unroll 4")
-    for (int bit = 2, cnt = 16; cnt > 1; bit++, cnt /= 2) {
-        spn_mask hi = lv_test(idx, lv_set1(1ULL << bit));
-        _Pragma("GCC unroll 8")
-        for (int r = 0; r < cnt / 2; r++) v[r] = lv_select(hi, v[2 * r], v[2 * r + 1]);
+    for (int b = 0; b < 4; b++) hi[b] = lv_test(idx, lv_set1(4ULL << b));
+    _Pragma("GCC unroll 8")
+    for (int c = 0; c < 8; c++) {
+        spn_lv v[16];
+        _Pragma("GCC unroll 16")
+        for (int r = 0; r < 16; r++)
+            v[r] = _mm256_permutevar8x32_epi32(_mm256_load_si256((const __m256i *)(cols[c] + 4 * r)), perm);
+        _Pragma("GCC unroll 4")
+        for (int b = 0, cnt = 16; cnt > 1; b++, cnt /= 2)
+            _Pragma("GCC unroll 8")
+            for (int r = 0; r < cnt / 2; r++) v[r] = lv_select(hi[b], v[2 * r], v[2 * r + 1]);
+        out[c] = v[0];
     }
-    return v[0];
 }
 
 /* One multiplication is about 300 vector instructions and issue-bound: called, not inlined. */
