@@ -97,6 +97,11 @@ typedef struct {
     /* sums33[i·n_labels + m] = ser_P(P_i + L_m) (first byte 0 at infinity). */
     void (*label_sums)(const unsigned char (*pk64)[64], size_t n, const unsigned char (*label64)[64],
                        size_t n_labels, unsigned char (*sums33)[33]);
+    /* Sums of public keys, n sets at once: set i is keys33[first[i] .. first[i+1]) (ser_P; an x-only
+     * key as 02 ‖ x), each counted when it is a point. found[i] = 1 and sum64[i] the affine sum, or
+     * found[i] = 0 when none of them is a point or they sum to infinity. Public data. */
+    void (*key_sums)(const unsigned char (*keys33)[33], const size_t *first, size_t n, unsigned char (*sum64)[64],
+                     unsigned char *found);
     /* Field tests: out32[i] = op(a_i, b_i) mod p, big-endian and fully reduced, for n values given as
      * raw limbs (value i, limb j at [i·raw_limbs + j], each below 2^raw_bits; see core_ec_lanes.h). */
     void (*fe_test)(int op, const uint64_t *a, const uint64_t *b, size_t n, unsigned char (*out32)[32]);

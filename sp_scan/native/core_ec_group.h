@@ -402,23 +402,22 @@ static const unsigned char P_BE[32] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
                                        0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
                                        0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0xFF, 0xFF, 0xFC, 0x2F};
 
-/* Words of the points' x (and y for width 64), the lanes whose prefix and coordinates are in range
- * (bit i), and in *want_odd the lanes whose 33-byte prefix asks for an odd y. Public data. */
+/* Words of the points' x (and y for width 64) at p[i], the lanes whose prefix and coordinates are in
+ * range (bit i), and in *want_odd the lanes whose 33-byte prefix asks for an odd y. Public data. */
 static unsigned parse_words(uint64_t wx[4][SPN_LANES], uint64_t wy[4][SPN_LANES], unsigned *want_odd,
-                            const unsigned char *in, size_t width, const size_t lane[SPN_LANES]) {
+                            const unsigned char *const p[SPN_LANES], size_t width) {
     unsigned ok = 0;
     *want_odd = 0;
     memset(wy, 0, 4 * SPN_LANES * sizeof **wy);
     for (int i = 0; i < SPN_LANES; i++) {
-        const unsigned char *p = in + lane[i] * width;
-        const unsigned char *x = width == 33 ? p + 1 : p;
+        const unsigned char *x = width == 33 ? p[i] + 1 : p[i];
         int good = memcmp(x, P_BE, 32) < 0;
         if (width == 33) {
-            good &= p[0] == 0x02 || p[0] == 0x03;
-            *want_odd |= (unsigned)(p[0] & 1) << i;
+            good &= p[i][0] == 0x02 || p[i][0] == 0x03;
+            *want_odd |= (unsigned)(p[i][0] & 1) << i;
         } else {
-            good &= memcmp(p + 32, P_BE, 32) < 0;
-            words_of_be32(wy, i, p + 32);
+            good &= memcmp(p[i] + 32, P_BE, 32) < 0;
+            words_of_be32(wy, i, p[i] + 32);
         }
         words_of_be32(wx, i, x);
         ok |= (unsigned)good << i;
@@ -426,36 +425,46 @@ static unsigned parse_words(uint64_t wx[4][SPN_LANES], uint64_t wy[4][SPN_LANES]
     return ok;
 }
 
+/* One vector of points of `width` bytes at p[i] to affine x, y (m 1; y canonical); returns the lanes
+ * that are points on the curve (bit i). Public data. */
+SPN_EC_FN static unsigned parse_vector(const unsigned char *const p[SPN_LANES], size_t width, gea *r) {
+    uint64_t wx[4][SPN_LANES], wy[4][SPN_LANES];
+    unsigned want_odd, ok = parse_words(wx, wy, &want_odd, p, width);
+    fe rhs, y2, d, ny, seven;
+    fe_from_words(&r->x, wx);
+    fe_sqr(&rhs, &r->x);
+    fe_mul(&rhs, &rhs, &r->x);
+    fe_set1(&seven, 7);
+    fe_add(&rhs, &rhs, &seven); /* x³ + 7, m 2 */
+    if (width == 33) {
+        fe_sqrt(&r->y, &rhs);
+        fe_canon(&r->y, &r->y);
+        spn_mask flip = mk_xor(fe_is_odd(&r->y), mk_bits(want_odd));
+        fe_neg(&ny, &r->y, 2);
+        fe_normw(&ny);
+        fe_canon(&ny, &ny);
+        fe_select(&r->y, flip, &r->y, &ny);
+    } else {
+        fe_from_words(&r->y, wy);
+    }
+    fe_sqr(&y2, &r->y);
+    fe_sub(&d, &y2, &rhs, 3);
+    fe_normw(&d);
+    return ok & mk_to_bits(fe_is_zero(&d));
+}
+
 SPN_EC_FN static void ec_parse_points(const unsigned char *in, size_t width, size_t n, unsigned char (*pt64)[64],
                                       unsigned char *valid) {
     for (size_t base = 0; base < n; base += SPN_LANES) {
         size_t cnt = n - base < SPN_LANES ? n - base : SPN_LANES, lane[SPN_LANES];
+        const unsigned char *p[SPN_LANES];
         uint64_t wx[4][SPN_LANES], wy[4][SPN_LANES];
-        unsigned want_odd;
+        gea pt;
         lanes_of(lane, base, cnt, 0);
-        unsigned ok = parse_words(wx, wy, &want_odd, in, width, lane);
-        fe x, y, rhs, y2, d, ny, seven;
-        fe_from_words(&x, wx);
-        fe_sqr(&rhs, &x);
-        fe_mul(&rhs, &rhs, &x);
-        fe_set1(&seven, 7);
-        fe_add(&rhs, &rhs, &seven); /* x³ + 7, m 2 */
-        if (width == 33) {
-            fe_sqrt(&y, &rhs);
-            fe_canon(&y, &y);
-            spn_mask flip = mk_xor(fe_is_odd(&y), mk_bits(want_odd));
-            fe_neg(&ny, &y, 2);
-            fe_normw(&ny);
-            fe_canon(&ny, &ny);
-            fe_select(&y, flip, &y, &ny);
-        } else {
-            fe_from_words(&y, wy);
-        }
-        fe_sqr(&y2, &y);
-        fe_sub(&d, &y2, &rhs, 3);
-        fe_normw(&d);
-        ok &= mk_to_bits(fe_is_zero(&d));
-        fe_to_words(wy, &y);
+        for (int i = 0; i < SPN_LANES; i++) p[i] = in + lane[i] * width;
+        unsigned ok = parse_vector(p, width, &pt);
+        fe_to_words(wx, &pt.x);
+        fe_to_words(wy, &pt.y);
         for (size_t k = 0; k < cnt; k++) {
             put_flag(valid, base + k, (unsigned char)((ok >> k) & 1));
             put_pt64(pt64[base + k], wx, wy, (int)k);
@@ -618,6 +627,68 @@ SPN_EC_FN static void ec_label_sums(const unsigned char (*pk64)[64], size_t n, c
     spn_cleanse(&pa, sizeof pa);
 }
 
+/* ---- sums of public keys: the A of many transactions at once ---- */
+
+/* The generator, serialized: what an idle lane parses (its result is never used). */
+static const unsigned char G33[33] = {0x02, 0x79, 0xBE, 0x66, 0x7E, 0xF9, 0xDC, 0xBB, 0xAC, 0x55, 0xA0,
+                                      0x62, 0x95, 0xCE, 0x87, 0x0B, 0x07, 0x02, 0x9B, 0xFC, 0xDB, 0x2D,
+                                      0xCE, 0x28, 0xD9, 0x59, 0xF2, 0x81, 0x5B, 0x16, 0xF8, 0x17, 0x98};
+
+/* Each lane sums one transaction's keys: step s parses every lane's key s (its (s+1)-th) and adds it
+ * where it is a point (complete formulas: a running sum may pass through infinity). A chunk's
+ * transactions go to the lanes by key count, so the lanes of a vector have about as many steps. */
+SPN_EC_FN static void ec_key_sums(const unsigned char (*keys33)[33], const size_t *first, size_t n,
+                                  unsigned char (*sum64)[64], unsigned char *found) {
+    ge res[SPN_EC_GROUP], sum;
+    gea q;
+    uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES];
+    spn_mask inf[SPN_EC_GROUP];
+    size_t order[BATCH];
+    unsigned any[SPN_EC_GROUP];
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t cnt = n - base < BATCH ? n - base : BATCH;
+        int nv = (int)((cnt + SPN_LANES - 1) / SPN_LANES);
+        for (size_t k = 0; k < cnt; k++) { /* insertion sort by key count (public) */
+            size_t t = base + k, j = k, c = first[t + 1] - first[t];
+            for (; j > 0 && first[order[j - 1] + 1] - first[order[j - 1]] > c; j--) order[j] = order[j - 1];
+            order[j] = t;
+        }
+        for (int v = 0; v < nv; v++) {
+            size_t tx[SPN_LANES], steps = 0;
+            for (int i = 0; i < SPN_LANES; i++) {
+                size_t k = (size_t)v * SPN_LANES + (size_t)i;
+                tx[i] = order[k < cnt ? k : cnt - 1];
+                if (first[tx[i] + 1] - first[tx[i]] > steps) steps = first[tx[i] + 1] - first[tx[i]];
+            }
+            ge_set_infinity(&res[v]);
+            any[v] = 0;
+            for (size_t st = 0; st < steps; st++) {
+                const unsigned char *p[SPN_LANES];
+                unsigned active = 0;
+                for (int i = 0; i < SPN_LANES; i++) {
+                    int has = st < first[tx[i] + 1] - first[tx[i]];
+                    p[i] = has ? keys33[first[tx[i]] + st] : G33;
+                    active |= (unsigned)has << i;
+                }
+                unsigned use = parse_vector(p, 33, &q) & active;
+                ge_madd(&sum, &res[v], &q);
+                spn_mask m = mk_bits(use);
+                fe_select(&res[v].x, m, &res[v].x, &sum.x);
+                fe_select(&res[v].y, m, &res[v].y, &sum.y);
+                fe_select(&res[v].z, m, &res[v].z, &sum.z);
+                any[v] |= use;
+            }
+        }
+        ge_to_affine_words(res, nv, wx, wy, inf);
+        for (size_t k = 0; k < cnt; k++) {
+            size_t v = k / SPN_LANES;
+            int i = (int)(k % SPN_LANES);
+            put_flag(found, order[k], (unsigned char)((any[v] >> i) & ~(mk_to_bits(inf[v]) >> i) & 1));
+            put_pt64(sum64[order[k]], wx[v], wy[v], i);
+        }
+    }
+}
+
 /* ---- field tests ---- */
 
 SPN_EC_FN static void ec_fe_test(int op, const uint64_t *a, const uint64_t *b, size_t n, unsigned char (*out32)[32]) {
@@ -652,5 +723,5 @@ SPN_EC_FN static void ec_fe_test(int op, const uint64_t *a, const uint64_t *b, s
 
 const spn_ec_core SPN_EC_CORE = {
     SPN_EC_LABEL, SPN_LANES, SPN_EC_CPU, ec_start, ec_parse_points, ec_shared_secrets, ec_spend_points,
-    ec_label_sums, ec_fe_test, SPN_FE_RAW_BITS, SPN_FE_RAW_LIMBS,
+    ec_label_sums, ec_key_sums, ec_fe_test, SPN_FE_RAW_BITS, SPN_FE_RAW_LIMBS,
 };

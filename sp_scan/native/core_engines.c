@@ -58,6 +58,12 @@ static void lanes_tweaks(const spn_ec_core *c, const secp256k1_pubkey *sums, con
     sized(c, n)->shared_secrets(NULL, one, as_cpt64(sums), input_hash32, n, tweak33, as_pt64(tweak));
 }
 
+static int lanes_key_sums(const spn_ec_core *c, const unsigned char (*keys33)[33], const size_t *first, size_t n,
+                          secp256k1_pubkey *sums, unsigned char *found) {
+    sized(c, n)->key_sums(keys33, first, n, as_pt64(sums), found);
+    return 1;
+}
+
 /* spn_engine_<id>, named label: the spn_engine of core `core`. */
 #define SPN_LANE_ENGINE(id, label, core)                                                                            \
     static int id##_parse(const unsigned char *in, size_t width, size_t n, secp256k1_pubkey *points, size_t *bad) { \
@@ -79,7 +85,12 @@ static void lanes_tweaks(const spn_ec_core *c, const secp256k1_pubkey *sums, con
                             secp256k1_pubkey *tweak, unsigned char (*tweak33)[33]) {                           \
         lanes_tweaks(&core, sums, input_hash32, n, tweak, tweak33);                                            \
     }                                                                                                          \
-    const spn_engine spn_engine_##id = {label, id##_parse, id##_shared, id##_spend, id##_label_sums, id##_tweaks};
+    static int id##_key_sums(const unsigned char (*keys33)[33], const size_t *first, size_t n,                 \
+                             secp256k1_pubkey *sums, unsigned char *found) {                                   \
+        return lanes_key_sums(&core, keys33, first, n, sums, found);                                           \
+    }                                                                                                          \
+    const spn_engine spn_engine_##id = {label,          id##_parse,  id##_shared,  id##_spend,                 \
+                                        id##_label_sums, id##_tweaks, id##_key_sums};
 
 SPN_LANE_ENGINE(ifma, "ifma", spn_ec_ifma)
 SPN_LANE_ENGINE(avx2, "avx2", spn_ec_avx2)

@@ -207,6 +207,48 @@ done:
     return res;
 }
 
+/* key_sums(core, keys33 blob, counts u32 blob) -> (sum64 blob, found bytes): set i is the next counts[i] keys */
+static PyObject *py_key_sums(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *name, *res = NULL;
+    Py_buffer keys, counts;
+    if (!PyArg_ParseTuple(args, "Oy*y*:key_sums", &name, &keys, &counts)) return NULL;
+    size_t n = (size_t)counts.len / 4, total = 0;
+    const spn_ec_core *c = core_named(name);
+    if (c == NULL) goto done;
+    size_t *first = malloc((n + 1) * sizeof *first);
+    if (first == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k;
+        memcpy(&k, (const unsigned char *)counts.buf + 4 * i, 4);
+        first[i] = total;
+        total += k;
+    }
+    first[n] = total;
+    if (counts.len % 4 || (size_t)keys.len != 33 * total) {
+        PyErr_SetString(PyExc_ValueError, "n u32 counts and their total x 33-byte keys");
+        free(first);
+        goto done;
+    }
+    unsigned char(*sum)[64] = malloc((n ? n : 1) * 64), *found = malloc(n ? n : 1);
+    if (sum && found) {
+        c->key_sums((const unsigned char(*)[33])keys.buf, first, n, sum, found);
+        res = Py_BuildValue("(y#y#)", (const char *)sum, (Py_ssize_t)(n * 64), (const char *)found, (Py_ssize_t)n);
+    } else {
+        PyErr_NoMemory();
+    }
+    free(sum);
+    free(found);
+    free(first);
+done:
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&counts);
+    return res;
+}
+
 /* ---- timing (dudect-style checks) ---- */
 
 enum {
@@ -302,6 +344,7 @@ static PyMethodDef testing_methods[] = {
     {"shared_secrets", py_shared_secrets, METH_VARARGS, "shared_secrets(core, scan_key32, pt64 blob, scalars | None) -> ecdh33 blob."},
     {"spend_points", py_spend_points, METH_VARARGS, "spend_points(core, spend64, t32 blob) -> (p33 blob, pk64 blob)."},
     {"label_sums", py_label_sums, METH_VARARGS, "label_sums(core, pk64 blob, labels64 blob) -> sums33 blob."},
+    {"key_sums", py_key_sums, METH_VARARGS, "key_sums(core, keys33 blob, counts u32 blob) -> (sum64 blob, found)."},
     {"time", py_time, METH_VARARGS, "time(core, op, inputs, points64) -> tick counts."},
     {NULL, NULL, 0, NULL},
 };
