@@ -102,6 +102,10 @@ typedef struct {
      * found[i] = 0 when none of them is a point or they sum to infinity. Public data. */
     void (*key_sums)(const unsigned char (*keys33)[33], const size_t *first, size_t n, unsigned char (*sum64)[64],
                      unsigned char *found);
+    /* Light-client tweaks: tweak33[i] = ser_P(s_i·A_i) with s_i = scalar32[i] and out64[i] the point, for
+     * public s_i and A_i = pt64[i] (variable time); first byte 0 when s_i is 0 or ≥ n. */
+    void (*tweaks)(const unsigned char (*pt64)[64], const unsigned char (*scalar32)[32], size_t n,
+                   unsigned char (*tweak33)[33], unsigned char (*out64)[64]);
     /* Field tests: out32[i] = op(a_i, b_i) mod p, big-endian and fully reduced, for n values given as
      * raw limbs (value i, limb j at [i·raw_limbs + j], each below 2^raw_bits; see core_ec_lanes.h). */
     void (*fe_test)(int op, const uint64_t *a, const uint64_t *b, size_t n, unsigned char (*out32)[32]);

@@ -258,25 +258,36 @@ SPN_EC_FN static void ge_lookup(ge *r, const ge tab[17], const digits_t *dr, spn
     fe_select(&r->y, mk_xor(mk_bits(dr->neg), flip), &r->y, ny);
 }
 
-/* r = k·T lane-wise, k ≡ (−1)^neg1·|k1| + (−1)^neg2·|k2|·λ with the digits d[h][w] of |k1|, |k2|;
- * T affine on the curve, m ≤ 1. Wipes its table and scratch. */
-SPN_EC_FN static void ecmult(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, const digits_t d[2][SPN_GLV_WIN]) {
-    ge tab[17], q;
-    gea tp = *t;
-    fe ny, beta;
+/* β as an fe (λ·(x, y) = (β·x, y)). */
+SPN_EC_FN static void fe_beta(fe *beta) {
     static const uint64_t BETA[4] = {0xC1396C28719501EEULL, 0x9CF0497512F58995ULL, 0x6E64479EAC3434E9ULL,
                                      0x7AE96A2B657C0710ULL};
     spn_lv bw[4];
     for (int j = 0; j < 4; j++) bw[j] = lv_set1(BETA[j]);
-    fe_from_lv(&beta, bw);
-    fe_neg(&ny, &tp.y, 2);
-    fe_select(&tp.y, neg1, &tp.y, &ny);
+    fe_from_lv(beta, bw);
+}
+
+/* tab[j] = j·T' for j = 0..16 (tab[0] infinity), T' = T negated on the lanes of neg1; *tp = T'. */
+SPN_EC_FN static void ecmult_table(ge tab[17], gea *tp, const gea *t, spn_mask neg1, fe *ny) {
+    *tp = *t;
+    fe_neg(ny, &tp->y, 2);
+    fe_select(&tp->y, neg1, &tp->y, ny);
     ge_set_infinity(&tab[0]);
-    tab[1].x = tp.x;
-    tab[1].y = tp.y;
+    tab[1].x = tp->x;
+    tab[1].y = tp->y;
     fe_set1(&tab[1].z, 1);
     ge_dbl(&tab[2], &tab[1]);
-    for (int j = 3; j <= 16; j++) ge_madd(&tab[j], &tab[j - 1], &tp);
+    for (int j = 3; j <= 16; j++) ge_madd(&tab[j], &tab[j - 1], tp);
+}
+
+/* r = k·T lane-wise, k ≡ (−1)^neg1·|k1| + (−1)^neg2·|k2|·λ with the digits d[h][w] of |k1|, |k2|;
+ * T affine on the curve, m ≤ 1. Wipes its table and scratch. */
+SPN_EC_FN static void ecmult(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, const digits_t d[2][SPN_GLV_WIN]) {
+    ge tab[17], q;
+    gea tp;
+    fe ny, beta;
+    fe_beta(&beta);
+    ecmult_table(tab, &tp, t, neg1, &ny);
     spn_mask flip = mk_xor(neg1, neg2);
     for (int w = SPN_GLV_WIN - 1; w >= 0; w--) {
         if (w == SPN_GLV_WIN - 1) {
@@ -294,6 +305,98 @@ SPN_EC_FN static void ecmult(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, 
     spn_cleanse(&q, sizeof q);
     spn_cleanse(&tp, sizeof tp);
     spn_cleanse(&ny, sizeof ny);
+}
+
+/* ---- variable base on public scalars (a block's tweaks): variable time ----
+ * The same ladder and table, but a lookup reads only the entries some lane uses, and the doublings
+ * run in Jacobian coordinates (x = X/Z², y = Y/Z³: 2M + 5S against the complete formula's 6M + 2S;
+ * on a = 0 curves Jacobian doubling has no exceptional input, infinity stays Z = 0), with the ladder
+ * moved between the two systems around each window's complete additions (2M + 1S each way). */
+
+/* r = ±|d|·entry for public digits (the entries no lane uses are not read). */
+SPN_EC_FN static void ge_lookup_var(ge *r, const ge tab[17], const digits_t *dr, spn_mask flip, fe *ny) {
+    unsigned used = 0;
+    for (int i = 0; i < SPN_LANES; i++) used |= 1u << dr->abs[i];
+    spn_lv a = lv_load(dr->abs);
+    int j = __builtin_ctz(used);
+    *r = tab[j];
+    for (used &= used - 1; used; used &= used - 1) {
+        j = __builtin_ctz(used);
+        spn_mask m = lv_eq(a, lv_set1((uint64_t)j));
+        fe_select(&r->x, m, &r->x, &tab[j].x);
+        fe_select(&r->y, m, &r->y, &tab[j].y);
+        fe_select(&r->z, m, &r->z, &tab[j].z);
+    }
+    fe_neg(ny, &r->y, 3); /* table y: m ≤ 2 */
+    fe_select(&r->y, mk_xor(mk_bits(dr->neg), flip), &r->y, ny);
+}
+
+/* Jacobian doubling, a = 0 (Bernstein–Lange dbl-2009-l). In: m ≤ (1, 3, 2). Out: m (1, 3, 2). */
+SPN_EC_FN static void gej_dbl(ge *r, const ge *a) {
+    fe A, B, C, D, E, F, t;
+    fe_sqr(&A, &a->x);          /* X² */
+    fe_sqr(&B, &a->y);          /* Y² */
+    fe_sqr(&C, &B);             /* Y⁴ */
+    fe_add(&t, &a->x, &B);      /* m 2 */
+    fe_sqr(&D, &t);
+    fe_add(&t, &A, &C);         /* m 2 */
+    fe_sub(&D, &D, &t, 3);      /* (X + Y²)² − X² − Y⁴ = 2XY²  m 4 */
+    fe_mul_small(&D, &D, 2);    /* D = 4XY²  m 1 */
+    fe_add(&E, &A, &A);
+    fe_add(&E, &E, &A);         /* 3X²  m 3 */
+    fe_sqr(&F, &E);
+    fe_mul(&r->z, &a->y, &a->z);
+    fe_add(&r->z, &r->z, &r->z); /* 2YZ  m 2 */
+    fe_add(&t, &D, &D);         /* m 2 */
+    fe_sub(&r->x, &F, &t, 3);   /* F − 2D  m 4 */
+    fe_normw(&r->x);            /* m 1 */
+    fe_sub(&t, &D, &r->x, 2);   /* m 3 */
+    fe_mul(&r->y, &E, &t);
+    fe_mul_small(&C, &C, 8);    /* 8Y⁴  m 1 */
+    fe_sub(&r->y, &r->y, &C, 2); /* m 3 */
+}
+
+/* Projective (m ≤ (3, 2, 2)) to Jacobian: X·Z, Y·Z², Z; at infinity (Z = 0) Y becomes 1, so the
+ * point stays a valid infinity (Y ≠ 0) through the doublings and back. Out: m (1, 1, 2). */
+SPN_EC_FN static void ge_to_jacobian(ge *r) {
+    fe z2, one;
+    fe_sqr(&z2, &r->z);
+    fe_mul(&r->x, &r->x, &r->z);
+    fe_mul(&r->y, &r->y, &z2);
+    fe_set1(&one, 1);
+    fe_select(&r->y, fe_is_zero(&z2), &r->y, &one);
+}
+
+/* Jacobian (m ≤ (1, 3, 2)) to projective: X·Z, Y, Z³. Out: m (1, 3, 1). */
+SPN_EC_FN static void gej_to_projective(ge *r) {
+    fe z2;
+    fe_sqr(&z2, &r->z);
+    fe_mul(&r->x, &r->x, &r->z);
+    fe_mul(&r->z, &r->z, &z2);
+}
+
+/* ecmult for public scalars (variable time); the same result. */
+SPN_EC_FN static void ecmult_var(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, const digits_t d[2][SPN_GLV_WIN]) {
+    ge tab[17], q;
+    gea tp;
+    fe ny, beta;
+    fe_beta(&beta);
+    ecmult_table(tab, &tp, t, neg1, &ny);
+    spn_mask flip = mk_xor(neg1, neg2);
+    for (int w = SPN_GLV_WIN - 1; w >= 0; w--) {
+        if (w == SPN_GLV_WIN - 1) {
+            ge_lookup_var(r, tab, &d[0][w], mk_bits(0), &ny);
+        } else {
+            ge_to_jacobian(r);
+            for (int i = 0; i < SPN_GLV_W; i++) gej_dbl(r, r);
+            gej_to_projective(r);
+            ge_lookup_var(&q, tab, &d[0][w], mk_bits(0), &ny);
+            ge_add(r, r, &q);
+        }
+        ge_lookup_var(&q, tab, &d[1][w], flip, &ny);
+        fe_mul(&q.x, &q.x, &beta);
+        ge_add(r, r, &q);
+    }
 }
 
 /* ---- fixed base: t·G from precomputed affine multiples ----
@@ -535,6 +638,44 @@ SPN_EC_FN static void ec_shared_secrets(const spn_glv *glv, const uint64_t b[4],
     spn_cleanse(&lg, sizeof lg);
 }
 
+SPN_EC_FN static void ec_tweaks(const unsigned char (*pt64)[64], const unsigned char (*scalar32)[32], size_t n,
+                                unsigned char (*tweak33)[33], unsigned char (*out64)[64]) {
+    ge res[SPN_EC_GROUP];
+    digits_t d[2][SPN_GLV_WIN];
+    uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES], s[4];
+    unsigned char bad[BATCH];
+    spn_mask inf[SPN_EC_GROUP];
+    spn_glv g;
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t cnt = n - base < BATCH ? n - base : BATCH, lane[SPN_LANES];
+        int nv = (int)((cnt + SPN_LANES - 1) / SPN_LANES);
+        for (int v = 0; v < nv; v++) {
+            gea t;
+            unsigned neg1 = 0, neg2 = 0;
+            lanes_of(lane, base, cnt, v);
+            gea_load(&t, pt64, lane);
+            memset(d, 0, sizeof d);
+            for (int i = 0; i < SPN_LANES; i++) {
+                spn_scalar_from_b32(s, scalar32[lane[i]]);
+                bad[SPN_LANES * v + i] = (unsigned char)!scalar_in_range(s);
+                spn_glv_recode(&g, s);
+                neg1 |= (unsigned)g.neg[0] << i;
+                neg2 |= (unsigned)g.neg[1] << i;
+                for (int h = 0; h < 2; h++)
+                    for (int w = 0; w < SPN_GLV_WIN; w++) digit_put(&d[h][w], i, g.d[h][w]);
+            }
+            ecmult_var(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
+        }
+        ge_to_affine_words(res, nv, wx, wy, inf);
+        for (size_t k = 0; k < cnt; k++) {
+            size_t v = k / SPN_LANES;
+            int i = (int)(k % SPN_LANES);
+            put_ser33(tweak33[base + k], wx[v], wy[v], i, bad[k] | ((mk_to_bits(inf[v]) >> i) & 1));
+            put_pt64(out64[base + k], wx[v], wy[v], i);
+        }
+    }
+}
+
 SPN_EC_FN static void ec_spend_points(const unsigned char spend64[64], const unsigned char (*t32)[32], size_t n,
                                       unsigned char (*pk64)[64], unsigned char (*p33)[33]) {
     ge res[SPN_EC_GROUP];
@@ -723,5 +864,5 @@ SPN_EC_FN static void ec_fe_test(int op, const uint64_t *a, const uint64_t *b, s
 
 const spn_ec_core SPN_EC_CORE = {
     SPN_EC_LABEL, SPN_LANES, SPN_EC_CPU, ec_start, ec_parse_points, ec_shared_secrets, ec_spend_points,
-    ec_label_sums, ec_key_sums, ec_fe_test, SPN_FE_RAW_BITS, SPN_FE_RAW_LIMBS,
+    ec_label_sums, ec_key_sums, ec_tweaks, ec_fe_test, SPN_FE_RAW_BITS, SPN_FE_RAW_LIMBS,
 };

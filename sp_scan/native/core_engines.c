@@ -54,8 +54,7 @@ static void lanes_label_sums(const spn_ec_core *c, const spn_scanner *sc, const 
 
 static void lanes_tweaks(const spn_ec_core *c, const secp256k1_pubkey *sums, const unsigned char (*input_hash32)[32],
                          size_t n, secp256k1_pubkey *tweak, unsigned char (*tweak33)[33]) {
-    static const uint64_t one[4] = {1, 0, 0, 0}; /* (1·s_i)·A_i: per-lane scalars, no scan key */
-    sized(c, n)->shared_secrets(NULL, one, as_cpt64(sums), input_hash32, n, tweak33, as_pt64(tweak));
+    sized(c, n)->tweaks(as_cpt64(sums), input_hash32, n, tweak33, as_pt64(tweak));
 }
 
 static int lanes_key_sums(const spn_ec_core *c, const unsigned char (*keys33)[33], const size_t *first, size_t n,

@@ -207,6 +207,34 @@ done:
     return res;
 }
 
+/* tweaks(core, pt64 blob, scalars blob) -> (tweak33 blob, pt64 blob): s_i·A_i on public data */
+static PyObject *py_tweaks(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *name, *res = NULL;
+    Py_buffer pts, sc;
+    if (!PyArg_ParseTuple(args, "Oy*y*:tweaks", &name, &pts, &sc)) return NULL;
+    size_t n = (size_t)pts.len / 64;
+    const spn_ec_core *c = core_named(name);
+    if (c == NULL) goto done;
+    if (pts.len % 64 || (size_t)sc.len != 32 * n) {
+        PyErr_SetString(PyExc_ValueError, "n x 64 points and n x 32 scalars");
+        goto done;
+    }
+    unsigned char(*t33)[33] = malloc((n ? n : 1) * 33), (*t64)[64] = malloc((n ? n : 1) * 64);
+    if (t33 && t64) {
+        c->tweaks((const unsigned char(*)[64])pts.buf, (const unsigned char(*)[32])sc.buf, n, t33, t64);
+        res = Py_BuildValue("(y#y#)", (const char *)t33, (Py_ssize_t)(n * 33), (const char *)t64, (Py_ssize_t)(n * 64));
+    } else {
+        PyErr_NoMemory();
+    }
+    free(t33);
+    free(t64);
+done:
+    PyBuffer_Release(&pts);
+    PyBuffer_Release(&sc);
+    return res;
+}
+
 /* key_sums(core, keys33 blob, counts u32 blob) -> (sum64 blob, found bytes): set i is the next counts[i] keys */
 static PyObject *py_key_sums(PyObject *self, PyObject *args) {
     (void)self;
@@ -344,6 +372,7 @@ static PyMethodDef testing_methods[] = {
     {"shared_secrets", py_shared_secrets, METH_VARARGS, "shared_secrets(core, scan_key32, pt64 blob, scalars | None) -> ecdh33 blob."},
     {"spend_points", py_spend_points, METH_VARARGS, "spend_points(core, spend64, t32 blob) -> (p33 blob, pk64 blob)."},
     {"label_sums", py_label_sums, METH_VARARGS, "label_sums(core, pk64 blob, labels64 blob) -> sums33 blob."},
+    {"tweaks", py_tweaks, METH_VARARGS, "tweaks(core, pt64 blob, scalars32 blob) -> (tweak33 blob, pt64 blob)."},
     {"key_sums", py_key_sums, METH_VARARGS, "key_sums(core, keys33 blob, counts u32 blob) -> (sum64 blob, found)."},
     {"time", py_time, METH_VARARGS, "time(core, op, inputs, points64) -> tick counts."},
     {NULL, NULL, 0, NULL},

@@ -1,7 +1,10 @@
-"""Each EC core's batched key sums (a block's A per tx: parse the input keys, add those that are points)
-agree with libsecp256k1 through coincurve: keys off the curve or with a bad prefix are skipped, a set
-with no point or summing to infinity has no sum, a running sum may pass through infinity, and sets of
-every size from 0 to 40 keys share a batch (more sets than one batch of vectors holds).
+"""Each EC core's public-data paths agree with libsecp256k1 through coincurve.
+
+Key sums (a block's A per tx: parse the input keys, add those that are points): keys off the curve
+or with a bad prefix are skipped, a set with no point or summing to infinity has no sum, a running
+sum may pass through infinity, and sets of 0 to 40 keys share a batch (more sets than one batch of
+vectors holds). Tweaks (s·A, variable time): edge scalars that keep the ladder at infinity for many
+windows or zero a GLV half, and out-of-range ones.
 """
 
 from __future__ import annotations
@@ -100,3 +103,32 @@ def test_a_single_set_and_no_set(core):
     assert _testing.key_sums(core, []) == []
     a = point(5)
     assert _testing.key_sums(core, [[a, point(6)]]) == [expected([a, point(6)])]
+
+
+# ---- the variable-time tweaks: s·A on public data ----
+
+LAMBDA = 0x5363AD4CC05C30E0A5261C028812645A122E22EA20816678DF02967C1B23BD72
+EDGE_SCALARS = [1, 2, 3, 16, 17, 31, 32, 33, N - 1, N - 2, LAMBDA, N - LAMBDA, 2**128 - 1, 2**128, 2**255,
+                (2**128 * LAMBDA) % N, (5 * LAMBDA) % N, 2**5, 2**130, 0, N, N + 1, 2**256 - 1]
+
+
+def pt64(key33: bytes) -> bytes:
+    u = PublicKey(key33).format(compressed=False)
+    return u[1:33][::-1] + u[33:][::-1]
+
+
+def expected_tweak(point33: bytes, s: int) -> bytes:
+    if not 0 < s < N:
+        return b"\x00"
+    return PublicKey(point33).multiply(s.to_bytes(32, "big")).format()
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_tweaks_match_libsecp_on_edge_and_random_scalars(core):
+    """Edge scalars leave the ladder at infinity for many windows (small s) or put a GLV half at 0."""
+    rng = random.Random(f"tweaks {core}")
+    scalars = EDGE_SCALARS + [rng.randrange(1, N) for _ in range(150)]
+    points = [point(rng.randrange(1, N)) for _ in scalars]
+    got = _testing.tweaks(core, [pt64(p) for p in points], [s.to_bytes(32, "big") for s in scalars])
+    want = [expected_tweak(p, s) for p, s in zip(points, scalars)]
+    assert [g if g[0] else b"\x00" for g in got] == want
