@@ -528,49 +528,66 @@ static unsigned parse_words(uint64_t wx[4][SPN_LANES], uint64_t wy[4][SPN_LANES]
     return ok;
 }
 
-/* One vector of points of `width` bytes at p[i] to affine x, y (m 1; y canonical); returns the lanes
- * that are points on the curve (bit i). Public data. */
-SPN_EC_FN static unsigned parse_vector(const unsigned char *const p[SPN_LANES], size_t width, gea *r) {
+/* m ≤ FE_CHAINS vectors of points of `width` bytes at p[k][i] to affine x, y (r[k]; m 1, y canonical),
+ * their square roots side by side; ok[k] = the lanes of vector k that are points on the curve (bit i).
+ * Public data. */
+SPN_EC_FN static void parse_vectors(int m, const unsigned char *const p[][SPN_LANES], size_t width, gea *r,
+                                    unsigned *ok) {
     uint64_t wx[4][SPN_LANES], wy[4][SPN_LANES];
-    unsigned want_odd, ok = parse_words(wx, wy, &want_odd, p, width);
-    fe rhs, y2, d, ny, seven;
-    fe_from_words(&r->x, wx);
-    fe_sqr(&rhs, &r->x);
-    fe_mul(&rhs, &rhs, &r->x);
+    unsigned want_odd[FE_CHAINS];
+    fe rhs[FE_CHAINS], y2, d, ny, seven;
     fe_set1(&seven, 7);
-    fe_add(&rhs, &rhs, &seven); /* x³ + 7, m 2 */
-    if (width == 33) {
-        fe_sqrt(&r->y, &rhs);
-        fe_canon(&r->y, &r->y);
-        spn_mask flip = mk_xor(fe_is_odd(&r->y), mk_bits(want_odd));
-        fe_neg(&ny, &r->y, 2);
-        fe_normw(&ny);
-        fe_canon(&ny, &ny);
-        fe_select(&r->y, flip, &r->y, &ny);
-    } else {
-        fe_from_words(&r->y, wy);
+    for (int k = 0; k < m; k++) {
+        ok[k] = parse_words(wx, wy, &want_odd[k], p[k], width);
+        fe_from_words(&r[k].x, wx);
+        fe_from_words(&r[k].y, wy);
+        fe_sqr(&rhs[k], &r[k].x);
+        fe_mul(&rhs[k], &rhs[k], &r[k].x);
+        fe_add(&rhs[k], &rhs[k], &seven); /* x³ + 7, m 2 */
     }
-    fe_sqr(&y2, &r->y);
-    fe_sub(&d, &y2, &rhs, 3);
-    fe_normw(&d);
-    return ok & mk_to_bits(fe_is_zero(&d));
+    if (width == 33) {
+        fe y[FE_CHAINS];
+        fe_sqrt_m(m, y, rhs);
+        for (int k = 0; k < m; k++) {
+            fe_canon(&r[k].y, &y[k]);
+            spn_mask flip = mk_xor(fe_is_odd(&r[k].y), mk_bits(want_odd[k]));
+            fe_neg(&ny, &r[k].y, 2);
+            fe_normw(&ny);
+            fe_canon(&ny, &ny);
+            fe_select(&r[k].y, flip, &r[k].y, &ny);
+        }
+    }
+    for (int k = 0; k < m; k++) {
+        fe_sqr(&y2, &r[k].y);
+        fe_sub(&d, &y2, &rhs[k], 3);
+        fe_normw(&d);
+        ok[k] &= mk_to_bits(fe_is_zero(&d));
+    }
 }
 
 SPN_EC_FN static void ec_parse_points(const unsigned char *in, size_t width, size_t n, unsigned char (*pt64)[64],
                                       unsigned char *valid) {
-    for (size_t base = 0; base < n; base += SPN_LANES) {
-        size_t cnt = n - base < SPN_LANES ? n - base : SPN_LANES, lane[SPN_LANES];
-        const unsigned char *p[SPN_LANES];
+    enum { STEP = FE_CHAINS * SPN_LANES };
+    for (size_t base = 0; base < n; base += STEP) {
+        size_t cnt = n - base < STEP ? n - base : STEP, lane[SPN_LANES];
+        int m = (int)((cnt + SPN_LANES - 1) / SPN_LANES);
+        const unsigned char *p[FE_CHAINS][SPN_LANES];
         uint64_t wx[4][SPN_LANES], wy[4][SPN_LANES];
-        gea pt;
-        lanes_of(lane, base, cnt, 0);
-        for (int i = 0; i < SPN_LANES; i++) p[i] = in + lane[i] * width;
-        unsigned ok = parse_vector(p, width, &pt);
-        fe_to_words(wx, &pt.x);
-        fe_to_words(wy, &pt.y);
-        for (size_t k = 0; k < cnt; k++) {
-            put_flag(valid, base + k, (unsigned char)((ok >> k) & 1));
-            put_pt64(pt64[base + k], wx, wy, (int)k);
+        unsigned ok[FE_CHAINS];
+        gea pt[FE_CHAINS];
+        for (int k = 0; k < m; k++) {
+            lanes_of(lane, base, cnt, k);
+            for (int i = 0; i < SPN_LANES; i++) p[k][i] = in + lane[i] * width;
+        }
+        parse_vectors(m, (const unsigned char *const(*)[SPN_LANES])p, width, pt, ok);
+        for (int k = 0; k < m; k++) {
+            fe_to_words(wx, &pt[k].x);
+            fe_to_words(wy, &pt[k].y);
+            for (size_t j = 0; j < SPN_LANES && (size_t)k * SPN_LANES + j < cnt; j++) {
+                size_t at = base + (size_t)k * SPN_LANES + j;
+                put_flag(valid, at, (unsigned char)((ok[k] >> j) & 1));
+                put_pt64(pt64[at], wx, wy, (int)j);
+            }
         }
     }
 }
@@ -781,7 +798,7 @@ static const unsigned char G33[33] = {0x02, 0x79, 0xBE, 0x66, 0x7E, 0xF9, 0xDC, 
 SPN_EC_FN static void ec_key_sums(const unsigned char (*keys33)[33], const size_t *first, size_t n,
                                   unsigned char (*sum64)[64], unsigned char *found) {
     ge res[SPN_EC_GROUP], sum;
-    gea q;
+    gea q[FE_CHAINS];
     uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES];
     spn_mask inf[SPN_EC_GROUP];
     size_t order[BATCH];
@@ -794,30 +811,45 @@ SPN_EC_FN static void ec_key_sums(const unsigned char (*keys33)[33], const size_
             for (; j > 0 && first[order[j - 1] + 1] - first[order[j - 1]] > c; j--) order[j] = order[j - 1];
             order[j] = t;
         }
-        for (int v = 0; v < nv; v++) {
-            size_t tx[SPN_LANES], steps = 0;
-            for (int i = 0; i < SPN_LANES; i++) {
-                size_t k = (size_t)v * SPN_LANES + (size_t)i;
-                tx[i] = order[k < cnt ? k : cnt - 1];
-                if (first[tx[i] + 1] - first[tx[i]] > steps) steps = first[tx[i] + 1] - first[tx[i]];
-            }
-            ge_set_infinity(&res[v]);
-            any[v] = 0;
-            for (size_t st = 0; st < steps; st++) {
-                const unsigned char *p[SPN_LANES];
-                unsigned active = 0;
+        for (int v0 = 0; v0 < nv; v0 += FE_CHAINS) { /* FE_CHAINS vectors at a time: square roots side by side */
+            int m = nv - v0 < FE_CHAINS ? nv - v0 : FE_CHAINS;
+            size_t tx[FE_CHAINS][SPN_LANES], steps[FE_CHAINS];
+            for (int k = 0; k < m; k++) {
+                ge_set_infinity(&res[v0 + k]);
+                any[v0 + k] = 0;
+                steps[k] = 0;
                 for (int i = 0; i < SPN_LANES; i++) {
-                    int has = st < first[tx[i] + 1] - first[tx[i]];
-                    p[i] = has ? keys33[first[tx[i]] + st] : G33;
-                    active |= (unsigned)has << i;
+                    size_t at = (size_t)(v0 + k) * SPN_LANES + (size_t)i;
+                    tx[k][i] = order[at < cnt ? at : cnt - 1];
+                    if (first[tx[k][i] + 1] - first[tx[k][i]] > steps[k]) steps[k] = first[tx[k][i] + 1] - first[tx[k][i]];
                 }
-                unsigned use = parse_vector(p, 33, &q) & active;
-                ge_madd(&sum, &res[v], &q);
-                spn_mask m = mk_bits(use);
-                fe_select(&res[v].x, m, &res[v].x, &sum.x);
-                fe_select(&res[v].y, m, &res[v].y, &sum.y);
-                fe_select(&res[v].z, m, &res[v].z, &sum.z);
-                any[v] |= use;
+            }
+            for (size_t st = 0; st < steps[m - 1]; st++) { /* the last vector has the most steps (sorted) */
+                const unsigned char *p[FE_CHAINS][SPN_LANES];
+                unsigned active[FE_CHAINS], ok[FE_CHAINS];
+                int vs[FE_CHAINS], mm = 0;
+                for (int k = 0; k < m; k++) {
+                    if (st >= steps[k]) continue;
+                    active[mm] = 0;
+                    for (int i = 0; i < SPN_LANES; i++) {
+                        size_t t = tx[k][i];
+                        int has = st < first[t + 1] - first[t];
+                        p[mm][i] = has ? keys33[first[t] + st] : G33;
+                        active[mm] |= (unsigned)has << i;
+                    }
+                    vs[mm++] = v0 + k;
+                }
+                parse_vectors(mm, (const unsigned char *const(*)[SPN_LANES])p, 33, q, ok);
+                for (int k = 0; k < mm; k++) {
+                    ge *r = &res[vs[k]];
+                    unsigned use = ok[k] & active[k];
+                    ge_madd(&sum, r, &q[k]);
+                    spn_mask msk = mk_bits(use);
+                    fe_select(&r->x, msk, &r->x, &sum.x);
+                    fe_select(&r->y, msk, &r->y, &sum.y);
+                    fe_select(&r->z, msk, &r->z, &sum.z);
+                    any[vs[k]] |= use;
+                }
             }
         }
         ge_to_affine_words(res, nv, wx, wy, inf);
