@@ -78,6 +78,9 @@ LV_INLINE void lv_pick(spn_lv out[8], const uint64_t cols[8][64], spn_lv idx) {
     }
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("schedule-insns", "sched-pressure")
+#endif
 /* One multiplication is about 300 vector instructions and issue-bound: called, not inlined. */
 #define FE26_MUL_FN static __attribute__((noinline)) SPN_EC_FN
 #include "core_fe26.h"
