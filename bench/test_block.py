@@ -1,8 +1,9 @@
 """Whole block: `tweaks` and `scan` over the mainnet-sized sample block, eligible tx/s, 1 and 2 jobs.
 
-"library ..." rows time one call on one block in this process, per backend; "library scan" also
-on the libsecp256k1 EC engine (the scalar path of CPUs without AVX-512 IFMA) and against
-libsecp256k1 0.8's silentpayments module on the same block (per tx with taproot outputs: our
+"library ..." rows time one call on one block in this process, per backend; "library tweaks" and
+"library scan" also on every EC engine this CPU runs, libsecp256k1's included (through the test-only
+door `sp_scan.native._testing`), and the scan against libsecp256k1 0.8's silentpayments module on
+the same block (per tx with taproot outputs: our
 extraction, the module's `prevouts_summary` and `scan_outputs`), all per eligible tx.
 `--jobs` runs one block per worker process, so the other rows process BLOCKS copies of
 the sample block: "block ..." rows call the CLI's own runner (`sp_scan.cli.run.run`, the
@@ -23,7 +24,8 @@ from pathlib import Path
 import pytest
 from coincurve import PublicKey
 
-from sp_scan import block, extract, native, scan
+from sp_scan import block, extract, scan
+from sp_scan.native import _testing
 from sp_scan.scan import Receiver
 
 from . import peers
@@ -75,21 +77,21 @@ def test_library(benchmark, command, impl):
     benchmark.pedantic(fn, args, rounds=5 if impl == "native" else 2, iterations=1, warmup_rounds=1)
 
 
-LIBSECP_ENGINE_ROW = "library scan, libsecp engine"
+ENGINES = [e for e in _testing.ENGINES if not e.endswith("-emu")]
 
 
-def test_library_scan_on_the_libsecp_engine(benchmark):
-    fn = native_attr("block_scan")
-    if fn is None:
-        pytest.skip("native backend not enabled")
-    args = (BLOCK.read_bytes(), SPENT.read_bytes(), _receiver())
-    previous = native._set_ec_engine("libsecp256k1")
-    try:
-        assert len(fn(*args)) == len(_expected()["found"])
-        benchmark.extra_info.update(row=LIBSECP_ENGINE_ROW, impl="native", per=_eligible("scan"), unit="s/tx")
-        benchmark.pedantic(fn, args, rounds=5, iterations=1, warmup_rounds=1)
-    finally:
-        native._set_ec_engine(previous)
+def engine_row(command: str, engine: str) -> str:
+    return f"library {command}, {engine} engine"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("command", ["tweaks", "scan"])
+def test_library_on_each_engine(benchmark, command, engine):
+    fn = getattr(_testing, f"block_{command}")
+    args = (engine, BLOCK.read_bytes(), SPENT.read_bytes()) + ((_receiver(),) if command == "scan" else ())
+    assert len(fn(*args)) == len(_expected()["tweaks" if command == "tweaks" else "found"])
+    benchmark.extra_info.update(row=engine_row(command, engine), impl="native", per=_eligible(command), unit="s/tx")
+    benchmark.pedantic(fn, args, rounds=5, iterations=1, warmup_rounds=1)
 
 
 def test_library_scan_libsecp_module(benchmark):

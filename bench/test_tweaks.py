@@ -2,8 +2,9 @@
 
 "ours" is `scan.scan_tweaks` over the whole batch (one native call, GIL released) with
 1 and 2 threads, and with 64-byte x ‖ y tweaks, on the EC engine in use (`native.ec_engine()`:
-the 8-lane AVX-512 IFMA engine where the CPU has it), and once more forced onto the libsecp256k1
-engine (the scalar path CPUs without IFMA take); the "scan_tweak loop" row calls
+the best this CPU runs), and the packed batch (`scan_tweaks_packed`, 33- and 64-byte tweaks) on
+every engine this CPU runs, libsecp256k1's included, through the test-only door
+(`sp_scan.native._testing`, the same C built with the engine switch); the "scan_tweak loop" row calls
 `scan.scan_tweak` once per tweak. Peers: the same pipeline on libsecp256k1's public API through
 coincurve, one call per step (`peers.libsecp_scan_tweak`), and libsecp256k1 0.8's
 silentpayments module on one-input txs whose key is the tweak point
@@ -16,7 +17,10 @@ from __future__ import annotations
 import pytest
 from coincurve import PublicKey
 
+import struct
+
 from sp_scan import native, scan
+from sp_scan.native import _testing
 from sp_scan.scan import label_tweak
 
 from . import cases, peers
@@ -29,10 +33,15 @@ VARIANTS = {
     "threads=1": ROW,
     "threads=2": f"{ROW}, threads=2",
     "64-byte": f"{ROW}, 64-byte tweaks",
-    "libsecp engine": f"{ROW}, libsecp engine",
-    "libsecp engine, threads=2": f"{ROW}, libsecp engine, threads=2",
 }
 LOOP_ROW = f"{ROW}, scan_tweak loop"
+ENGINES = [e for e in _testing.ENGINES if not e.endswith("-emu")]
+ENGINE_WIDTHS = {33: "", 64: ", 64-byte tweaks"}
+
+
+def engine_row(engine: str, width: int) -> str:
+    """The row of `engine` (a name of `_testing.ENGINES`) on tweaks of `width` bytes."""
+    return f"{ROW}, {engine} engine{ENGINE_WIDTHS[width]}"
 
 
 def _info(benchmark, row: str, impl: str) -> None:
@@ -55,17 +64,26 @@ def test_ours(benchmark, impl, variant):
     tweaks = c.tweaks64 if variant == "64-byte" else c.tweaks33
     threads = 2 if variant.endswith("threads=2") else 1
     args, kwargs = (tweaks, c.outputs, cases.receiver()), {"threads": threads}
-    previous = native._set_ec_engine("libsecp256k1") if variant.startswith("libsecp engine") else None
-    try:
-        assert _outputs(fn(*args, **kwargs)) == c.expected
-        _info(benchmark, VARIANTS[variant], impl)
-        if impl == "reference":
-            benchmark.pedantic(fn, args, kwargs, rounds=3, iterations=1)
-        else:
-            benchmark(fn, *args, **kwargs)
-    finally:
-        if previous is not None:
-            native._set_ec_engine(previous)
+    assert _outputs(fn(*args, **kwargs)) == c.expected
+    _info(benchmark, VARIANTS[variant], impl)
+    if impl == "reference":
+        benchmark.pedantic(fn, args, kwargs, rounds=3, iterations=1)
+    else:
+        benchmark(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("width", list(ENGINE_WIDTHS))
+@pytest.mark.parametrize("engine", ENGINES)
+def test_engine(benchmark, engine, width):
+    """The packed batch on one engine (the engine rows: one per engine this CPU runs)."""
+    c, r = cases.tweak_case(N_TWEAKS, N_OUTPUTS), cases.receiver()
+    tweaks = b"".join(c.tweaks33 if width == 33 else c.tweaks64)
+    counts = struct.pack(f"<{N_TWEAKS}I", *map(len, c.outputs))
+    outputs = b"".join(o for outs in c.outputs for o in outs)
+    found = _testing.scan_tweaks_packed(engine, tweaks, width, outputs, counts, r)
+    assert [(tx, c.outputs[tx][i]) for tx, i, _, _ in found] == [(tx, o) for tx, paid in enumerate(c.expected) for o in paid]
+    _info(benchmark, engine_row(engine, width), "native")
+    benchmark(_testing.scan_tweaks_packed, engine, tweaks, width, outputs, counts, r)
 
 
 def test_scan_tweak_loop(benchmark):

@@ -18,14 +18,21 @@ from collections.abc import Callable
 import click
 from coincurve import PrivateKey
 
-from sp_scan import address as sp_address
-from sp_scan import crypto, native
-from sp_scan.errors import InvalidKeyError, SPError
-from sp_scan.node import RestNode, RpcNode
-from sp_scan.scan import Receiver
+from sp_scan.errors import ConfigError, InvalidKeyError, SPError
 
-from . import interop, keys, output, sources
-from .run import Interrupted, run
+try:  # the native door checks SP_SCAN_* when it loads: a bad setting is one line and exit 2
+    from sp_scan import native
+except ConfigError as _exc:
+    sys.stderr.write(f"sp-scan: error: {_exc}\n")
+    sys.exit(2)
+
+from sp_scan import address as sp_address  # noqa: E402
+from sp_scan import crypto  # noqa: E402
+from sp_scan.node import RestNode, RpcNode  # noqa: E402
+from sp_scan.scan import Receiver  # noqa: E402
+
+from . import interop, keys, output, sources  # noqa: E402
+from .run import Interrupted, run  # noqa: E402
 
 RPC_PASSWORD_ENV = "SP_SCAN_RPC_PASSWORD"
 NETWORKS = {

@@ -116,19 +116,44 @@ def set_label_strategy(name: str) -> str:
     return next(k for k, v in native.LABEL_STRATEGIES.items() if v == previous)
 
 
+def label_strategy() -> str:
+    """The label strategy this module's scans use."""
+    current = set_label_strategy("auto")
+    set_label_strategy(current)
+    return current
+
+
 _scanners: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _scanner(receiver):
+    scanner = _scanners.get(receiver)
+    if scanner is None:
+        labels = [(m, label33, tweak32) for label33, (m, tweak32) in receiver.label_table.items()]
+        scanner = _scanners[receiver] = _testcore.Scanner(receiver.scan_key32, receiver.spend_pubkey33, labels)
+    return scanner
+
+
+def _on(engine: str, fn, *args):
+    previous = _testcore.set_ec_engine(engine)
+    try:
+        return fn(*args)
+    finally:
+        _testcore.set_ec_engine(previous)
 
 
 def scan_tweaks_packed(
     engine: str, tweaks: bytes, tweak_width: int, outputs32: bytes, counts: bytes, receiver, threads: int = 1
 ) -> list[tuple[int, int, bytes, int | None]]:
     """`native.scan_tweaks_packed` on engine `engine` (one of ENGINES)."""
-    scanner = _scanners.get(receiver)
-    if scanner is None:
-        labels = [(m, label33, tweak32) for label33, (m, tweak32) in receiver.label_table.items()]
-        scanner = _scanners[receiver] = _testcore.Scanner(receiver.scan_key32, receiver.spend_pubkey33, labels)
-    previous = _testcore.set_ec_engine(engine)
-    try:
-        return _testcore.scan_tweaks_packed(scanner, tweaks, tweak_width, outputs32, counts, threads)
-    finally:
-        _testcore.set_ec_engine(previous)
+    return _on(engine, _testcore.scan_tweaks_packed, _scanner(receiver), tweaks, tweak_width, outputs32, counts, threads)
+
+
+def block_tweaks(engine: str, block_bytes: bytes, spent_bytes: bytes) -> list[tuple[bytes, bytes]]:
+    """`native.block_tweaks` on engine `engine`: (txid32, tweak33) per eligible tx."""
+    return _on(engine, _testcore.block_tweaks, block_bytes, spent_bytes)
+
+
+def block_scan(engine: str, block_bytes: bytes, spent_bytes: bytes, receiver) -> list[tuple]:
+    """`native.block_scan` on engine `engine`: the raw match tuples."""
+    return _on(engine, _testcore.block_scan, block_bytes, spent_bytes, _scanner(receiver))

@@ -149,10 +149,10 @@ static void put_be32(unsigned char out32[32], const uint64_t w[4][SPN_LANES], in
         for (int k = 0; k < 8; k++) out32[31 - 8 * j - k] = (unsigned char)(w[j][lane] >> (8 * k));
 }
 
-/* out33 = ser_P of lane i, or a leading 0 when bad. */
+/* out33 = ser_P of lane i, or a leading 0 when bad (0 or 1, which may derive from a secret: no branch). */
 static void put_ser33(unsigned char out33[33], const uint64_t wx[4][SPN_LANES], const uint64_t wy[4][SPN_LANES],
-                      int lane, int bad) {
-    out33[0] = (unsigned char)(bad ? 0 : 0x02 | (wy[0][lane] & 1));
+                      int lane, unsigned bad) {
+    out33[0] = (unsigned char)((0x02 | (wy[0][lane] & 1)) & ((bad & 1) - 1));
     put_be32(out33 + 1, wx, lane);
 }
 
@@ -242,8 +242,9 @@ static void digit_put(digits_t *dr, int lane, int8_t d) {
 }
 
 /* r = ±|d|·entry: every entry is read (masked selections), none is chosen by address. The sign is
- * applied with scratch *ny (the caller wipes it and r). */
-SPN_EC_FN static void ge_lookup(ge *r, const ge tab[17], const digits_t *dr, spn_mask flip, fe *ny) {
+ * applied with scratch *ny (the caller wipes it and r; restrict lets r stay in registers). */
+SPN_EC_FN static void ge_lookup(ge *restrict r, const ge *restrict tab, const digits_t *dr, spn_mask flip,
+                                fe *restrict ny) {
     spn_lv a = lv_load(dr->abs);
     spn_mask m[17];
     for (int j = 1; j <= 16; j++) m[j] = lv_eq(a, lv_set1((uint64_t)j));

@@ -95,8 +95,13 @@
 
 #define SPN_GEN_ENTRIES (1 << (SPN_GEN_W - 1))
 
+/* Hot helpers are inlined, unless the backend keeps its code small (the emulation). */
+#ifndef SPN_EC_HOT
+#define SPN_EC_HOT static inline __attribute__((always_inline)) SPN_EC_FN
+#endif
+
 /* r = a squared n times (n ≥ 1). */
-SPN_EC_FN static inline void fe_sqr_n(fe *r, const fe *a, int n) {
+SPN_EC_HOT void fe_sqr_n(fe *r, const fe *a, int n) {
     fe_sqr(r, a);
     for (int i = 1; i < n; i++) fe_sqr(r, r);
 }
@@ -106,19 +111,19 @@ SPN_EC_FN static inline void fe_sqr_n(fe *r, const fe *a, int n) {
  * throughput on Zen 4's AVX2). */
 enum { FE_CHAINS = 2 };
 
-SPN_EC_FN static inline void fe_sqr_n_m(int m, fe *r, const fe *a, int n) {
+SPN_EC_HOT void fe_sqr_n_m(int m, fe *r, const fe *a, int n) {
     for (int k = 0; k < m; k++) fe_sqr(&r[k], &a[k]);
     for (int i = 1; i < n; i++)
         for (int k = 0; k < m; k++) fe_sqr(&r[k], &r[k]);
 }
 
-SPN_EC_FN static inline void fe_mul_m(int m, fe *r, const fe *a, const fe *b) {
+SPN_EC_HOT void fe_mul_m(int m, fe *r, const fe *a, const fe *b) {
     for (int k = 0; k < m; k++) fe_mul(&r[k], &a[k], &b[k]);
 }
 
 /* The head both exponentiations share (the addition chain libsecp256k1's exponentiations use):
  * x2 = a^3 and t = a^((2^223 − 1)·2^23 + 2^22 − 1), for m chains. */
-SPN_EC_FN static void fe_pow_head(int m, fe *t, fe *x2, const fe *a) {
+SPN_EC_HOT void fe_pow_head(int m, fe *t, fe *x2, const fe *a) {
     fe x3[FE_CHAINS], x6[FE_CHAINS], x9[FE_CHAINS], x11[FE_CHAINS], x22[FE_CHAINS], x44[FE_CHAINS], x88[FE_CHAINS],
         x176[FE_CHAINS], x220[FE_CHAINS], x223[FE_CHAINS], u[FE_CHAINS];
     fe_sqr_n_m(m, u, a, 1);

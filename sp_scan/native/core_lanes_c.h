@@ -35,10 +35,11 @@
 #define SPN_UNROLL
 #define FE52_INLINE static inline
 #define FE26_INLINE static inline
-#define LV_INLINE static inline
+#define LV_INLINE static inline __attribute__((always_inline))
+#define SPN_EC_HOT static inline
 #else
 #define SPN_EC_GROUP 64
-#define SPN_GEN_W 5
+#define SPN_GEN_W 6
 #define SPN_FE52_OWN_MUL
 #define LV_INLINE static inline __attribute__((always_inline))
 #endif
