@@ -536,7 +536,7 @@ SPN_EC_FN static void parse_vectors(int m, const unsigned char *const p[][SPN_LA
                                     unsigned *ok) {
     uint64_t wx[4][SPN_LANES], wy[4][SPN_LANES];
     unsigned want_odd[FE_CHAINS];
-    fe rhs[FE_CHAINS], y2, d, ny, seven;
+    fe rhs[FE_CHAINS] = {0}, y2, d, ny, seven; /* zeroed: GCC -O1 cannot see that only k < m is read */
     fe_set1(&seven, 7);
     for (int k = 0; k < m; k++) {
         ok[k] = parse_words(wx, wy, &want_odd[k], p[k], width);

@@ -4,7 +4,7 @@
  * (checked against the bound libsecp256k1 before a core can be picked), and the scanner's recoded
  * scan key. A vector core handed fewer items than MIN_VECTOR (public) passes them to the scalar core:
  * a lone tx does not pay for a vector of idle lanes. The public tweaks (input_hash·A) of a single lane
- * go to libsecp256k1's variable-time multiplication (lanes_tweaks). */
+ * go to libsecp256k1's multiplication (lanes_tweaks). */
 #include "core.h"
 
 #include <stdio.h>
@@ -53,8 +53,8 @@ static void lanes_label_sums(const spn_ec_core *c, const spn_scanner *sc, const 
     sized(c, n * sc->n_labels)->label_sums(as_cpt64(p_k), n, as_cpt64(sc->label_point), sc->n_labels, sums33);
 }
 
-/* input_hash·A is public, so it may run in variable time: on one lane, libsecp256k1's variable-time
- * multiplication beats the constant-time ladder (it skips zero digits and uses cheaper formulas). */
+/* input_hash·A is public: a vector core runs its variable-time ladder (ecmult_var); one lane goes to
+ * libsecp256k1's multiplication (ec_pubkey_tweak_mul), faster than the scalar core's ladder. */
 static void lanes_tweaks(const spn_ec_core *c, const secp256k1_pubkey *sums, const unsigned char (*input_hash32)[32],
                          size_t n, secp256k1_pubkey *tweak, unsigned char (*tweak33)[33]) {
     if (sized(c, n)->lanes == 1) spn_engine_secp.tweaks(sums, input_hash32, n, tweak, tweak33);
