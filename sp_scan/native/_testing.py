@@ -1,9 +1,10 @@
 """Test-only door to the EC engines, one by one, including their emulated builds.
 
-Only tests (and the long-run checks under tests/long) import this module; the library never does.
-It loads `_testcore`, the `_core` extension built a second time with the engines' test hooks and the
-test-only cores (setup.py): "ifma-emu" is the IFMA core's source over a portable emulation of its 8
-lanes and of vpmadd52luq/huq, so the IFMA core's tests run on every CPU. A core is one of `CORES`
+Only tests, the long-run checks under tests/long and the benches import this module; the library never
+does. It loads `_testcore`, the `_core` extension built a second time by setup.py with the engines' test
+hooks and the test-only cores (it is installed beside `_core`, and nothing else imports it): "ifma-emu"
+is the IFMA core's source over a portable emulation of its 8 lanes and of vpmadd52luq/huq, so the IFMA
+core's tests run on every CPU. A core is one of `CORES`
 (those this CPU can run); whole scans run on any of `ENGINES`, with "libsecp256k1" as the oracle.
 
 Points cross the per-core helpers as 64 bytes: x then y, each 32 bytes little-endian.
