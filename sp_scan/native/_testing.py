@@ -81,6 +81,21 @@ def label_sums(core: str, points64: Sequence[bytes], labels64: Sequence[bytes]) 
     return [[out[33 * (i * nl + m) : 33 * (i * nl + m) + 33] for m in range(nl)] for i in range(len(points64))]
 
 
+def tweaks(core: str, points64: Sequence[bytes], scalars32: Sequence[bytes]) -> list[bytes]:
+    """ser_P(s_i·A_i) on public data (the variable-time path); first byte 0 for s_i = 0 or ≥ n."""
+    t33, _ = _testcore.tweaks(core, b"".join(points64), b"".join(scalars32))
+    return [t33[33 * i : 33 * i + 33] for i in range(len(points64))]
+
+
+def key_sums(core: str, key_sets: Sequence[Sequence[bytes]]) -> list[bytes | None]:
+    """x‖y (little-endian) of the sum of each set of 33-byte keys, those that are points; None when none
+    is or they sum to infinity."""
+    blob = b"".join(k for keys in key_sets for k in keys)
+    counts = b"".join(len(keys).to_bytes(4, "little") for keys in key_sets)
+    sums, found = _testcore.key_sums(core, blob, counts)
+    return [sums[64 * i : 64 * i + 64] if f else None for i, f in enumerate(found)]
+
+
 def timings(core: str, op: str, inputs: Sequence[bytes], points64: Sequence[bytes]) -> list[int]:
     """Ticks (TSC cycles on x86-64) of one operation of `core` per input (constant-time checks).
 

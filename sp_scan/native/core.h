@@ -130,6 +130,10 @@ typedef struct {
 
 /* Summarize a tx: 1 SP tx (out filled), 0 not an SP tx, SPN_ENOMEM. */
 int spn_summarize(const spn_input *ins, size_t n, spn_summary *out);
+/* Summarize n txs at once (tx i: inputs ins[i][0 .. n_ins[i])), their keys parsed and summed by the active
+ * engine in one call (key_sums): ok[i] = 1 and out[i] filled for an SP tx, ok[i] = 0 for any other.
+ * Returns 1 or SPN_ENOMEM. */
+int spn_summarize_many(const spn_input *const *ins, const size_t *n_ins, size_t n, spn_summary *out, unsigned char *ok);
 /* tweak33 = ser_P(input_hash·A); 1 ok, 0 failure. */
 int spn_summary_tweak(const spn_summary *s, unsigned char tweak33[33]);
 
@@ -194,20 +198,26 @@ typedef struct {
      * its ser_P; tweak33[i][0] = 0 (tweak[i] undefined) when s_i is 0 or >= n. Public data. */
     void (*tweaks)(const secp256k1_pubkey *sums, const unsigned char (*input_hash32)[32], size_t n,
                    secp256k1_pubkey *tweak, unsigned char (*tweak33)[33]);
+    /* A_i = the sum of tx i's input keys for n txs at once: keys33[first[i] .. first[i+1]) (ser_P; an
+     * x-only key as 02 ‖ x), each counted when it is a point on the curve. found[i] = 1 and sums[i] = A_i,
+     * or found[i] = 0 when none of them is a point or they sum to infinity. Public data. 1 ok, 0 out
+     * of memory. */
+    int (*key_sums)(const unsigned char (*keys33)[33], const size_t *first, size_t n, secp256k1_pubkey *sums,
+                     unsigned char *found);
 } spn_engine;
 
 extern const spn_engine spn_engine_secp;
 /* The lane engines (core_engines.c over the cores of core_ec.h): usable once spn_engine_select picked them. */
-extern const spn_engine spn_engine_ifma, spn_engine_scalar;
+extern const spn_engine spn_engine_ifma, spn_engine_avx2, spn_engine_scalar;
 #ifdef SPN_TESTING
-extern const spn_engine spn_engine_ifma_emu;
+extern const spn_engine spn_engine_ifma_emu, spn_engine_avx2_emu;
 #endif
 /* The engine every scan uses: spn_engine_secp until spn_engine_select picks one (with the GIL held,
  * before any scan runs). */
 extern const spn_engine *spn_engine_active;
 
 /* Make `name` the active engine, starting it first: "ifma", "avx2", "scalar", "libsecp256k1" (and in
- * the test build "ifma-emu"), or "" for the best this CPU runs (ifma > avx2 > scalar). 1 ok; 0 when
+ * the test build "ifma-emu", "avx2-emu"), or "" for the best this CPU runs (ifma > avx2 > scalar). 1 ok; 0 when
  * the name is unknown or the engine cannot run here (not built, CPU or OS without its instructions,
  * an unexpected libsecp256k1 point layout), with a one-line reason in why. Call with the GIL held. */
 int spn_engine_select(const char *name, char *why, size_t why_len);

@@ -242,35 +242,59 @@ static int is_taproot_script(const spn_span *s) {
 
 static int is_taproot(const txout_t *o) { return is_taproot_script(&o->script); }
 
+/* Summaries of every tx of the block with a taproot output (the coinbase aside), their keys parsed and
+ * summed in one batch: cand[k] is the block index of candidate k, sum[k] its summary when ok[k]. The
+ * three arrays are malloc'd (freed by the caller, also on failure). Returns the count or SPN_ENOMEM. */
+static long summarize_block(const block_t *b, size_t **cand, spn_summary **sum, unsigned char **ok) {
+    size_t n = 0, txs = b->n_tx ? b->n_tx : 1;
+    const spn_input **ins = malloc(txs * sizeof *ins);
+    size_t *n_ins = malloc(txs * sizeof *n_ins);
+    *cand = malloc(txs * sizeof **cand);
+    *sum = malloc(txs * sizeof **sum);
+    *ok = malloc(txs);
+    long ret = ins && n_ins && *cand && *sum && *ok ? 1 : SPN_ENOMEM;
+    for (size_t i = 1; ret == 1 && i < b->n_tx; i++) {
+        const tx_t *tx = &b->txs[i];
+        int taproot = 0;
+        for (size_t j = 0; j < tx->n_out && !taproot; j++) taproot = is_taproot(&b->outs[tx->first_out + j]);
+        if (!taproot) continue;
+        ins[n] = &b->ins[tx->first_in];
+        n_ins[n] = tx->n_in;
+        (*cand)[n++] = i;
+    }
+    if (ret == 1) ret = spn_summarize_many(ins, n_ins, n, *sum, *ok);
+    free(ins);
+    free(n_ins);
+    return ret == 1 ? (long)n : ret;
+}
+
 long spn_block_tweaks(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
                       spn_tx_tweak **out) {
     block_t b;
-    size_t n = 0, cap = 0, cap_sums = 0, cap_hashes = 0;
+    size_t n = 0, *cand = NULL;
+    spn_summary *sum = NULL;
     secp256k1_pubkey *sums = NULL, *points = NULL;
-    unsigned char(*hashes)[32] = NULL, (*tweaks)[33] = NULL;
-    long ret = load(&b, block, block_len, spent, spent_len);
+    unsigned char(*hashes)[32] = NULL, (*tweaks)[33] = NULL, *ok = NULL;
+    long n_cand = 0, ret = load(&b, block, block_len, spent, spent_len);
     *out = NULL;
-    /* Summarize every eligible tx, then all tweaks input_hash·A in one engine call. */
-    for (size_t i = 1; ret == 1 && i < b.n_tx; i++) {
-        const tx_t *tx = &b.txs[i];
-        spn_summary s;
-        int taproot = 0, r;
-        for (size_t j = 0; j < tx->n_out && !taproot; j++) taproot = is_taproot(&b.outs[tx->first_out + j]);
-        if (!taproot) continue;
-        if ((r = spn_summarize(&b.ins[tx->first_in], tx->n_in, &s)) < 0) ret = r;
-        if (r != 1) continue;
-        if (!grow((void **)out, &cap, n + 1, sizeof **out) || !grow((void **)&sums, &cap_sums, n + 1, sizeof *sums) ||
-            !grow((void **)&hashes, &cap_hashes, n + 1, sizeof *hashes)) {
-            ret = SPN_ENOMEM;
-            break;
-        }
-        sums[n] = s.sum;
-        memcpy(hashes[n], s.input_hash32, 32);
-        txid(tx, (*out)[n].txid32);
+    /* Summarize every eligible tx in one batch, then all tweaks input_hash·A in one engine call. */
+    if (ret == 1 && (n_cand = summarize_block(&b, &cand, &sum, &ok)) < 0) ret = n_cand;
+    if (ret == 1) {
+        size_t room = n_cand > 0 ? (size_t)n_cand : 1;
+        *out = malloc(room * sizeof **out);
+        sums = malloc(room * sizeof *sums);
+        points = malloc(room * sizeof *points);
+        hashes = malloc(room * sizeof *hashes);
+        tweaks = malloc(room * sizeof *tweaks);
+        if (!*out || !sums || !points || !hashes || !tweaks) ret = SPN_ENOMEM;
+    }
+    for (long k = 0; ret == 1 && k < n_cand; k++) {
+        if (!ok[k]) continue;
+        sums[n] = sum[k].sum;
+        memcpy(hashes[n], sum[k].input_hash32, 32);
+        txid(&b.txs[cand[k]], (*out)[n].txid32);
         n++;
     }
-    if (ret == 1 && n > 0 && (!(tweaks = malloc(n * sizeof *tweaks)) || !(points = malloc(n * sizeof *points))))
-        ret = SPN_ENOMEM;
     if (ret == 1 && n > 0) {
         size_t kept = 0;
         spn_engine_active->tweaks(sums, (const unsigned char(*)[32])hashes, n, points, tweaks);
@@ -282,6 +306,9 @@ long spn_block_tweaks(const unsigned char *block, size_t block_len, const unsign
         n = kept;
     }
     block_free(&b);
+    free(cand);
+    free(sum);
+    free(ok);
     free(sums);
     free(hashes);
     free(tweaks);
@@ -305,18 +332,17 @@ long spn_block_scan(const unsigned char *block, size_t block_len, const unsigned
     size_t *txs = NULL, *first = NULL, *vouts = NULL; /* per SP tx: its block index; per output: its vout */
     const unsigned char **xs = NULL;
     spn_batch_found *found = NULL;
-    long n = 0, ret = load(&b, block, block_len, spent, spent_len);
+    size_t *cand = NULL;
+    spn_summary *sum = NULL;
+    unsigned char *ok = NULL;
+    long n_cand = 0, n = 0, ret = load(&b, block, block_len, spent, spent_len);
     *out = NULL;
-    for (size_t i = 1; ret == 1 && i < b.n_tx; i++) {
+    if (ret == 1 && (n_cand = summarize_block(&b, &cand, &sum, &ok)) < 0) ret = n_cand;
+    for (long k = 0; ret == 1 && k < n_cand; k++) {
+        size_t i = cand[k];
         const tx_t *tx = &b.txs[i];
-        spn_summary s;
-        int taproot = 0, r;
-        for (size_t j = 0; j < tx->n_out && !taproot; j++) taproot = is_taproot(&b.outs[tx->first_out + j]);
-        if (!taproot) continue;
-        if ((r = spn_summarize(&b.ins[tx->first_in], tx->n_in, &s)) != 1) {
-            if (r < 0) ret = r;
-            continue;
-        }
+        const spn_summary *s = &sum[k];
+        if (!ok[k]) continue;
         if (!grow((void **)&sums, &cap_sums, n_sp + 1, sizeof *sums) ||
             !grow((void **)&hashes, &cap_hashes, n_sp + 1, sizeof *hashes) ||
             !grow((void **)&txs, &cap_txs, n_sp + 1, sizeof *txs) ||
@@ -333,8 +359,8 @@ long spn_block_scan(const unsigned char *block, size_t block_len, const unsigned
             xs[n_x] = o->script.p + 2;
             vouts[n_x++] = j;
         }
-        sums[n_sp] = s.sum;
-        memcpy(hashes[n_sp], s.input_hash32, 32);
+        sums[n_sp] = s->sum;
+        memcpy(hashes[n_sp], s->input_hash32, 32);
         txs[n_sp++] = i;
     }
     if (ret == 1 && n_sp) {
@@ -369,6 +395,9 @@ long spn_block_scan(const unsigned char *block, size_t block_len, const unsigned
     }
     if (found) spn_cleanse(found, (size_t)(n > 0 ? n : 0) * sizeof *found);
     free(found);
+    free(cand);
+    free(sum);
+    free(ok);
     free(sums);
     free(hashes);
     free(txs);
@@ -456,10 +485,13 @@ int spn_block_index_build(const unsigned char *block, size_t block_len, const un
                           spn_block_index *out) {
     block_t b;
     secp256k1_pubkey *sums = NULL, *points = NULL;
-    unsigned char(*hashes)[32] = NULL, (*tweaks)[33] = NULL;
-    size_t *which = NULL, n_sp = 0;
+    unsigned char(*hashes)[32] = NULL, (*tweaks)[33] = NULL, *ok = NULL;
+    size_t *which = NULL, *cand = NULL, n_sp = 0, next = 0;
+    spn_summary *sum = NULL;
+    long n_cand = 0;
     int ret = load(&b, block, block_len, spent, spent_len);
     memset(out, 0, sizeof *out);
+    if (ret == 1 && (n_cand = summarize_block(&b, &cand, &sum, &ok)) < 0) ret = (int)n_cand;
     if (ret == 1 && !index_alloc(out, &b)) ret = SPN_ENOMEM;
     if (ret == 1) { /* room for every tx to be eligible */
         size_t txs = b.n_tx ? b.n_tx : 1;
@@ -485,27 +517,24 @@ int spn_block_index_build(const unsigned char *block, size_t block_len, const un
     }
     for (size_t i = 0; ret == 1 && i < b.n_tx; i++) {
         const tx_t *tx = &b.txs[i];
-        spn_summary s;
-        int taproot = 0, r;
         for (size_t j = 0; j < tx->n_out; j++) {
             const txout_t *o = &b.outs[tx->first_out + j];
-            if (!is_taproot(o)) continue;
-            memcpy(out->taproot_keys32 + 32 * out->n_keys++, o->script.p + 2, 32);
-            taproot = 1;
+            if (is_taproot(o)) memcpy(out->taproot_keys32 + 32 * out->n_keys++, o->script.p + 2, 32);
         }
         if (i == 0) continue; /* the coinbase spends nothing and is never eligible */
         for (size_t j = 0; j < tx->n_in; j++) {
             const spn_input *in = &b.ins[tx->first_in + j];
             if (is_taproot_script(&in->prevout)) memcpy(out->spent_outpoints36 + 36 * out->n_spent++, in->outpoint36, 36);
         }
-        if (!taproot) continue;
-        if ((r = spn_summarize(&b.ins[tx->first_in], tx->n_in, &s)) != 1) {
-            if (r < 0) ret = r;
-            continue;
+        /* summarize_block's candidates are this loop's txs with a taproot output, in order */
+        if (next < (size_t)n_cand && cand[next] == i) {
+            const spn_summary *s = &sum[next];
+            if (ok[next++]) {
+                sums[n_sp] = s->sum;
+                memcpy(hashes[n_sp], s->input_hash32, 32);
+                which[n_sp++] = i;
+            }
         }
-        sums[n_sp] = s.sum;
-        memcpy(hashes[n_sp], s.input_hash32, 32);
-        which[n_sp++] = i;
     }
     /* All of the block's tweaks input_hash·A in one engine call, then the rows in block order. */
     if (ret == 1 && n_sp > 0) spn_engine_active->tweaks(sums, (const unsigned char(*)[32])hashes, n_sp, points, tweaks);
@@ -520,6 +549,9 @@ int spn_block_index_build(const unsigned char *block, size_t block_len, const un
     free(hashes);
     free(tweaks);
     free(which);
+    free(cand);
+    free(sum);
+    free(ok);
     block_free(&b);
     if (ret != 1) spn_block_index_free(out);
     return ret;

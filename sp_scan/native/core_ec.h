@@ -97,6 +97,15 @@ typedef struct {
     /* sums33[i·n_labels + m] = ser_P(P_i + L_m) (first byte 0 at infinity). */
     void (*label_sums)(const unsigned char (*pk64)[64], size_t n, const unsigned char (*label64)[64],
                        size_t n_labels, unsigned char (*sums33)[33]);
+    /* Sums of public keys, n sets at once: set i is keys33[first[i] .. first[i+1]) (ser_P; an x-only
+     * key as 02 ‖ x), each counted when it is a point. found[i] = 1 and sum64[i] the affine sum, or
+     * found[i] = 0 when none of them is a point or they sum to infinity. Public data. */
+    void (*key_sums)(const unsigned char (*keys33)[33], const size_t *first, size_t n, unsigned char (*sum64)[64],
+                     unsigned char *found);
+    /* Light-client tweaks: tweak33[i] = ser_P(s_i·A_i) with s_i = scalar32[i] and out64[i] the point, for
+     * public s_i and A_i = pt64[i] (variable time); first byte 0 when s_i is 0 or ≥ n. */
+    void (*tweaks)(const unsigned char (*pt64)[64], const unsigned char (*scalar32)[32], size_t n,
+                   unsigned char (*tweak33)[33], unsigned char (*out64)[64]);
     /* Field tests: out32[i] = op(a_i, b_i) mod p, big-endian and fully reduced, for n values given as
      * raw limbs (value i, limb j at [i·raw_limbs + j], each below 2^raw_bits; see core_ec_lanes.h). */
     void (*fe_test)(int op, const uint64_t *a, const uint64_t *b, size_t n, unsigned char (*out32)[32]);
@@ -105,10 +114,15 @@ typedef struct {
 
 /* The 8-lane AVX-512 IFMA core (core_ec_ifma.c; cpu() is 0 off x86-64 and the entries NULL there). */
 extern const spn_ec_core spn_ec_ifma;
+/* The 4-lane AVX2 core (core_ec_avx2.c; cpu() is 0 off x86-64 and the entries NULL there). */
+extern const spn_ec_core spn_ec_avx2;
 /* The portable 1-lane core (core_ec_scalar.c): every CPU. */
 extern const spn_ec_core spn_ec_scalar;
 /* Test-only build (testing_ec_emu.c, in sp_scan.native._testcore): the IFMA core's source over the
  * portable emulation of its 8 lanes, on every CPU. */
 extern const spn_ec_core spn_ec_ifma_emu;
+/* Test-only build (testing_ec_avx2_emu.c): the AVX2 core's source over the portable emulation of its 4
+ * lanes and of vpmuludq, on every CPU. */
+extern const spn_ec_core spn_ec_avx2_emu;
 
 #endif

@@ -246,36 +246,49 @@ static void digit_put(digits_t *dr, int lane, int8_t d) {
 SPN_EC_FN static void ge_lookup(ge *restrict r, const ge *restrict tab, const digits_t *dr, spn_mask flip,
                                 fe *restrict ny) {
     spn_lv a = lv_load(dr->abs);
-    *r = tab[0];
-    for (int j = 1; j <= 16; j++) {
-        spn_mask m = lv_eq(a, lv_set1((uint64_t)j));
-        fe_select(&r->x, m, &r->x, &tab[j].x);
-        fe_select(&r->y, m, &r->y, &tab[j].y);
-        fe_select(&r->z, m, &r->z, &tab[j].z);
-    }
+    spn_mask m[17];
+    for (int j = 1; j <= 16; j++) m[j] = lv_eq(a, lv_set1((uint64_t)j));
+    /* One coordinate at a time, so its running selection stays in registers across the 16 entries. */
+    r->x = tab[0].x;
+    for (int j = 1; j <= 16; j++) fe_select(&r->x, m[j], &r->x, &tab[j].x);
+    r->y = tab[0].y;
+    for (int j = 1; j <= 16; j++) fe_select(&r->y, m[j], &r->y, &tab[j].y);
+    r->z = tab[0].z;
+    for (int j = 1; j <= 16; j++) fe_select(&r->z, m[j], &r->z, &tab[j].z);
     fe_neg(ny, &r->y, 3); /* table y: m ≤ 2 */
     fe_select(&r->y, mk_xor(mk_bits(dr->neg), flip), &r->y, ny);
+}
+
+/* β as an fe (λ·(x, y) = (β·x, y)). */
+SPN_EC_FN static void fe_beta(fe *beta) {
+    static const uint64_t BETA[4] = {0xC1396C28719501EEULL, 0x9CF0497512F58995ULL, 0x6E64479EAC3434E9ULL,
+                                     0x7AE96A2B657C0710ULL};
+    spn_lv bw[4];
+    for (int j = 0; j < 4; j++) bw[j] = lv_set1(BETA[j]);
+    fe_from_lv(beta, bw);
+}
+
+/* tab[j] = j·T' for j = 0..16 (tab[0] infinity), T' = T negated on the lanes of neg1; *tp = T'. */
+SPN_EC_FN static void ecmult_table(ge tab[17], gea *tp, const gea *t, spn_mask neg1, fe *ny) {
+    *tp = *t;
+    fe_neg(ny, &tp->y, 2);
+    fe_select(&tp->y, neg1, &tp->y, ny);
+    ge_set_infinity(&tab[0]);
+    tab[1].x = tp->x;
+    tab[1].y = tp->y;
+    fe_set1(&tab[1].z, 1);
+    ge_dbl(&tab[2], &tab[1]);
+    for (int j = 3; j <= 16; j++) ge_madd(&tab[j], &tab[j - 1], tp);
 }
 
 /* r = k·T lane-wise, k ≡ (−1)^neg1·|k1| + (−1)^neg2·|k2|·λ with the digits d[h][w] of |k1|, |k2|;
  * T affine on the curve, m ≤ 1. Wipes its table and scratch. */
 SPN_EC_FN static void ecmult(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, const digits_t d[2][SPN_GLV_WIN]) {
     ge tab[17], q;
-    gea tp = *t;
+    gea tp;
     fe ny, beta;
-    static const uint64_t BETA[4] = {0xC1396C28719501EEULL, 0x9CF0497512F58995ULL, 0x6E64479EAC3434E9ULL,
-                                     0x7AE96A2B657C0710ULL};
-    spn_lv bw[4];
-    for (int j = 0; j < 4; j++) bw[j] = lv_set1(BETA[j]);
-    fe_from_lv(&beta, bw);
-    fe_neg(&ny, &tp.y, 2);
-    fe_select(&tp.y, neg1, &tp.y, &ny);
-    ge_set_infinity(&tab[0]);
-    tab[1].x = tp.x;
-    tab[1].y = tp.y;
-    fe_set1(&tab[1].z, 1);
-    ge_dbl(&tab[2], &tab[1]);
-    for (int j = 3; j <= 16; j++) ge_madd(&tab[j], &tab[j - 1], &tp);
+    fe_beta(&beta);
+    ecmult_table(tab, &tp, t, neg1, &ny);
     spn_mask flip = mk_xor(neg1, neg2);
     for (int w = SPN_GLV_WIN - 1; w >= 0; w--) {
         if (w == SPN_GLV_WIN - 1) {
@@ -293,6 +306,98 @@ SPN_EC_FN static void ecmult(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, 
     spn_cleanse(&q, sizeof q);
     spn_cleanse(&tp, sizeof tp);
     spn_cleanse(&ny, sizeof ny);
+}
+
+/* ---- variable base on public scalars (a block's tweaks): variable time ----
+ * The same ladder and table, but a lookup reads only the entries some lane uses, and the doublings
+ * run in Jacobian coordinates (x = X/Z², y = Y/Z³: 2M + 5S against the complete formula's 6M + 2S;
+ * on a = 0 curves Jacobian doubling has no exceptional input, infinity stays Z = 0), with the ladder
+ * moved between the two systems around each window's complete additions (2M + 1S each way). */
+
+/* r = ±|d|·entry for public digits (the entries no lane uses are not read). */
+SPN_EC_FN static void ge_lookup_var(ge *r, const ge tab[17], const digits_t *dr, spn_mask flip, fe *ny) {
+    unsigned used = 0;
+    for (int i = 0; i < SPN_LANES; i++) used |= 1u << dr->abs[i];
+    spn_lv a = lv_load(dr->abs);
+    int j = __builtin_ctz(used);
+    *r = tab[j];
+    for (used &= used - 1; used; used &= used - 1) {
+        j = __builtin_ctz(used);
+        spn_mask m = lv_eq(a, lv_set1((uint64_t)j));
+        fe_select(&r->x, m, &r->x, &tab[j].x);
+        fe_select(&r->y, m, &r->y, &tab[j].y);
+        fe_select(&r->z, m, &r->z, &tab[j].z);
+    }
+    fe_neg(ny, &r->y, 3); /* table y: m ≤ 2 */
+    fe_select(&r->y, mk_xor(mk_bits(dr->neg), flip), &r->y, ny);
+}
+
+/* Jacobian doubling, a = 0 (Bernstein–Lange dbl-2009-l). In: m ≤ (1, 3, 2). Out: m (1, 3, 2). */
+SPN_EC_FN static void gej_dbl(ge *r, const ge *a) {
+    fe A, B, C, D, E, F, t;
+    fe_sqr(&A, &a->x);          /* X² */
+    fe_sqr(&B, &a->y);          /* Y² */
+    fe_sqr(&C, &B);             /* Y⁴ */
+    fe_add(&t, &a->x, &B);      /* m 2 */
+    fe_sqr(&D, &t);
+    fe_add(&t, &A, &C);         /* m 2 */
+    fe_sub(&D, &D, &t, 3);      /* (X + Y²)² − X² − Y⁴ = 2XY²  m 4 */
+    fe_mul_small(&D, &D, 2);    /* D = 4XY²  m 1 */
+    fe_add(&E, &A, &A);
+    fe_add(&E, &E, &A);         /* 3X²  m 3 */
+    fe_sqr(&F, &E);
+    fe_mul(&r->z, &a->y, &a->z);
+    fe_add(&r->z, &r->z, &r->z); /* 2YZ  m 2 */
+    fe_add(&t, &D, &D);         /* m 2 */
+    fe_sub(&r->x, &F, &t, 3);   /* F − 2D  m 4 */
+    fe_normw(&r->x);            /* m 1 */
+    fe_sub(&t, &D, &r->x, 2);   /* m 3 */
+    fe_mul(&r->y, &E, &t);
+    fe_mul_small(&C, &C, 8);    /* 8Y⁴  m 1 */
+    fe_sub(&r->y, &r->y, &C, 2); /* m 3 */
+}
+
+/* Projective (m ≤ (3, 2, 2)) to Jacobian: X·Z, Y·Z², Z; at infinity (Z = 0) Y becomes 1, so the
+ * point stays a valid infinity (Y ≠ 0) through the doublings and back. Out: m (1, 1, 2). */
+SPN_EC_FN static void ge_to_jacobian(ge *r) {
+    fe z2, one;
+    fe_sqr(&z2, &r->z);
+    fe_mul(&r->x, &r->x, &r->z);
+    fe_mul(&r->y, &r->y, &z2);
+    fe_set1(&one, 1);
+    fe_select(&r->y, fe_is_zero(&z2), &r->y, &one);
+}
+
+/* Jacobian (m ≤ (1, 3, 2)) to projective: X·Z, Y, Z³. Out: m (1, 3, 1). */
+SPN_EC_FN static void gej_to_projective(ge *r) {
+    fe z2;
+    fe_sqr(&z2, &r->z);
+    fe_mul(&r->x, &r->x, &r->z);
+    fe_mul(&r->z, &r->z, &z2);
+}
+
+/* ecmult for public scalars (variable time); the same result. */
+SPN_EC_FN static void ecmult_var(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, const digits_t d[2][SPN_GLV_WIN]) {
+    ge tab[17], q;
+    gea tp;
+    fe ny, beta;
+    fe_beta(&beta);
+    ecmult_table(tab, &tp, t, neg1, &ny);
+    spn_mask flip = mk_xor(neg1, neg2);
+    for (int w = SPN_GLV_WIN - 1; w >= 0; w--) {
+        if (w == SPN_GLV_WIN - 1) {
+            ge_lookup_var(r, tab, &d[0][w], mk_bits(0), &ny);
+        } else {
+            ge_to_jacobian(r);
+            for (int i = 0; i < SPN_GLV_W; i++) gej_dbl(r, r);
+            gej_to_projective(r);
+            ge_lookup_var(&q, tab, &d[0][w], mk_bits(0), &ny);
+            ge_add(r, r, &q);
+        }
+        ge_lookup_var(&q, tab, &d[1][w], flip, &ny);
+        fe_mul(&q.x, &q.x, &beta);
+        ge_add(r, r, &q);
+    }
 }
 
 /* ---- fixed base: t·G from precomputed affine multiples ----
@@ -401,23 +506,22 @@ static const unsigned char P_BE[32] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
                                        0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
                                        0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0xFF, 0xFF, 0xFC, 0x2F};
 
-/* Words of the points' x (and y for width 64), the lanes whose prefix and coordinates are in range
- * (bit i), and in *want_odd the lanes whose 33-byte prefix asks for an odd y. Public data. */
+/* Words of the points' x (and y for width 64) at p[i], the lanes whose prefix and coordinates are in
+ * range (bit i), and in *want_odd the lanes whose 33-byte prefix asks for an odd y. Public data. */
 static unsigned parse_words(uint64_t wx[4][SPN_LANES], uint64_t wy[4][SPN_LANES], unsigned *want_odd,
-                            const unsigned char *in, size_t width, const size_t lane[SPN_LANES]) {
+                            const unsigned char *const p[SPN_LANES], size_t width) {
     unsigned ok = 0;
     *want_odd = 0;
     memset(wy, 0, 4 * SPN_LANES * sizeof **wy);
     for (int i = 0; i < SPN_LANES; i++) {
-        const unsigned char *p = in + lane[i] * width;
-        const unsigned char *x = width == 33 ? p + 1 : p;
+        const unsigned char *x = width == 33 ? p[i] + 1 : p[i];
         int good = memcmp(x, P_BE, 32) < 0;
         if (width == 33) {
-            good &= p[0] == 0x02 || p[0] == 0x03;
-            *want_odd |= (unsigned)(p[0] & 1) << i;
+            good &= p[i][0] == 0x02 || p[i][0] == 0x03;
+            *want_odd |= (unsigned)(p[i][0] & 1) << i;
         } else {
-            good &= memcmp(p + 32, P_BE, 32) < 0;
-            words_of_be32(wy, i, p + 32);
+            good &= memcmp(p[i] + 32, P_BE, 32) < 0;
+            words_of_be32(wy, i, p[i] + 32);
         }
         words_of_be32(wx, i, x);
         ok |= (unsigned)good << i;
@@ -425,39 +529,66 @@ static unsigned parse_words(uint64_t wx[4][SPN_LANES], uint64_t wy[4][SPN_LANES]
     return ok;
 }
 
-SPN_EC_FN static void ec_parse_points(const unsigned char *in, size_t width, size_t n, unsigned char (*pt64)[64],
-                                      unsigned char *valid) {
-    for (size_t base = 0; base < n; base += SPN_LANES) {
-        size_t cnt = n - base < SPN_LANES ? n - base : SPN_LANES, lane[SPN_LANES];
-        uint64_t wx[4][SPN_LANES], wy[4][SPN_LANES];
-        unsigned want_odd;
-        lanes_of(lane, base, cnt, 0);
-        unsigned ok = parse_words(wx, wy, &want_odd, in, width, lane);
-        fe x, y, rhs, y2, d, ny, seven;
-        fe_from_words(&x, wx);
-        fe_sqr(&rhs, &x);
-        fe_mul(&rhs, &rhs, &x);
-        fe_set1(&seven, 7);
-        fe_add(&rhs, &rhs, &seven); /* x³ + 7, m 2 */
-        if (width == 33) {
-            fe_sqrt(&y, &rhs);
-            fe_canon(&y, &y);
-            spn_mask flip = mk_xor(fe_is_odd(&y), mk_bits(want_odd));
-            fe_neg(&ny, &y, 2);
+/* m ≤ FE_CHAINS vectors of points of `width` bytes at p[k][i] to affine x, y (r[k]; m 1, y canonical),
+ * their square roots side by side; ok[k] = the lanes of vector k that are points on the curve (bit i).
+ * Public data. */
+SPN_EC_FN static void parse_vectors(int m, const unsigned char *const p[][SPN_LANES], size_t width, gea *r,
+                                    unsigned *ok) {
+    uint64_t wx[4][SPN_LANES], wy[4][SPN_LANES];
+    unsigned want_odd[FE_CHAINS];
+    fe rhs[FE_CHAINS] = {0}, y2, d, ny, seven; /* zeroed: GCC -O1 cannot see that only k < m is read */
+    fe_set1(&seven, 7);
+    for (int k = 0; k < m; k++) {
+        ok[k] = parse_words(wx, wy, &want_odd[k], p[k], width);
+        fe_from_words(&r[k].x, wx);
+        fe_from_words(&r[k].y, wy);
+        fe_sqr(&rhs[k], &r[k].x);
+        fe_mul(&rhs[k], &rhs[k], &r[k].x);
+        fe_add(&rhs[k], &rhs[k], &seven); /* x³ + 7, m 2 */
+    }
+    if (width == 33) {
+        fe y[FE_CHAINS];
+        fe_sqrt_m(m, y, rhs);
+        for (int k = 0; k < m; k++) {
+            fe_canon(&r[k].y, &y[k]);
+            spn_mask flip = mk_xor(fe_is_odd(&r[k].y), mk_bits(want_odd[k]));
+            fe_neg(&ny, &r[k].y, 2);
             fe_normw(&ny);
             fe_canon(&ny, &ny);
-            fe_select(&y, flip, &y, &ny);
-        } else {
-            fe_from_words(&y, wy);
+            fe_select(&r[k].y, flip, &r[k].y, &ny);
         }
-        fe_sqr(&y2, &y);
-        fe_sub(&d, &y2, &rhs, 3);
+    }
+    for (int k = 0; k < m; k++) {
+        fe_sqr(&y2, &r[k].y);
+        fe_sub(&d, &y2, &rhs[k], 3);
         fe_normw(&d);
-        ok &= mk_to_bits(fe_is_zero(&d));
-        fe_to_words(wy, &y);
-        for (size_t k = 0; k < cnt; k++) {
-            put_flag(valid, base + k, (unsigned char)((ok >> k) & 1));
-            put_pt64(pt64[base + k], wx, wy, (int)k);
+        ok[k] &= mk_to_bits(fe_is_zero(&d));
+    }
+}
+
+SPN_EC_FN static void ec_parse_points(const unsigned char *in, size_t width, size_t n, unsigned char (*pt64)[64],
+                                      unsigned char *valid) {
+    enum { STEP = FE_CHAINS * SPN_LANES };
+    for (size_t base = 0; base < n; base += STEP) {
+        size_t cnt = n - base < STEP ? n - base : STEP, lane[SPN_LANES];
+        int m = (int)((cnt + SPN_LANES - 1) / SPN_LANES);
+        const unsigned char *p[FE_CHAINS][SPN_LANES];
+        uint64_t wx[4][SPN_LANES], wy[4][SPN_LANES];
+        unsigned ok[FE_CHAINS];
+        gea pt[FE_CHAINS];
+        for (int k = 0; k < m; k++) {
+            lanes_of(lane, base, cnt, k);
+            for (int i = 0; i < SPN_LANES; i++) p[k][i] = in + lane[i] * width;
+        }
+        parse_vectors(m, (const unsigned char *const(*)[SPN_LANES])p, width, pt, ok);
+        for (int k = 0; k < m; k++) {
+            fe_to_words(wx, &pt[k].x);
+            fe_to_words(wy, &pt[k].y);
+            for (size_t j = 0; j < SPN_LANES && (size_t)k * SPN_LANES + j < cnt; j++) {
+                size_t at = base + (size_t)k * SPN_LANES + j;
+                put_flag(valid, at, (unsigned char)((ok[k] >> j) & 1));
+                put_pt64(pt64[at], wx, wy, (int)j);
+            }
         }
     }
 }
@@ -523,6 +654,44 @@ SPN_EC_FN static void ec_shared_secrets(const spn_glv *glv, const uint64_t b[4],
     spn_cleanse(wy, sizeof wy);
     spn_cleanse(s, sizeof s);
     spn_cleanse(&lg, sizeof lg);
+}
+
+SPN_EC_FN static void ec_tweaks(const unsigned char (*pt64)[64], const unsigned char (*scalar32)[32], size_t n,
+                                unsigned char (*tweak33)[33], unsigned char (*out64)[64]) {
+    ge res[SPN_EC_GROUP];
+    digits_t d[2][SPN_GLV_WIN];
+    uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES], s[4];
+    unsigned char bad[BATCH];
+    spn_mask inf[SPN_EC_GROUP];
+    spn_glv g;
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t cnt = n - base < BATCH ? n - base : BATCH, lane[SPN_LANES];
+        int nv = (int)((cnt + SPN_LANES - 1) / SPN_LANES);
+        for (int v = 0; v < nv; v++) {
+            gea t;
+            unsigned neg1 = 0, neg2 = 0;
+            lanes_of(lane, base, cnt, v);
+            gea_load(&t, pt64, lane);
+            memset(d, 0, sizeof d);
+            for (int i = 0; i < SPN_LANES; i++) {
+                spn_scalar_from_b32(s, scalar32[lane[i]]);
+                bad[SPN_LANES * v + i] = (unsigned char)!scalar_in_range(s);
+                spn_glv_recode(&g, s);
+                neg1 |= (unsigned)g.neg[0] << i;
+                neg2 |= (unsigned)g.neg[1] << i;
+                for (int h = 0; h < 2; h++)
+                    for (int w = 0; w < SPN_GLV_WIN; w++) digit_put(&d[h][w], i, g.d[h][w]);
+            }
+            ecmult_var(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
+        }
+        ge_to_affine_words(res, nv, wx, wy, inf);
+        for (size_t k = 0; k < cnt; k++) {
+            size_t v = k / SPN_LANES;
+            int i = (int)(k % SPN_LANES);
+            put_ser33(tweak33[base + k], wx[v], wy[v], i, bad[k] | ((mk_to_bits(inf[v]) >> i) & 1));
+            put_pt64(out64[base + k], wx[v], wy[v], i);
+        }
+    }
 }
 
 SPN_EC_FN static void ec_spend_points(const unsigned char spend64[64], const unsigned char (*t32)[32], size_t n,
@@ -617,6 +786,83 @@ SPN_EC_FN static void ec_label_sums(const unsigned char (*pk64)[64], size_t n, c
     spn_cleanse(&pa, sizeof pa);
 }
 
+/* ---- sums of public keys: the A of many transactions at once ---- */
+
+/* The generator, serialized: what an idle lane parses (its result is never used). */
+static const unsigned char G33[33] = {0x02, 0x79, 0xBE, 0x66, 0x7E, 0xF9, 0xDC, 0xBB, 0xAC, 0x55, 0xA0,
+                                      0x62, 0x95, 0xCE, 0x87, 0x0B, 0x07, 0x02, 0x9B, 0xFC, 0xDB, 0x2D,
+                                      0xCE, 0x28, 0xD9, 0x59, 0xF2, 0x81, 0x5B, 0x16, 0xF8, 0x17, 0x98};
+
+/* Each lane sums one transaction's keys: step s parses every lane's key s (its (s+1)-th) and adds it
+ * where it is a point (complete formulas: a running sum may pass through infinity). A chunk's
+ * transactions go to the lanes by key count, so the lanes of a vector have about as many steps. */
+SPN_EC_FN static void ec_key_sums(const unsigned char (*keys33)[33], const size_t *first, size_t n,
+                                  unsigned char (*sum64)[64], unsigned char *found) {
+    ge res[SPN_EC_GROUP], sum;
+    gea q[FE_CHAINS];
+    uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES];
+    spn_mask inf[SPN_EC_GROUP];
+    size_t order[BATCH];
+    unsigned any[SPN_EC_GROUP];
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t cnt = n - base < BATCH ? n - base : BATCH;
+        int nv = (int)((cnt + SPN_LANES - 1) / SPN_LANES);
+        for (size_t k = 0; k < cnt; k++) { /* insertion sort by key count (public) */
+            size_t t = base + k, j = k, c = first[t + 1] - first[t];
+            for (; j > 0 && first[order[j - 1] + 1] - first[order[j - 1]] > c; j--) order[j] = order[j - 1];
+            order[j] = t;
+        }
+        for (int v0 = 0; v0 < nv; v0 += FE_CHAINS) { /* FE_CHAINS vectors at a time: square roots side by side */
+            int m = nv - v0 < FE_CHAINS ? nv - v0 : FE_CHAINS;
+            size_t tx[FE_CHAINS][SPN_LANES], steps[FE_CHAINS];
+            for (int k = 0; k < m; k++) {
+                ge_set_infinity(&res[v0 + k]);
+                any[v0 + k] = 0;
+                steps[k] = 0;
+                for (int i = 0; i < SPN_LANES; i++) {
+                    size_t at = (size_t)(v0 + k) * SPN_LANES + (size_t)i;
+                    tx[k][i] = order[at < cnt ? at : cnt - 1];
+                    if (first[tx[k][i] + 1] - first[tx[k][i]] > steps[k]) steps[k] = first[tx[k][i] + 1] - first[tx[k][i]];
+                }
+            }
+            for (size_t st = 0; st < steps[m - 1]; st++) { /* the last vector has the most steps (sorted) */
+                const unsigned char *p[FE_CHAINS][SPN_LANES];
+                unsigned active[FE_CHAINS], ok[FE_CHAINS];
+                int vs[FE_CHAINS], mm = 0;
+                for (int k = 0; k < m; k++) {
+                    if (st >= steps[k]) continue;
+                    active[mm] = 0;
+                    for (int i = 0; i < SPN_LANES; i++) {
+                        size_t t = tx[k][i];
+                        int has = st < first[t + 1] - first[t];
+                        p[mm][i] = has ? keys33[first[t] + st] : G33;
+                        active[mm] |= (unsigned)has << i;
+                    }
+                    vs[mm++] = v0 + k;
+                }
+                parse_vectors(mm, (const unsigned char *const(*)[SPN_LANES])p, 33, q, ok);
+                for (int k = 0; k < mm; k++) {
+                    ge *r = &res[vs[k]];
+                    unsigned use = ok[k] & active[k];
+                    ge_madd(&sum, r, &q[k]);
+                    spn_mask msk = mk_bits(use);
+                    fe_select(&r->x, msk, &r->x, &sum.x);
+                    fe_select(&r->y, msk, &r->y, &sum.y);
+                    fe_select(&r->z, msk, &r->z, &sum.z);
+                    any[vs[k]] |= use;
+                }
+            }
+        }
+        ge_to_affine_words(res, nv, wx, wy, inf);
+        for (size_t k = 0; k < cnt; k++) {
+            size_t v = k / SPN_LANES;
+            int i = (int)(k % SPN_LANES);
+            put_flag(found, order[k], (unsigned char)((any[v] >> i) & ~(mk_to_bits(inf[v]) >> i) & 1));
+            put_pt64(sum64[order[k]], wx[v], wy[v], i);
+        }
+    }
+}
+
 /* ---- field tests ---- */
 
 SPN_EC_FN static void ec_fe_test(int op, const uint64_t *a, const uint64_t *b, size_t n, unsigned char (*out32)[32]) {
@@ -651,5 +897,5 @@ SPN_EC_FN static void ec_fe_test(int op, const uint64_t *a, const uint64_t *b, s
 
 const spn_ec_core SPN_EC_CORE = {
     SPN_EC_LABEL, SPN_LANES, SPN_EC_CPU, ec_start, ec_parse_points, ec_shared_secrets, ec_spend_points,
-    ec_label_sums, ec_fe_test, SPN_FE_RAW_BITS, SPN_FE_RAW_LIMBS,
+    ec_label_sums, ec_key_sums, ec_tweaks, ec_fe_test, SPN_FE_RAW_BITS, SPN_FE_RAW_LIMBS,
 };

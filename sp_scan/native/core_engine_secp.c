@@ -2,6 +2,8 @@
  * constant-time multiplications for b_scan·T and t_k·G, as a scan of one tx always did. */
 #include "core.h"
 
+#include <stdlib.h>
+
 const spn_engine *spn_engine_active = &spn_engine_secp;
 
 static int secp_parse_points(const unsigned char *in, size_t width, size_t n, secp256k1_pubkey *points, size_t *bad) {
@@ -71,6 +73,35 @@ static void secp_tweaks(const secp256k1_pubkey *sums, const unsigned char (*inpu
     }
 }
 
+static int secp_key_sums(const unsigned char (*keys33)[33], const size_t *first, size_t n, secp256k1_pubkey *sums,
+                         unsigned char *found) {
+    enum { STACK = 16 };
+    secp256k1_pubkey stack_keys[STACK], *keys = stack_keys;
+    const secp256k1_pubkey *stack_ptrs[STACK], **ptrs = stack_ptrs;
+    size_t most = 0;
+    for (size_t i = 0; i < n; i++)
+        if (first[i + 1] - first[i] > most) most = first[i + 1] - first[i];
+    if (most > STACK) {
+        keys = malloc(most * sizeof *keys);
+        ptrs = malloc(most * sizeof *ptrs);
+    }
+    int ok = keys != NULL && ptrs != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        size_t m = 0;
+        for (size_t j = first[i]; j < first[i + 1]; j++)
+            if (spn_parse33(spn_ctx.public, &keys[m], keys33[j])) {
+                ptrs[m] = &keys[m];
+                m++;
+            }
+        /* combine sums in Jacobian coordinates, so a running sum may pass through infinity. */
+        found[i] = (unsigned char)(m > 0 && spn_secp.ec_pubkey_combine(spn_ctx.public, &sums[i], ptrs, m));
+    }
+    if (keys != stack_keys) free(keys);
+    if (ptrs != stack_ptrs) free((void *)ptrs);
+    return ok;
+}
+
 const spn_engine spn_engine_secp = {
     "libsecp256k1", secp_parse_points, secp_shared_secrets, secp_spend_points, secp_label_sums, secp_tweaks,
+    secp_key_sums,
 };

@@ -4,7 +4,7 @@
  * (checked against the bound libsecp256k1 before a core can be picked), and the scanner's recoded
  * scan key. A vector core handed fewer items than MIN_VECTOR (public) passes them to the scalar core:
  * a lone tx does not pay for a vector of idle lanes. The public tweaks (input_hash·A) of a single lane
- * go to libsecp256k1's variable-time multiplication (lanes_tweaks). */
+ * go to libsecp256k1's multiplication (lanes_tweaks). */
 #include "core.h"
 
 #include <stdio.h>
@@ -53,13 +53,18 @@ static void lanes_label_sums(const spn_ec_core *c, const spn_scanner *sc, const 
     sized(c, n * sc->n_labels)->label_sums(as_cpt64(p_k), n, as_cpt64(sc->label_point), sc->n_labels, sums33);
 }
 
-/* input_hash·A is public, so it may run in variable time: on one lane, libsecp256k1's variable-time
- * multiplication beats the constant-time ladder (it skips zero digits and uses cheaper formulas). */
+/* input_hash·A is public: a vector core runs its variable-time ladder (ecmult_var); one lane goes to
+ * libsecp256k1's multiplication (ec_pubkey_tweak_mul), faster than the scalar core's ladder. */
 static void lanes_tweaks(const spn_ec_core *c, const secp256k1_pubkey *sums, const unsigned char (*input_hash32)[32],
                          size_t n, secp256k1_pubkey *tweak, unsigned char (*tweak33)[33]) {
-    static const uint64_t one[4] = {1, 0, 0, 0}; /* (1·s_i)·A_i: per-lane scalars, no scan key */
     if (sized(c, n)->lanes == 1) spn_engine_secp.tweaks(sums, input_hash32, n, tweak, tweak33);
-    else c->shared_secrets(NULL, one, as_cpt64(sums), input_hash32, n, tweak33, as_pt64(tweak));
+    else c->tweaks(as_cpt64(sums), input_hash32, n, tweak33, as_pt64(tweak));
+}
+
+static int lanes_key_sums(const spn_ec_core *c, const unsigned char (*keys33)[33], const size_t *first, size_t n,
+                          secp256k1_pubkey *sums, unsigned char *found) {
+    sized(c, n)->key_sums(keys33, first, n, as_pt64(sums), found);
+    return 1;
 }
 
 /* spn_engine_<id>, named label: the spn_engine of core `core`. */
@@ -83,12 +88,19 @@ static void lanes_tweaks(const spn_ec_core *c, const secp256k1_pubkey *sums, con
                             secp256k1_pubkey *tweak, unsigned char (*tweak33)[33]) {                           \
         lanes_tweaks(&core, sums, input_hash32, n, tweak, tweak33);                                            \
     }                                                                                                          \
-    const spn_engine spn_engine_##id = {label, id##_parse, id##_shared, id##_spend, id##_label_sums, id##_tweaks};
+    static int id##_key_sums(const unsigned char (*keys33)[33], const size_t *first, size_t n,                 \
+                             secp256k1_pubkey *sums, unsigned char *found) {                                   \
+        return lanes_key_sums(&core, keys33, first, n, sums, found);                                           \
+    }                                                                                                          \
+    const spn_engine spn_engine_##id = {label,          id##_parse,  id##_shared,  id##_spend,                 \
+                                        id##_label_sums, id##_tweaks, id##_key_sums};
 
 SPN_LANE_ENGINE(ifma, "ifma", spn_ec_ifma)
+SPN_LANE_ENGINE(avx2, "avx2", spn_ec_avx2)
 SPN_LANE_ENGINE(scalar, "scalar", spn_ec_scalar)
 #ifdef SPN_TESTING
 SPN_LANE_ENGINE(ifma_emu, "ifma-emu", spn_ec_ifma_emu)
+SPN_LANE_ENGINE(avx2_emu, "avx2-emu", spn_ec_avx2_emu)
 #endif
 
 /* ---- the choice ---- */
@@ -102,11 +114,12 @@ static const struct {
     const char *needs; /* what the CPU must have, for the refusal message */
 } ENGINES[] = {
     {"ifma", &spn_engine_ifma, &spn_ec_ifma, "AVX-512 F/DQ/BW/VL/IFMA with the zmm state saved by the OS"},
-    {"avx2", NULL, NULL, "AVX2 and BMI2 with the ymm state saved by the OS"},
+    {"avx2", &spn_engine_avx2, &spn_ec_avx2, "AVX2 and BMI2 with the ymm state saved by the OS"},
     {"scalar", &spn_engine_scalar, &spn_ec_scalar, ""},
     {"libsecp256k1", &spn_engine_secp, NULL, ""},
 #ifdef SPN_TESTING
     {"ifma-emu", &spn_engine_ifma_emu, &spn_ec_ifma_emu, ""},
+    {"avx2-emu", &spn_engine_avx2_emu, &spn_ec_avx2_emu, ""},
 #endif
 };
 enum { N_ENGINES = sizeof ENGINES / sizeof *ENGINES, N_AUTO = 3 /* ifma, avx2, scalar */ };

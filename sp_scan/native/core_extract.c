@@ -28,11 +28,14 @@ static int script_type(const spn_span *sc) {
 
 int spn_is_witness_unknown(const spn_span *script) { return script_type(script) == T_WITNESS_UNKNOWN; }
 
-/* With key == NULL only validity is wanted: decided without a square root (spn_valid_x). */
-static int compressed_key(const spn_span *item, secp256k1_pubkey *key, unsigned char ser33[33]) {
+/* How a key is checked: parsed into *key; only its validity (without a square root: spn_valid_x); or
+ * only its form (prefix and width), for a batched parse to decide later (spn_input_key). */
+enum { CHECK_PARSE, CHECK_VALID, CHECK_FORM };
+
+static int compressed_key(const spn_span *item, secp256k1_pubkey *key, unsigned char ser33[33], int check) {
     if (item->n != 33) return SPN_KEY_NONE;
-    if (key ? !spn_parse33(spn_ctx.public, key, item->p)
-            : (item->p[0] != 0x02 && item->p[0] != 0x03) || !spn_valid_x(item->p + 1))
+    if (check == CHECK_PARSE ? !spn_parse33(spn_ctx.public, key, item->p)
+                             : (item->p[0] != 0x02 && item->p[0] != 0x03) || (check == CHECK_VALID && !spn_valid_x(item->p + 1)))
         return SPN_KEY_NONE;
     memcpy(ser33, item->p, 33);
     return SPN_KEY_COMPRESSED;
@@ -48,7 +51,7 @@ static int p2pkh_match(const unsigned char *const *push33, size_t n, const unsig
     for (size_t j = 0; j < n; j++) {
         if (memcmp(h20[j], key_hash20, 20) != 0) continue;
         spn_span item = {push33[j], 33};
-        int found = compressed_key(&item, key, ser33);
+        int found = compressed_key(&item, key, ser33, key ? CHECK_PARSE : CHECK_VALID);
         if (found != SPN_KEY_NONE) return found;
     }
     return SPN_KEY_NONE;
@@ -90,7 +93,7 @@ static int p2pkh(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33
     return found == SPN_KEY_NONE && n_batch ? p2pkh_match(batch, n_batch, key_hash, key, ser33) : found;
 }
 
-static int p2tr(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33[33]) {
+static int p2tr(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33[33], int check) {
     size_t count = in->wit_count;
     spn_span control = in->wit_last;
     if (count == 0) return SPN_KEY_NONE;
@@ -104,31 +107,49 @@ static int p2tr(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33[
             return SPN_KEY_NONE;
         if (memcmp(control.p + 1, NUMS_H, 32) == 0) return SPN_KEY_NONE;
     }
-    if (key ? !spn_lift_x(spn_ctx.public, key, in->prevout.p + 2) : !spn_valid_x(in->prevout.p + 2))
+    if (check == CHECK_PARSE ? !spn_lift_x(spn_ctx.public, key, in->prevout.p + 2)
+                             : check == CHECK_VALID && !spn_valid_x(in->prevout.p + 2))
         return SPN_KEY_NONE;
     ser33[0] = 0x02;
     memcpy(ser33 + 1, in->prevout.p + 2, 32);
     return SPN_KEY_XONLY;
 }
 
-int spn_input_pubkey(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33[33]) {
+/* The key of an input, checked as `check` says (a P2PKH key always for validity at least: which of
+ * its pushes is the key depends on it). */
+static int input_key(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33[33], int check) {
     switch (script_type(&in->prevout)) {
     case T_P2PKH:
-        return p2pkh(in, key, ser33);
+        return p2pkh(in, check == CHECK_PARSE ? key : NULL, ser33);
     case T_P2SH: {
         /* BIP141: the scriptSig of P2SH-P2WPKH is exactly one push of `00 14 <20>`. */
         const unsigned char *s = in->script_sig.p;
         if (in->script_sig.n != 23 || s[0] != 0x16 || s[1] != 0x00 || s[2] != 0x14 || in->wit_count == 0)
             return SPN_KEY_NONE;
-        return compressed_key(&in->wit_last, key, ser33);
+        return compressed_key(&in->wit_last, key, ser33, check);
     }
     case T_P2WPKH:
-        return in->wit_count ? compressed_key(&in->wit_last, key, ser33) : SPN_KEY_NONE;
+        return in->wit_count ? compressed_key(&in->wit_last, key, ser33, check) : SPN_KEY_NONE;
     case T_P2TR:
-        return p2tr(in, key, ser33);
+        return p2tr(in, key, ser33, check);
     default:
         return SPN_KEY_NONE;
     }
+}
+
+int spn_input_pubkey(const spn_input *in, secp256k1_pubkey *key, unsigned char ser33[33]) {
+    return input_key(in, key, ser33, key ? CHECK_PARSE : CHECK_VALID);
+}
+
+/* input_hash of a summary whose sum (A) is set: 1 when it is a valid scalar (0 < h < n). */
+static int summary_hash(spn_summary *out) {
+    spn_sha256 h;
+    spn_ser33(spn_ctx.public, out->pubkey_sum33, &out->sum);
+    spn_sha256_init_tagged(&h, SPN_TAG_INPUTS);
+    spn_sha256_write(&h, out->outpoint_smallest36, 36);
+    spn_sha256_write(&h, out->pubkey_sum33, 33);
+    spn_sha256_finalize(&h, out->input_hash32);
+    return spn_secp.ec_seckey_verify(spn_ctx.public, out->input_hash32) ? 1 : 0;
 }
 
 enum { STACK_KEYS = 32 };
@@ -163,16 +184,46 @@ int spn_summarize(const spn_input *ins, size_t n, spn_summary *out) {
     /* combine sums in Jacobian coordinates, so a running sum may pass through infinity. */
     if (n_keys == 0 || !spn_secp.ec_pubkey_combine(spn_ctx.public, &out->sum, ptrs, n_keys)) goto done;
     memcpy(out->outpoint_smallest36, smallest, 36);
-    spn_ser33(spn_ctx.public, out->pubkey_sum33, &out->sum);
-    spn_sha256 h;
-    spn_sha256_init_tagged(&h, SPN_TAG_INPUTS);
-    spn_sha256_write(&h, out->outpoint_smallest36, 36);
-    spn_sha256_write(&h, out->pubkey_sum33, 33);
-    spn_sha256_finalize(&h, out->input_hash32);
-    ret = spn_secp.ec_seckey_verify(spn_ctx.public, out->input_hash32) ? 1 : 0;
+    ret = summary_hash(out);
 done:
     if (keys != stack_keys) free(keys);
     if (ptrs != stack_ptrs) free((void *)ptrs);
+    return ret;
+}
+
+int spn_summarize_many(const spn_input *const *ins, const size_t *n_ins, size_t n, spn_summary *out, unsigned char *ok) {
+    size_t total = 0, k = 0;
+    for (size_t i = 0; i < n; i++) total += n_ins[i];
+    unsigned char(*keys)[33] = malloc((total ? total : 1) * sizeof *keys), *found = malloc(n ? n : 1);
+    size_t *first = malloc((n + 1) * sizeof *first);
+    secp256k1_pubkey *sums = malloc((n ? n : 1) * sizeof *sums);
+    int ret = keys && found && first && sums ? 1 : SPN_ENOMEM;
+    for (size_t i = 0; ret == 1 && i < n; i++) {
+        const spn_input *in = ins[i];
+        const unsigned char *smallest = NULL;
+        int unknown = 0;
+        first[i] = k;
+        for (size_t j = 0; j < n_ins[i]; j++) unknown |= spn_is_witness_unknown(&in[j].prevout);
+        for (size_t j = 0; j < n_ins[i] && !unknown; j++) {
+            if (smallest == NULL || memcmp(in[j].outpoint36, smallest, 36) < 0) smallest = in[j].outpoint36;
+            if (input_key(&in[j], NULL, keys[k], CHECK_FORM) != SPN_KEY_NONE) k++;
+        }
+        if (smallest) memcpy(out[i].outpoint_smallest36, smallest, 36);
+    }
+    if (ret == 1) {
+        first[n] = k;
+        if (n && !spn_engine_active->key_sums((const unsigned char(*)[33])keys, first, n, sums, found)) ret = SPN_ENOMEM;
+        for (size_t i = 0; ret == 1 && i < n; i++) {
+            ok[i] = 0;
+            if (!found[i]) continue; /* no key that is a point, or they sum to infinity */
+            out[i].sum = sums[i];
+            ok[i] = (unsigned char)summary_hash(&out[i]);
+        }
+    }
+    free(keys);
+    free(found);
+    free(first);
+    free(sums);
     return ret;
 }
 

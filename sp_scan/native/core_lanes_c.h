@@ -7,6 +7,8 @@
  *   - SPN_EMULATE_IFMA: the IFMA engine's schedule (8 lanes, same comb and batch sizes), every
  *     multiplication through the emulated vpmadd52luq/huq: the test-only build that runs the IFMA
  *     engine's code on any CPU; or
+ *   - SPN_EMULATE_AVX2: the AVX2 engine's (4 lanes), its radix-2^26 field (core_fe26.h) on an
+ *     emulated vpmuludq, likewise; or
  *   - nothing: the scalar engine's tuning (1 lane): fe_mul and fe_sqr with 128-bit column products
  *     (same representation and output bounds), a narrower comb and larger batches.
  *
@@ -22,12 +24,17 @@
 #endif
 
 #define SPN_EC_FN
-#ifdef SPN_EMULATE_IFMA
-#define SPN_EC_GROUP 8
+#if defined(SPN_EMULATE_IFMA) || defined(SPN_EMULATE_AVX2)
+#ifdef SPN_EMULATE_AVX2
+#define SPN_EC_GROUP 16 /* as core_lanes_avx2.h */
+#else
+#define SPN_EC_GROUP 8 /* as core_lanes_ifma.h */
+#endif
 #define SPN_GEN_W 7
 /* A test build: small code and a quick compile rather than speed. */
 #define SPN_UNROLL
 #define FE52_INLINE static inline
+#define FE26_INLINE static inline
 #define LV_INLINE static inline __attribute__((always_inline))
 #define SPN_EC_HOT static inline
 #else
@@ -80,6 +87,7 @@ LV_BINARY(lv_xor, x ^ y)
 LV_BINARY(lv_add, x + y)
 LV_BINARY(lv_sub, x - y)
 LV_BINARY(lv_mullo, x * y)
+LV_BINARY(lv_mul32, (x & 0xFFFFFFFFu) * (y & 0xFFFFFFFFu))
 #undef LV_BINARY
 
 LV_INLINE spn_lv lv_shr(spn_lv a, unsigned s) {
@@ -142,7 +150,11 @@ LV_INLINE void lv_pick(spn_lv out[8], const uint64_t cols[8][1 << (SPN_GEN_W - 1
     }
 }
 
+#ifdef SPN_EMULATE_AVX2
+#include "core_fe26.h"
+#else
 #include "core_fe52.h"
+#endif
 
 #ifdef SPN_FE52_OWN_MUL
 /* The scalar tuning: each lane's product as nine 128-bit columns, reduced to m = 1 with the same

@@ -7,7 +7,7 @@
 #include "core_ec.h"
 
 /* Every lane core built in, vector ones and their emulations alike. */
-static const spn_ec_core *const CORES[] = {&spn_ec_ifma, &spn_ec_scalar, &spn_ec_ifma_emu};
+static const spn_ec_core *const CORES[] = {&spn_ec_ifma, &spn_ec_avx2, &spn_ec_scalar, &spn_ec_ifma_emu, &spn_ec_avx2_emu};
 enum { N_CORES = sizeof CORES / sizeof *CORES };
 
 /* The started core called `name`, or NULL with an exception set. */
@@ -207,6 +207,76 @@ done:
     return res;
 }
 
+/* tweaks(core, pt64 blob, scalars blob) -> (tweak33 blob, pt64 blob): s_i·A_i on public data */
+static PyObject *py_tweaks(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *name, *res = NULL;
+    Py_buffer pts, sc;
+    if (!PyArg_ParseTuple(args, "Oy*y*:tweaks", &name, &pts, &sc)) return NULL;
+    size_t n = (size_t)pts.len / 64;
+    const spn_ec_core *c = core_named(name);
+    if (c == NULL) goto done;
+    if (pts.len % 64 || (size_t)sc.len != 32 * n) {
+        PyErr_SetString(PyExc_ValueError, "n x 64 points and n x 32 scalars");
+        goto done;
+    }
+    unsigned char(*t33)[33] = malloc((n ? n : 1) * 33), (*t64)[64] = malloc((n ? n : 1) * 64);
+    if (t33 && t64) {
+        c->tweaks((const unsigned char(*)[64])pts.buf, (const unsigned char(*)[32])sc.buf, n, t33, t64);
+        res = Py_BuildValue("(y#y#)", (const char *)t33, (Py_ssize_t)(n * 33), (const char *)t64, (Py_ssize_t)(n * 64));
+    } else {
+        PyErr_NoMemory();
+    }
+    free(t33);
+    free(t64);
+done:
+    PyBuffer_Release(&pts);
+    PyBuffer_Release(&sc);
+    return res;
+}
+
+/* key_sums(core, keys33 blob, counts u32 blob) -> (sum64 blob, found bytes): set i is the next counts[i] keys */
+static PyObject *py_key_sums(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *name, *res = NULL;
+    Py_buffer keys, counts;
+    if (!PyArg_ParseTuple(args, "Oy*y*:key_sums", &name, &keys, &counts)) return NULL;
+    size_t n = (size_t)counts.len / 4, total = 0;
+    const spn_ec_core *c = core_named(name);
+    if (c == NULL) goto done;
+    size_t *first = malloc((n + 1) * sizeof *first);
+    if (first == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k;
+        memcpy(&k, (const unsigned char *)counts.buf + 4 * i, 4);
+        first[i] = total;
+        total += k;
+    }
+    first[n] = total;
+    if (counts.len % 4 || (size_t)keys.len != 33 * total) {
+        PyErr_SetString(PyExc_ValueError, "n u32 counts and their total x 33-byte keys");
+        free(first);
+        goto done;
+    }
+    unsigned char(*sum)[64] = malloc((n ? n : 1) * 64), *found = malloc(n ? n : 1);
+    if (sum && found) {
+        c->key_sums((const unsigned char(*)[33])keys.buf, first, n, sum, found);
+        res = Py_BuildValue("(y#y#)", (const char *)sum, (Py_ssize_t)(n * 64), (const char *)found, (Py_ssize_t)n);
+    } else {
+        PyErr_NoMemory();
+    }
+    free(sum);
+    free(found);
+    free(first);
+done:
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&counts);
+    return res;
+}
+
 /* ---- timing (dudect-style checks) ---- */
 
 enum {
@@ -302,6 +372,8 @@ static PyMethodDef testing_methods[] = {
     {"shared_secrets", py_shared_secrets, METH_VARARGS, "shared_secrets(core, scan_key32, pt64 blob, scalars | None) -> ecdh33 blob."},
     {"spend_points", py_spend_points, METH_VARARGS, "spend_points(core, spend64, t32 blob) -> (p33 blob, pk64 blob)."},
     {"label_sums", py_label_sums, METH_VARARGS, "label_sums(core, pk64 blob, labels64 blob) -> sums33 blob."},
+    {"tweaks", py_tweaks, METH_VARARGS, "tweaks(core, pt64 blob, scalars32 blob) -> (tweak33 blob, pt64 blob)."},
+    {"key_sums", py_key_sums, METH_VARARGS, "key_sums(core, keys33 blob, counts u32 blob) -> (sum64 blob, found)."},
     {"time", py_time, METH_VARARGS, "time(core, op, inputs, points64) -> tick counts."},
     {NULL, NULL, 0, NULL},
 };

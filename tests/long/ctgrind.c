@@ -1,6 +1,7 @@
-/* Valgrind memcheck as a constant-time checker for the scalar EC core (built alone: no Python, no
- * libsecp256k1), as libsecp256k1's ctime_tests do: the secrets are marked undefined, so memcheck reports
- * every branch and every memory address that depends on them. Run by tests/long/ec_ctgrind.py. */
+/* Valgrind memcheck as a constant-time checker for an EC core built alone (no Python, no libsecp256k1:
+ * the scalar core, or the AVX2 one, which Valgrind runs), as libsecp256k1's ctime_tests do: the secrets
+ * are marked undefined, so memcheck reports every branch and every memory address that depends on them.
+ * Run by tests/long/ec_ctgrind.py: `ctgrind control | scalar | avx2`. */
 #include <stdio.h>
 #include <string.h>
 #include <valgrind/memcheck.h>
@@ -23,7 +24,11 @@ static int control(void) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "control") == 0) return control();
+#ifdef CTGRIND_AVX2
+    const spn_ec_core *c = &spn_ec_avx2;
+#else
     const spn_ec_core *c = &spn_ec_scalar;
+#endif
     unsigned char pt[N][64], pk[N][64], out33[N][33], t32[N][32], s32[N][32], b32[32];
     uint64_t b[4];
     spn_glv glv;
@@ -67,10 +72,12 @@ int main(int argc, char **argv) {
     printf("B + t·G done: %02x\n", out33[0][0]);
 
     /* The tests' field entry on secret inputs: inversion and square root (parse's) included. */
-    uint64_t fa[5], fb[5];
+    uint64_t fa[10], fb[10], top = (1ULL << c->raw_bits) - 1;
     unsigned char f32[1][32];
     for (int op = SPN_FE_MUL; op <= SPN_FE_MUL21; op++) {
-        for (int j = 0; j < 5; j++) fa[j] = fb[j] = (0x0123456789ABCULL * (uint64_t)(j + op + 1)) & 0xFFFFFFFFFFFFFULL;
+        memset(fa, 0, sizeof fa);
+        memset(fb, 0, sizeof fb);
+        for (int j = 0; j < c->raw_limbs; j++) fa[j] = fb[j] = (0x0123456789ABCULL * (uint64_t)(j + op + 1)) & top;
         VALGRIND_MAKE_MEM_UNDEFINED(fa, sizeof fa);
         VALGRIND_MAKE_MEM_UNDEFINED(fb, sizeof fb);
         c->fe_test(op, fa, fb, 1, f32);
