@@ -24,6 +24,7 @@ from aiorpcx import RPCError
 
 from sp_scan.errors import HeightError
 from sp_scan.index import Index, Partition
+from sp_scan.wire import compact_size
 
 from .frigate import invalid, named
 
@@ -76,16 +77,6 @@ def stream_range(index: Index, height: int, count: int) -> tuple[int, int] | Non
     lo, hi = max(height, first), min(height + count - 1, tip[0])
     return (lo, hi) if lo <= hi else None
 
-
-def compact_size(n: int) -> bytes:
-    """Bitcoin's CompactSize encoding of n."""
-    if n < 0xFD:
-        return bytes([n])
-    if n <= 0xFFFF:
-        return b"\xfd" + struct.pack("<H", n)
-    if n <= 0xFFFFFFFF:
-        return b"\xfe" + struct.pack("<I", n)
-    return b"\xff" + struct.pack("<Q", n)
 
 
 def compact_block(height: int, txs: list[tuple[bytes, bytes, list[tuple[int, bytes]]]]) -> bytes:
