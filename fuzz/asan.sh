@@ -35,7 +35,8 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 CC=${CC:-gcc} CFLAGS="$SAN -g -O1" LDFLAGS="$SAN" "$PYTHON" setup.py -q build_ext --inplace >/dev/null
 
 for so in sp_scan/native/_*.so; do
-    nm -D "$so" | grep -q __asan_report || { echo "asan.sh: $so is not instrumented" >&2; exit 1; }
+    # grep reads all of nm's output (no -q): under pipefail, nm killed by SIGPIPE would fail the check
+    nm -D "$so" | grep __asan_report >/dev/null || { echo "asan.sh: $so is not instrumented" >&2; exit 1; }
 done
 
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so)"

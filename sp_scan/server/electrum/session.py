@@ -144,6 +144,7 @@ class ElectrumSession(RPCSession):
         self.version_reply: list | None = None
         self.backend: Backend | None = None
         self.subs: dict[str, frigate.Subscription] = {}
+        self._subscribing = asyncio.Lock()  # FIFO: subscribes take their slots in arrival order
         self.outbox: asyncio.Queue = asyncio.Queue(state.limits.outbox)
         self._after_reply: dict[asyncio.Task, list] = {}
         self._tasks: list[asyncio.Task] = []
@@ -350,11 +351,15 @@ class ElectrumSession(RPCSession):
         scan32, spend33 = frigate.parse_keys(scan_hex, spend_hex)
         labels = frigate.parse_labels(labels, self.state.limits.max_labels)
         address = frigate.address_of(scan32, spend33, self.state.network)
-        tip = await self.state.readers.run(_tip_height)
-        first, last, when = frigate.parse_start(start, tip)
-        if when is not None:
-            first = await self.state.readers.run(_height_at_time, when)
-        # From here to the end no await: the limit check and the insertion are one step.
+        async with self._subscribing:  # one at a time, so the 100th request is the one refused
+            tip = await self.state.readers.run(_tip_height)
+            first, last, when = frigate.parse_start(start, tip)
+            if when is not None:
+                first = await self.state.readers.run(_height_at_time, when)
+            return self._subscribe(address, scan32, spend33, labels, first, last)
+
+    def _subscribe(self, address: str, scan32: bytes, spend33: bytes, labels, first: int, last) -> dict:
+        """The limit check and the insertion, in one step (no await)."""
         existing = self.subs.get(address)
         if existing is None and len(self.subs) >= self.state.limits.max_subscriptions:
             raise frigate.invalid(f"subscription limit reached ({self.state.limits.max_subscriptions}) for this connection")
