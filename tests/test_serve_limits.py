@@ -137,6 +137,23 @@ def test_the_gate_counts_connections_per_group_and_in_total_and_refills_buckets(
     assert gate.stats.open == {"http": 1, "grpc": 1} and gate.admit("http", "2001:db8::4") is not None
 
 
+def test_exempt_networks_skip_the_per_address_caps_and_rate_but_count_in_the_total():
+    now = [0.0]
+    limits = Limits(max_connections=5, per_ip_connections=1, per_ip_rate=10, per_ip_burst=2)
+    gate = Gate(limits, ("http", "electrum"), fd_limit=10_000, clock=lambda: now[0])
+    loopback = [gate.admit("http", "127.0.0.1"), gate.admit("electrum", "::1"), gate.admit("http", "::ffff:127.0.0.1")]
+    assert all(ticket and ticket.exempt for ticket in loopback)  # the default: 127.0.0.1 and ::1, as Frigate
+    assert all(gate.allow_request(loopback[0]) for _ in range(10))
+    other = gate.admit("electrum", "127.0.0.2")  # the rest of 127/8 is not exempt
+    assert other and not other.exempt and gate.admit("http", "127.0.0.2") is None and gate.stats.refused_per_ip == 1
+    assert gate.allow_request(other, cost=25) and not gate.allow_request(other)  # a cost over the burst takes the whole bucket
+    assert gate.admit("http", "192.0.2.1") and gate.admit("http", "127.0.0.1") is None and gate.stats.refused_total == 1
+    none = Gate(Limits(per_ip_connections=1, per_ip_exempt=()), fd_limit=10_000)
+    assert none.admit("http", "127.0.0.1") and none.admit("http", "127.0.0.1") is None
+    with pytest.raises(ValueError, match="'localhost' is not an IPv4 or IPv6 network"):
+        Gate(Limits(per_ip_exempt=("localhost",)), fd_limit=10_000)
+
+
 def test_the_connection_cap_stays_below_the_file_descriptor_limit():
     assert connection_cap(4096, 1024) == 1024 - 128
     assert connection_cap(100, 1024) == 100
@@ -412,7 +429,7 @@ def test_the_file_descriptor_soft_limit_is_raised_and_the_cap_keeps_accept_worki
 
 # ---- gRPC ----
 def test_grpc_connections_and_calls_are_limited_per_address_while_another_is_served(kernel_index):
-    limits = Limits(per_ip_connections=5, per_ip_rate=20, per_ip_burst=20)
+    limits = Limits(per_ip_connections=5, per_ip_rate=20, per_ip_burst=20, per_ip_exempt=())  # the channel is from 127.0.0.1
     with ServerThread(kernel_index, limits=limits, grpc_port=0, log=lambda line: None) as server:
         target = server.server.urls["grpc"]
         host, port = target.rsplit(":", 1)

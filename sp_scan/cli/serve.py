@@ -31,14 +31,26 @@ def _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval, zmq_url=None) 
 
 
 _LIMIT_OPTIONS = [
-    ("--max-connections", "max_connections", int, "Open client connections in all (kept below the open-files limit, raised to its hard limit at start)."),
-    ("--per-ip-connections", "per_ip_connections", int, "Open connections per client address (IPv6: per /64); 0: no limit."),
-    ("--per-ip-rate", "per_ip_rate", float, "Requests per second per client address (IPv6: per /64), beyond which it gets 429; 0: no limit."),
+    ("--max-connections", "max_connections", int, "Open client connections in all, every listener's (kept below the open-files limit, raised to its hard limit at start)."),
+    ("--per-ip-connections", "per_ip_connections", int, "Open connections per client address (IPv6: per /64), over every listener; 0: no limit."),
+    ("--per-ip-rate", "per_ip_rate", float, "Requests per second per client address (IPv6: per /64), HTTP requests, gRPC and Electrum calls together; beyond it: 429, RESOURCE_EXHAUSTED, JSON-RPC error -101; 0: no limit."),
     ("--per-ip-burst", "per_ip_burst", int, "Requests a client address may send at once after a quiet time."),
-    ("--header-timeout", "header_timeout", float, "Seconds a client has to send a request once it started one."),
-    ("--idle-timeout", "idle_timeout", float, "Seconds a connection may stay open with no request."),
-    ("--write-timeout", "write_timeout", float, "Seconds an answer may wait unread before the connection is dropped."),
+    ("--per-ip-exempt", "per_ip_exempt", tuple, "Client networks (comma-separated CIDRs) held to --max-connections only, not to any per-address limit: a reverse proxy or Tor on this machine; 'none' for none."),
+    ("--header-timeout", "header_timeout", float, "Seconds a client has to send an HTTP request once it started one."),
+    ("--idle-timeout", "idle_timeout", float, "Seconds an HTTP or gRPC connection may stay open with no request."),
+    ("--write-timeout", "write_timeout", float, "Seconds an answer may wait unread before the connection is dropped (every listener)."),
 ]
+
+
+def _networks(ctx, param, value: str) -> tuple[str, ...]:
+    from sp_scan.server.limits import exempt_networks
+
+    texts = () if value.strip().lower() == "none" else tuple(t.strip() for t in value.split(",") if t.strip())
+    try:
+        exempt_networks(texts)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return texts
 
 
 def limit_options(command):
@@ -47,8 +59,13 @@ def limit_options(command):
 
     defaults = Limits()
     for flag, name, kind, text in reversed(_LIMIT_OPTIONS):
-        kind = click.IntRange(min=0) if kind is int else click.FloatRange(min=0.01 if name.endswith("timeout") else 0)
-        command = click.option(flag, name, type=kind, default=getattr(defaults, name), show_default=True, help=text)(command)
+        default = getattr(defaults, name)
+        if kind is tuple:
+            option = click.option(flag, name, default=",".join(default), show_default=True, metavar="NETS", callback=_networks, help=text)
+        else:
+            kind = click.IntRange(min=0) if kind is int else click.FloatRange(min=0.01 if name.endswith("timeout") else 0)
+            option = click.option(flag, name, type=kind, default=default, show_default=True, help=text)
+        command = option(command)
     return command
 
 
