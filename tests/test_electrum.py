@@ -27,8 +27,9 @@ from electrum_support import ElectrumThread, ElectrumX, RawClient, Relay
 from serving import sync, synced_index
 from sp_scan import address as sp_address
 from sp_scan import crypto
-from sp_scan.server.electrum import Limits, cake
-from sp_scan.server.electrum.gate import IpGate, ip_group
+from sp_scan.server.electrum import ElectrumLimits, cake
+from sp_scan.server.electrum.caps import SubscriptionCaps
+from sp_scan.server.limits import Gate, Limits, ip_group
 
 SP = "blockchain.silentpayments.subscribe"
 WALLET = kernelchain.TEST_WALLET
@@ -475,7 +476,7 @@ def _send_quietly(sock: socket.socket, data: bytes) -> None:
 
 
 def test_a_client_that_never_reads_is_disconnected_and_the_others_are_served(kernel_index, kernel_chain):
-    with ElectrumThread(kernel_index, limits=Limits(outbox=20, send_timeout=2.0)) as server:
+    with ElectrumThread(kernel_index, limits=ElectrumLimits(outbox=20), gate=Gate(Limits(write_timeout=2.0), ("electrum",))) as server:
         sleeper = socket.socket()
         sleeper.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sleeper.connect(("127.0.0.1", server.port))
@@ -506,18 +507,19 @@ def test_per_ip_caps_on_connections_and_subscriptions():
     assert ip_group("2001:db8:1:2:3:4:5:6") == ip_group("2001:db8:1:2::9") == "2001:db8:1:2::/64"
     assert ip_group("2001:db8:1:3::1") != ip_group("2001:db8:1:2::1")
     assert ip_group("::ffff:192.0.2.7") == ip_group("192.0.2.7") == "192.0.2.7"
-    gate = IpGate(max_connections_per_ip=2, max_subscriptions_per_ip=3)
-    a, b = gate.admit("2001:db8::1"), gate.admit("2001:db8::2")
-    assert a and b and gate.admit("2001:db8::3") is None and gate.admit("2001:db9::1")
+    gate, caps = Gate(Limits(per_ip_connections=2), ("electrum",), fd_limit=10_000), SubscriptionCaps(per_ip=3)
+    a, b = gate.admit("electrum", "2001:db8::1"), gate.admit("electrum", "2001:db8::2")
+    assert a and b and gate.admit("electrum", "2001:db8::3") is None and gate.admit("electrum", "2001:db9::1")
     gate.release(a)
-    assert gate.admit("2001:db8::4")
-    assert [gate.reserve_subscription(b) for _ in range(4)] == [True, True, True, False]
-    assert gate.admit("127.0.0.1") and gate.admit("127.0.0.1") and gate.admit("127.0.0.1")  # loopback is exempt
+    assert gate.admit("electrum", "2001:db8::4")
+    assert [caps.take(b) for _ in range(4)] == [True, True, True, False]
+    loopback = [gate.admit("electrum", "127.0.0.1") for _ in range(3)]
+    assert all(loopback) and all(caps.take(loopback[0]) for _ in range(5))  # loopback is exempt
 
 
 def test_the_per_ip_caps_hold_on_the_wire(kernel_index):
-    gate = IpGate(max_connections_per_ip=2, max_subscriptions_per_ip=2, exempt=())
-    with ElectrumThread(kernel_index, gate=gate) as server:
+    gate = Gate(Limits(per_ip_connections=2, per_ip_exempt=()), ("electrum",))
+    with ElectrumThread(kernel_index, gate=gate, limits=ElectrumLimits(max_subscriptions_per_ip=2)) as server:
         with negotiated(server.port) as one, negotiated(server.port) as two:
             with RawClient(server.port) as third, pytest.raises((ConnectionResetError, EOFError, BrokenPipeError)):
                 third.send("server.version", ["t", "1.4"])
@@ -527,7 +529,7 @@ def test_the_per_ip_caps_hold_on_the_wire(kernel_index):
             two.result(SP, [*keys(kernelchain.OTHER_WALLET), kernelchain.SAMPLE_TIP])
             assert two.call(SP, [PrivateKey().secret.hex(), keys()[1]])["error"] == {"code": -32005, "message": "subscription limit exceeded"}
         deadline = time.monotonic() + 30
-        while server.call(_sessions(server)) or server.server.gate.connections.total:
+        while server.call(_sessions(server)) or server.server.gate.open_connections:
             assert time.monotonic() < deadline
             time.sleep(0.02)
         with negotiated(server.port) as again:  # the two connections are forgotten once closed
@@ -674,8 +676,10 @@ def test_sp_scan_serve_starts_the_electrum_listener_beside_the_http_one_and_stop
         (["--electrum-port", "0", "--electrum-backend", "tcp://x"], "has no port"),
         (["--electrum-port", "0", "--electrum-limit", "labels=0"], "NAME=N"),
         (["--electrum-port", "0", "--electrum-limit", "bogus=3"], "NAME=N"),
+        (["--electrum-port", "0", "--electrum-limit", "connections-per-ip=3"], "use --per-ip-connections"),
+        (["--electrum-port", "0", "--per-ip-exempt", "10.0.0.0/33"], "'10.0.0.0/33' is not an IPv4 or IPv6 network"),
     ],
-    ids=["no-port", "scheme", "no-backend-port", "zero-limit", "unknown-limit"],
+    ids=["no-port", "scheme", "no-backend-port", "zero-limit", "unknown-limit", "shared-limit", "bad-exempt"],
 )
 def test_bad_electrum_options_are_one_line_and_exit_2(kernel_index, args, message):
     from click.testing import CliRunner

@@ -10,7 +10,7 @@ import os
 
 import click
 
-from .electrum import electrum_listeners, electrum_options
+from .electrum import electrum_listener, electrum_options
 from .options import RPC_PASSWORD_ENV, node_client, node_options, rpc_credentials
 
 
@@ -109,7 +109,7 @@ def serve_command(db, host, port, grpc_port, status_port, access_log, cache_mb, 
     node = node_client(rest_url, rpc_url, rpc_cookie, rpc_user)  # checks the options before anything starts
     if zmq_url and node is None:
         raise click.UsageError("--zmq goes with --rest or --rpc")
-    listeners = electrum_listeners(db, **{k: v for k, v in options.items() if k.startswith("electrum")})
+    electrum = electrum_listener(db, **{k: v for k, v in options.items() if k.startswith("electrum")})
     sync = None
     if node is not None:
         args, env = _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval, zmq_url)
@@ -117,9 +117,9 @@ def serve_command(db, host, port, grpc_port, status_port, access_log, cache_mb, 
     limit_values = {name: options.pop(name) for _, name, _, _ in _LIMIT_OPTIONS}
     server = Server(
         db, host, port, limits=Limits(**limit_values), cache_bytes=cache_mb * 2**20, relay=node if isinstance(node, RpcNode) else None,
-        node=node, grpc_port=grpc_port, status_port=status_port, access_log=access_log, log=_log,
+        node=node, grpc_port=grpc_port, status_port=status_port, electrum=electrum, access_log=access_log, log=_log,
     )  # fmt: skip
-    asyncio.run(serve(server, sync, log=_log, listeners=listeners))
+    asyncio.run(serve(server, sync, log=_log))
 
 
 def _log(line: str) -> None:

@@ -3,10 +3,12 @@
 Frigate's rules for every connection: `server.version` first (anything before it is refused with
 -1), the negotiated version the lower of the client's and the backend's within 1.4-1.6; silent-
 payments and Cake methods answered from the index; everything else proxied to the client's own
-backend connection. Limits: a line over `max_line` bytes gets -32600 "request too large" and the
-connection is closed; connections and subscriptions are counted per IP group (`gate.IpGate`);
-a client that stops reading is disconnected once a message waits `send_timeout` for it or
-`outbox` notifications pile up.
+backend connection. Limits: connections and JSON-RPC calls count in the process's `limits.Gate`,
+shared with the HTTP and gRPC listeners (per address group and in total; a call over the group's
+rate gets -101, and aiorpcx disconnects a client whose errors keep costing); subscriptions count
+in `caps.SubscriptionCaps` (-32005 over a cap); a line over `max_line` bytes gets -32600 "request
+too large" and the connection is closed; a client that stops reading is disconnected once a
+message waits the Gate's `write_timeout` for it or `outbox` notifications pile up.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from sp_scan.errors import HeightError
 from sp_scan.index import Index
 
 from ..answers import Readers
-from .gate import IpGate
+from ..limits import Gate
 from . import cake, frigate
+from .caps import SubscriptionCaps
 from .passes import ScanService, Watch
 from .proxy import METHOD_NOT_FOUND, Backend, BackendUrl, DataError, unavailable
 
@@ -40,11 +43,11 @@ MIN_VERSION, MAX_VERSION = (1, 4), (1, 6)
 NOT_NEGOTIATED = -1
 UNSUPPORTED_VERSION = -32003
 INVALID_REQUEST = -32600
+RATE_LIMITED = -101
+"""aiorpcx's (and ElectrumX's) "excessive resource usage": a call over the address group's request rate."""
 OUTBOX_LIMIT = 10_000
 """Notifications waiting for a client that does not read before it is disconnected."""
 MAX_LINE = 1_000_000
-SEND_TIMEOUT = 60.0
-"""Seconds a message may wait for a client that does not read before the connection is dropped."""
 GENESIS = {
     "main": "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
     "test": "000000000933ea01ad0ee984209779baaec3ced90fa3f408719526f8d77f4943",
@@ -55,17 +58,30 @@ GENESIS = {
 SCRIPTHASH_SUBSCRIBE, SCRIPTHASH_UNSUBSCRIBE = "blockchain.scripthash.subscribe", "blockchain.scripthash.unsubscribe"
 PROGRESS_TICK = 1.0
 LISTEN_BACKLOG = 1024
+LISTENER = "electrum"
+"""The name this listener's connections count under in the Gate."""
 
 
 @dataclass(frozen=True)
-class Limits:
-    """What one client may hold (Frigate's defaults); the per-IP caps live in the server's IpGate."""
+class ElectrumLimits:
+    """The Electrum listener's own caps (Frigate's defaults), on top of the connection and request
+    limits of the process's `limits.Gate`.
+
+    Attributes:
+        max_labels: labels of one silent-payments subscription (the change label not counted).
+        max_subscriptions: silent-payments subscriptions of one connection.
+        max_subscriptions_per_ip: subscriptions (silent-payments and scripthash) of one address group.
+        max_subscriptions_total: subscriptions of every client together.
+        max_line: bytes of one JSON-RPC line (a request or a batch).
+        outbox: notifications waiting for a client before it is disconnected.
+    """
 
     max_labels: int = frigate.MAX_LABELS
     max_subscriptions: int = frigate.MAX_SUBSCRIPTIONS
+    max_subscriptions_per_ip: int = 1_000
+    max_subscriptions_total: int = 100_000
     max_line: int = MAX_LINE
     outbox: int = OUTBOX_LIMIT
-    send_timeout: float = SEND_TIMEOUT
 
 
 class _Json(JSONRPCv2):
@@ -125,10 +141,16 @@ class ServerState:
     network: str
     scans: ScanService
     readers: Readers
-    gate: IpGate
-    limits: Limits
+    gate: Gate
+    limits: ElectrumLimits
     backend: BackendUrl | None
+    caps: SubscriptionCaps = field(init=False)
     sessions: set = field(default_factory=set)
+    requests: int = 0
+    """JSON-RPC calls received (the operator's view)."""
+
+    def __post_init__(self) -> None:
+        self.caps = SubscriptionCaps(self.limits.max_subscriptions_per_ip, self.limits.max_subscriptions_total)
 
 
 class ElectrumSession(RPCSession):
@@ -149,7 +171,7 @@ class ElectrumSession(RPCSession):
         self._tasks: list[asyncio.Task] = []
         self.loop = asyncio.get_running_loop()
         host = (self.remote_address() and str(self.remote_address().host)) or "127.0.0.1"
-        self.admission = state.gate.admit(host)
+        self.ticket = state.gate.admit(LISTENER, host)
         self.subscription_reservations = 0
         self._dropping = False
         state.sessions.add(self)
@@ -160,7 +182,7 @@ class ElectrumSession(RPCSession):
     # --- lifetime ---
 
     async def process_messages(self, recv_message):
-        if self.admission is None:
+        if self.ticket is None:  # closed unanswered, as Frigate does: an answer would amplify a flood
             log.info("electrum: refused a connection from %s (connection limit)", self.remote_address())
             await self.abort()
             self.state.sessions.discard(self)
@@ -181,11 +203,11 @@ class ElectrumSession(RPCSession):
             if sub.watch is not None:
                 self.state.scans.drop(sub.watch)
         self.subs.clear()
-        if self.admission is not None:
-            self.state.gate.release_subscriptions(self.admission, self.subscription_reservations)
+        if self.ticket is not None:
+            self.state.caps.give(self.ticket, self.subscription_reservations)
             self.subscription_reservations = 0
-            self.state.gate.release(self.admission)
-            self.admission = None
+            self.state.gate.release(self.ticket)
+            self.ticket = None
         if self.backend is not None:
             await self.backend.close()
         self.state.sessions.discard(self)
@@ -200,7 +222,7 @@ class ElectrumSession(RPCSession):
 
     async def _send_message(self, message):
         try:  # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that lands as the write ends
-            async with asyncio.timeout(self.state.limits.send_timeout):
+            async with asyncio.timeout(self.state.gate.limits.write_timeout):
                 sent = await super()._send_message(message)
         except TimeoutError:
             self._drop_client("it does not read what it is sent")
@@ -239,6 +261,9 @@ class ElectrumSession(RPCSession):
 
     async def handle_request(self, request):
         method, args = request.method, request.args
+        self.state.requests += 1
+        if not self.state.gate.allow_request(self.ticket, frigate.SUBSCRIBE_COST if method == frigate.SUBSCRIBE else 1):
+            raise RPCError(RATE_LIMITED, "too many requests from your address; slow down")
         if method == "server.version":
             return await self.server_version(args)
         if self.version is None:
@@ -334,13 +359,13 @@ class ElectrumSession(RPCSession):
         return await backend.request(SCRIPTHASH_UNSUBSCRIBE, [scripthash])
 
     def _reserve(self) -> None:
-        if not self.state.gate.reserve_subscription(self.admission):
+        if not self.state.caps.take(self.ticket):
             raise RPCError(frigate.SUBSCRIPTION_LIMIT, "subscription limit exceeded")
         self.subscription_reservations += 1
 
     def _unreserve(self, count: int) -> None:
         count = min(count, self.subscription_reservations)
-        self.state.gate.release_subscriptions(self.admission, count)
+        self.state.caps.give(self.ticket, count)
         self.subscription_reservations -= count
 
     # --- silent payments (Frigate) ---
