@@ -4,7 +4,7 @@ Sparrow (Frigate's methods) and Cake Wallet (its tweak methods) connect here; ev
 method goes to a backend Electrum server (electrs, Fulcrum, ElectrumX) on a connection per client.
 Modules: `session` (the listener and per-connection protocol), `frigate` and `cake` (their methods'
 params and answers), `passes` (the shared scans), `proxy` (the backend), `caps` (subscriptions per
-address group). Connections and requests count in the process's `limits.Gate`, which `sp-scan serve`
+address group), `rpc` (the session base class: everything the listener relies on in aiorpcx). Connections and requests count in the process's `limits.Gate`, which `sp-scan serve`
 shares between this listener and the HTTP and gRPC ones (`service.Server(electrum=...)`).
 
 ```python

@@ -1,4 +1,4 @@
-"""The Electrum JSON-RPC listener: newline-delimited JSON-RPC 2.0 over TCP or TLS, on aiorpcx.
+"""The Electrum JSON-RPC listener: newline-delimited JSON-RPC 2.0 over TCP or TLS, on aiorpcx (`rpc.LineSession`).
 
 Frigate's rules for every connection: `server.version` first (anything before it is refused with
 -1), the negotiated version the lower of the client's and the backend's within 1.4-1.6; silent-
@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import json
 import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiorpcx import JSONRPCConnection, NewlineFramer, RPCError, RPCSession
-from aiorpcx.jsonrpc import JSONRPCv2
-from aiorpcx.rawsocket import ConnectionLostError
+from aiorpcx import RPCError, TaskTimeout
 
 from sp_scan.errors import HeightError
 from sp_scan.index import Index
@@ -34,6 +31,7 @@ from . import cake, frigate
 from .caps import SubscriptionCaps
 from .passes import ScanService, Watch
 from .proxy import METHOD_NOT_FOUND, Backend, BackendUrl, DataError, unavailable
+from .rpc import LineSession
 
 log = logging.getLogger("sp_scan.server.electrum")
 
@@ -42,7 +40,6 @@ MIN_VERSION, MAX_VERSION = (1, 4), (1, 6)
 """Frigate's range: at least 1.4; at most 1.6 (with a backend that does package broadcast)."""
 NOT_NEGOTIATED = -1
 UNSUPPORTED_VERSION = -32003
-INVALID_REQUEST = -32600
 RATE_LIMITED = -101
 """aiorpcx's (and ElectrumX's) "excessive resource usage": a call over the address group's request rate."""
 OUTBOX_LIMIT = 10_000
@@ -82,32 +79,6 @@ class ElectrumLimits:
     max_subscriptions_total: int = 100_000
     max_line: int = MAX_LINE
     outbox: int = OUTBOX_LIMIT
-
-
-class _Json(JSONRPCv2):
-    """JSON-RPC 2.0 whose error objects carry `data` when the error has it (Frigate's -32003, -32000)."""
-
-    @classmethod
-    def error_payload(cls, error, request_id):
-        payload = super().error_payload(error, request_id)
-        if getattr(error, "data", None) is not None:
-            payload["error"]["data"] = error.data
-        return payload
-
-
-class _LineFramer(NewlineFramer):
-    """Newline framing that reports a line longer than max_size instead of silently dropping it."""
-
-    def __init__(self, max_size: int, on_oversize) -> None:
-        super().__init__(max_size)
-        self.on_oversize = on_oversize
-
-    async def receive_message(self):
-        try:
-            return await super().receive_message()
-        except MemoryError:
-            self.on_oversize()
-            raise ConnectionLostError() from None
 
 
 def _version(text) -> tuple[int, ...]:
@@ -153,31 +124,27 @@ class ServerState:
         self.caps = SubscriptionCaps(self.limits.max_subscriptions_per_ip, self.limits.max_subscriptions_total)
 
 
-class ElectrumSession(RPCSession):
+class ElectrumSession(LineSession):
     """One client connection."""
 
     processing_timeout = 600.0
     """A Cake stream of 1,000 blocks is one request."""
 
     def __init__(self, transport, *, state: ServerState) -> None:
-        super().__init__(transport, connection=JSONRPCConnection(_Json))
+        super().__init__(transport)
         self.state = state
+        self.max_line, self.max_send_delay = state.limits.max_line, state.gate.limits.write_timeout
         self.version: tuple[int, ...] | None = None
         self.version_reply: list | None = None
         self.backend: Backend | None = None
         self.subs: dict[str, frigate.Subscription] = {}
         self.outbox: asyncio.Queue = asyncio.Queue(state.limits.outbox)
-        self._after_reply: dict[asyncio.Task, list] = {}
         self._tasks: list[asyncio.Task] = []
         self.loop = asyncio.get_running_loop()
         host = (self.remote_address() and str(self.remote_address().host)) or "127.0.0.1"
         self.ticket = state.gate.admit(LISTENER, host)
         self.subscription_reservations = 0
-        self._dropping = False
         state.sessions.add(self)
-
-    def default_framer(self):
-        return _LineFramer(self.state.limits.max_line, self._too_large)
 
     # --- lifetime ---
 
@@ -212,54 +179,28 @@ class ElectrumSession(RPCSession):
             await self.backend.close()
         self.state.sessions.discard(self)
 
-    def _too_large(self) -> None:
-        """A line over max_line: answer -32600 and close (the rest of the line is not read)."""
-        transport = getattr(self.transport, "_asyncio_transport", None)
-        if transport is not None and not transport.is_closing():
-            error = {"jsonrpc": "2.0", "error": {"code": INVALID_REQUEST, "message": "request too large"}, "id": None}
-            transport.write(json.dumps(error).encode() + b"\n")
-            transport.close()
-
-    async def _send_message(self, message):
-        try:  # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that lands as the write ends
-            async with asyncio.timeout(self.state.gate.limits.write_timeout):
-                sent = await super()._send_message(message)
-        except TimeoutError:
-            self._drop_client("it does not read what it is sent")
-            return time.time()
-        for callback in self._after_reply.pop(asyncio.current_task(), ()):
-            callback()
-        return sent
-
-    def after_reply(self, callback) -> None:
-        """Run `callback` once the answer to the request being handled has been written."""
-        self._after_reply.setdefault(asyncio.current_task(), []).append(callback)
-
     async def _write(self) -> None:
         while True:
             method, params = await self.outbox.get()
-            await self.send_notification(method, params)
+            try:
+                await self.send_notification(method, params)
+            except TaskTimeout:  # it waited max_send_delay: aiorpcx aborted the connection
+                self.drop("it does not read what it is sent")
+                return
 
     def notify(self, method: str, params) -> None:
         """Queue a notification; a client that lets `limits.outbox` of them pile up is disconnected."""
         try:
             self.outbox.put_nowait((method, params))
         except asyncio.QueueFull:
-            self._drop_client("it does not read its notifications")
-
-    def _drop_client(self, why: str) -> None:
-        """Abort the connection of a client that does not read (once: later calls do nothing)."""
-        if not self._dropping:
-            self._dropping = True
-            log.info("electrum: disconnecting %s: %s", self.remote_address(), why)
-            self.loop.create_task(self.abort())
+            self.drop("it does not read its notifications")
 
     async def _relay(self, method: str, params) -> None:
         self.notify(method, params)
 
     # --- requests ---
 
-    async def handle_request(self, request):
+    async def serve_request(self, request):
         method, args = request.method, request.args
         self.state.requests += 1
         if not self.state.gate.allow_request(self.ticket, frigate.SUBSCRIBE_COST if method == frigate.SUBSCRIBE else 1):
