@@ -519,6 +519,21 @@ async def _sessions(server) -> int:
     return len([s for s in server.server.state.sessions if not s.is_closing()])
 
 
+def test_a_connection_that_sends_nothing_for_the_idle_timeout_is_closed_and_a_talking_one_is_not(kernel_index):
+    with ElectrumThread(kernel_index, limits=ElectrumLimits(idle_timeout=1.0)) as server:
+        with negotiated(server.port) as quiet, negotiated(server.port) as talking:
+            quiet.sock.settimeout(0.05)
+            deadline = time.monotonic() + 60
+            while True:  # the talking client pings while it waits for the quiet one to be closed
+                assert talking.result("server.ping") is None and time.monotonic() < deadline
+                try:
+                    if quiet.sock.recv(1) == b"":
+                        break
+                except TimeoutError:
+                    pass
+            assert talking.result("server.ping") is None
+
+
 def test_per_ip_caps_on_connections_and_subscriptions():
     assert ip_group("2001:db8:1:2:3:4:5:6") == ip_group("2001:db8:1:2::9") == "2001:db8:1:2::/64"
     assert ip_group("2001:db8:1:3::1") != ip_group("2001:db8:1:2::1")

@@ -8,7 +8,8 @@ shared with the HTTP and gRPC listeners (per address group and in total; a call 
 rate gets -101, and aiorpcx disconnects a client whose errors keep costing); subscriptions count
 in `caps.SubscriptionCaps` (-32005 over a cap); a line over `max_line` bytes gets -32600 "request
 too large" and the connection is closed; a client that stops reading is disconnected once a
-message waits the Gate's `write_timeout` for it or `outbox` notifications pile up.
+message waits the Gate's `write_timeout` for it or `outbox` notifications pile up; one that sends
+nothing for `idle_timeout` is closed.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ class ElectrumLimits:
         max_subscriptions_total: subscriptions of every client together.
         max_line: bytes of one JSON-RPC line (a request or a batch).
         outbox: notifications waiting for a client before it is disconnected.
+        idle_timeout: seconds a connection may send nothing before it is closed (ElectrumX's
+            session_timeout: Electrum clients ping every few minutes).
     """
 
     max_labels: int = frigate.MAX_LABELS
@@ -79,6 +82,7 @@ class ElectrumLimits:
     max_subscriptions_total: int = 100_000
     max_line: int = MAX_LINE
     outbox: int = OUTBOX_LIMIT
+    idle_timeout: float = 600.0
 
 
 def _version(text) -> tuple[int, ...]:
@@ -372,9 +376,14 @@ class ElectrumSession(LineSession):
             self.notify(frigate.SUBSCRIBE, params)
 
     async def _tick(self) -> None:
-        """During a history scan, a progress notification at least every PROGRESS_EVERY seconds."""
+        """During a history scan, a progress notification at least every PROGRESS_EVERY seconds; the
+        connection closed once it has sent nothing for `limits.idle_timeout`."""
         while True:
             await asyncio.sleep(PROGRESS_TICK)
+            if time.time() - self.last_recv > self.state.limits.idle_timeout:  # aiorpcx's time of the last message
+                log.info("electrum: closing %s: idle for %g s", self.remote_address(), self.state.limits.idle_timeout)
+                await self.close(force_after=1)
+                return
             now = time.monotonic()
             for sub in list(self.subs.values()):
                 if sub.opened and not sub.history_done and now - sub.last_sent >= frigate.PROGRESS_EVERY:
