@@ -82,8 +82,10 @@ with sendrawtransaction when --rpc is given). With --rest/--rpc an `sp-scan inde
 --mempool` runs beside the server (creating the index if needed), so the index file also holds the
 node's mempool (for `index scan --mempool` and the library; these routes stay block-only). With
 --electrum-port, an Electrum server for Sparrow and Cake Wallet listens too, its subscriptions told
-of mempool payments (see README). --status-port serves GET /status and /metrics on 127.0.0.1 only.
-Ctrl-C or SIGTERM stops everything.""")
+of mempool payments (see README). The HTTP, gRPC and Electrum listeners share one set of limits:
+a client address's connections and requests count together over all three (--max-connections,
+--per-ip-*, --write-timeout), clients of --per-ip-exempt networks only toward --max-connections.
+--status-port serves GET /status and /metrics on 127.0.0.1 only. Ctrl-C or SIGTERM stops everything.""")
 @click.option("--db", required=True, metavar="PATH", help="The index file.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port to listen on (0: any free port).")
