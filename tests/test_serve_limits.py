@@ -618,3 +618,22 @@ def test_loopback_clients_skip_the_per_address_caps_and_rate_on_every_listener_a
             sock.close()
         for client in clients:
             client.close()
+
+
+def test_per_ip_exempt_none_holds_loopback_to_the_per_address_caps_on_every_listener(kernel_index):
+    args = [sys.executable, "-m", "sp_scan.cli", "serve", "--db", str(kernel_index), "--port", "0", "--electrum-port", "0"]
+    proc = subprocess.Popen([*args, "--per-ip-connections", "1", "--per-ip-exempt", "none"], stderr=subprocess.PIPE, text=True)
+    try:
+        electrum_port = int(proc.stderr.readline().split("127.0.0.1:")[1].split()[0])
+        url = proc.stderr.readline().split()[2]
+        with socket.create_connection(("127.0.0.1", electrum_port), timeout=30) as held:
+            with RawClient(electrum_port) as first:
+                assert refused_unanswered(first)  # the one connection 127.0.0.1 may hold is `held`
+            status, _, body = read_answer(connect(url))
+            assert (status, json.loads(body)) == (429, {"error": "too many connections from your address"})
+            held.sendall(b'{"jsonrpc": "2.0", "id": 1, "method": "server.version", "params": ["t", "1.4"]}\n')
+            assert json.loads(held.makefile("rb").readline())["result"][1] == "1.4"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in err, err
