@@ -110,10 +110,14 @@ class RawClient:
 
 
 class ElectrumThread:
-    """An ElectrumServer on 127.0.0.1 run by its own event loop thread; `.port`, `.server`, `call(coro)`."""
+    """An ElectrumServer on 127.0.0.1 run by its own event loop thread; `.port`, `.server`, `call(coro)`.
 
-    def __init__(self, db: Path, **kwargs) -> None:
+    `gate` goes to `ElectrumServer.start` (None: the server's own), the other arguments to `ElectrumServer`.
+    """
+
+    def __init__(self, db: Path, gate=None, **kwargs) -> None:
         self.server = ElectrumServer(db, "127.0.0.1", 0, **kwargs)
+        self.gate = gate
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="test-electrum", daemon=True)
 
@@ -126,7 +130,7 @@ class ElectrumThread:
 
     def __enter__(self) -> ElectrumThread:
         self.thread.start()
-        self.url = self.call(self.server.start())
+        self.url = self.call(self.server.start(self.gate))
         return self
 
     def __exit__(self, *exc) -> None:

@@ -11,6 +11,7 @@ cake-tech/sp_scanner (rust/src/lib.rs, test/scan_block_v2_test.dart).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -27,8 +28,9 @@ from electrum_support import ElectrumThread, ElectrumX, RawClient, Relay
 from serving import sync, synced_index
 from sp_scan import address as sp_address
 from sp_scan import crypto
-from sp_scan.server.electrum import Limits, cake
-from sp_scan.server.electrum.gate import IpGate, ip_group
+from sp_scan.server.electrum import ElectrumLimits, cake
+from sp_scan.server.electrum.caps import SubscriptionCaps
+from sp_scan.server.limits import Gate, Limits, ip_group
 
 SP = "blockchain.silentpayments.subscribe"
 WALLET = kernelchain.TEST_WALLET
@@ -168,6 +170,21 @@ def test_subscribe_reports_every_tx_paying_the_wallet_labels_included_each_once_
         check_history(notes, reply)
         assert flat(notes) == expected(kernel_chain)
         assert len(flat(notes)) > 10
+
+
+def test_subscribes_in_a_batch_are_answered_in_the_batch_reply_and_each_history_follows_it(electrum, kernel_chain):
+    wallets = (WALLET, kernelchain.OTHER_WALLET)
+    with negotiated(electrum.port) as c:
+        batch = [{"jsonrpc": "2.0", "id": 10 + i, "method": SP, "params": [*keys(w), 0, [1, 7]]} for i, w in enumerate(wallets)]
+        c.send_line(json.dumps(batch).encode())
+        replies = {r["id"]: r["result"] for r in c.read()}  # the first message: the batch reply, then the notifications
+        notes: dict[str, list] = {}
+        while len(notes) < 2 or any(n[-1]["progress"] < 1.0 for n in notes.values()):
+            params = c.notification(SP)["params"]
+            notes.setdefault(params["subscription"]["address"], []).append(params)
+    for i, wallet in enumerate(wallets):
+        check_history(notes[address(wallet)], replies[10 + i])
+        assert flat(notes[address(wallet)]) == expected(kernel_chain, wallet=wallet)
 
 
 def test_a_wallet_without_labels_gets_only_its_unlabelled_and_change_payments(electrum, kernel_chain):
@@ -475,7 +492,7 @@ def _send_quietly(sock: socket.socket, data: bytes) -> None:
 
 
 def test_a_client_that_never_reads_is_disconnected_and_the_others_are_served(kernel_index, kernel_chain):
-    with ElectrumThread(kernel_index, limits=Limits(outbox=20, send_timeout=2.0)) as server:
+    with ElectrumThread(kernel_index, limits=ElectrumLimits(outbox=20), gate=Gate(Limits(write_timeout=2.0), ("electrum",))) as server:
         sleeper = socket.socket()
         sleeper.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sleeper.connect(("127.0.0.1", server.port))
@@ -502,22 +519,38 @@ async def _sessions(server) -> int:
     return len([s for s in server.server.state.sessions if not s.is_closing()])
 
 
+def test_a_connection_that_sends_nothing_for_the_idle_timeout_is_closed_and_a_talking_one_is_not(kernel_index):
+    with ElectrumThread(kernel_index, limits=ElectrumLimits(idle_timeout=1.0)) as server:
+        with negotiated(server.port) as quiet, negotiated(server.port) as talking:
+            quiet.sock.settimeout(0.05)
+            deadline = time.monotonic() + 60
+            while True:  # the talking client pings while it waits for the quiet one to be closed
+                assert talking.result("server.ping") is None and time.monotonic() < deadline
+                try:
+                    if quiet.sock.recv(1) == b"":
+                        break
+                except TimeoutError:
+                    pass
+            assert talking.result("server.ping") is None
+
+
 def test_per_ip_caps_on_connections_and_subscriptions():
     assert ip_group("2001:db8:1:2:3:4:5:6") == ip_group("2001:db8:1:2::9") == "2001:db8:1:2::/64"
     assert ip_group("2001:db8:1:3::1") != ip_group("2001:db8:1:2::1")
     assert ip_group("::ffff:192.0.2.7") == ip_group("192.0.2.7") == "192.0.2.7"
-    gate = IpGate(max_connections_per_ip=2, max_subscriptions_per_ip=3)
-    a, b = gate.admit("2001:db8::1"), gate.admit("2001:db8::2")
-    assert a and b and gate.admit("2001:db8::3") is None and gate.admit("2001:db9::1")
+    gate, caps = Gate(Limits(per_ip_connections=2), ("electrum",), fd_limit=10_000), SubscriptionCaps(per_ip=3)
+    a, b = gate.admit("electrum", "2001:db8::1"), gate.admit("electrum", "2001:db8::2")
+    assert a and b and gate.admit("electrum", "2001:db8::3") is None and gate.admit("electrum", "2001:db9::1")
     gate.release(a)
-    assert gate.admit("2001:db8::4")
-    assert [gate.reserve_subscription(b) for _ in range(4)] == [True, True, True, False]
-    assert gate.admit("127.0.0.1") and gate.admit("127.0.0.1") and gate.admit("127.0.0.1")  # loopback is exempt
+    assert gate.admit("electrum", "2001:db8::4")
+    assert [caps.take(b) for _ in range(4)] == [True, True, True, False]
+    loopback = [gate.admit("electrum", "127.0.0.1") for _ in range(3)]
+    assert all(loopback) and all(caps.take(loopback[0]) for _ in range(5))  # loopback is exempt
 
 
 def test_the_per_ip_caps_hold_on_the_wire(kernel_index):
-    gate = IpGate(max_connections_per_ip=2, max_subscriptions_per_ip=2, exempt=())
-    with ElectrumThread(kernel_index, gate=gate) as server:
+    gate = Gate(Limits(per_ip_connections=2, per_ip_exempt=()), ("electrum",))
+    with ElectrumThread(kernel_index, gate=gate, limits=ElectrumLimits(max_subscriptions_per_ip=2)) as server:
         with negotiated(server.port) as one, negotiated(server.port) as two:
             with RawClient(server.port) as third, pytest.raises((ConnectionResetError, EOFError, BrokenPipeError)):
                 third.send("server.version", ["t", "1.4"])
@@ -527,7 +560,7 @@ def test_the_per_ip_caps_hold_on_the_wire(kernel_index):
             two.result(SP, [*keys(kernelchain.OTHER_WALLET), kernelchain.SAMPLE_TIP])
             assert two.call(SP, [PrivateKey().secret.hex(), keys()[1]])["error"] == {"code": -32005, "message": "subscription limit exceeded"}
         deadline = time.monotonic() + 30
-        while server.call(_sessions(server)) or server.server.gate.connections.total:
+        while server.call(_sessions(server)) or server.server.gate.open_connections:
             assert time.monotonic() < deadline
             time.sleep(0.02)
         with negotiated(server.port) as again:  # the two connections are forgotten once closed
@@ -674,8 +707,10 @@ def test_sp_scan_serve_starts_the_electrum_listener_beside_the_http_one_and_stop
         (["--electrum-port", "0", "--electrum-backend", "tcp://x"], "has no port"),
         (["--electrum-port", "0", "--electrum-limit", "labels=0"], "NAME=N"),
         (["--electrum-port", "0", "--electrum-limit", "bogus=3"], "NAME=N"),
+        (["--electrum-port", "0", "--electrum-limit", "connections-per-ip=3"], "use --per-ip-connections"),
+        (["--electrum-port", "0", "--per-ip-exempt", "10.0.0.0/33"], "'10.0.0.0/33' is not an IPv4 or IPv6 network"),
     ],
-    ids=["no-port", "scheme", "no-backend-port", "zero-limit", "unknown-limit"],
+    ids=["no-port", "scheme", "no-backend-port", "zero-limit", "unknown-limit", "shared-limit", "bad-exempt"],
 )
 def test_bad_electrum_options_are_one_line_and_exit_2(kernel_index, args, message):
     from click.testing import CliRunner
@@ -742,3 +777,117 @@ def test_a_long_history_scan_sends_an_empty_progress_notification_every_progress
         empty = [n for n in notes[:-1] if not n["history"]]
         assert len(empty) >= 3, notes  # ~2.8 s of scanning, a progress note at least every 0.3 s
         assert all(b - a < 1.0 for a, b in zip(stamps, stamps[1:]))
+
+
+# --- the aiorpcx contracts the listener relies on (sp_scan/server/electrum/rpc.py) ---
+
+
+class _Probe:
+    """A bare `rpc.LineSession` on 127.0.0.1 run by its own loop thread; what its callbacks saw goes to `seen`.
+
+    Methods: "sub" answers "ok" and, after its reply, records aiorpcx's count of sent messages and sends
+    a "note" notification; "after-sub" waits until a "sub" of the same batch has returned, then answers;
+    "big" answers 4 MB.
+    """
+
+    def __init__(self, max_send_delay: float = 30.0) -> None:
+        from aiorpcx import serve_rs
+
+        from sp_scan.server.electrum.rpc import LineSession
+
+        seen, sessions = [], set()
+        self.seen, self.sessions = seen, sessions
+
+        class Session(LineSession):
+            max_line = 1000
+
+            def __init__(self, transport) -> None:
+                super().__init__(transport)
+                self.max_send_delay = max_send_delay
+                self.returned = asyncio.Event()
+                sessions.add(self)
+
+            async def serve_request(self, request):
+                if request.method == "sub":
+                    self.after_reply(self.replied)
+                    self.returned.set()
+                    return "ok"
+                if request.method == "after-sub":
+                    await self.returned.wait()
+                    for _ in range(3):
+                        await asyncio.sleep(0)  # the "sub" task finishes: its part of the batch reply is built
+                    return "later"
+                if request.method == "big":
+                    return "b" * 4_000_000
+                return None
+
+            def replied(self) -> None:
+                seen.append(("after reply", self.send_count))
+                asyncio.ensure_future(self.send_notification("note", ["n"]))
+
+            def drop(self, why: str) -> None:
+                seen.append(("drop", why))
+                super().drop(why)
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = asyncio.run_coroutine_threadsafe(serve_rs(Session, "127.0.0.1", 0), self.loop).result(10)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        async def close() -> None:
+            self.server.close()
+            await asyncio.gather(*(s.close(force_after=1) for s in self.sessions))
+
+        asyncio.run_coroutine_threadsafe(close(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+def test_aiorpcx_writes_a_reply_before_what_its_after_reply_callbacks_send():
+    with _Probe() as probe, RawClient(probe.port, timeout=20) as c:
+        c.send_line(b'{"jsonrpc": "2.0", "id": 1, "method": "sub", "params": []}')
+        assert c.read() == {"jsonrpc": "2.0", "result": "ok", "id": 1}
+        assert c.read() == {"jsonrpc": "2.0", "method": "note", "params": ["n"]}
+        assert probe.seen == [("after reply", 1)]  # the callback ran once aiorpcx had sent the reply
+
+
+def test_aiorpcx_writes_a_batch_reply_before_what_any_of_its_requests_after_reply_callbacks_send():
+    with _Probe() as probe, RawClient(probe.port, timeout=20) as c:
+        c.send_line(b'[{"jsonrpc": "2.0", "id": 1, "method": "sub"}, {"jsonrpc": "2.0", "id": 2, "method": "after-sub"}]')
+        assert sorted(c.read(), key=lambda r: r["id"]) == [{"jsonrpc": "2.0", "result": "ok", "id": 1}, {"jsonrpc": "2.0", "result": "later", "id": 2}]
+        assert c.read() == {"jsonrpc": "2.0", "method": "note", "params": ["n"]}
+        c.send_line(b'{"jsonrpc": "2.0", "method": "sub"}')  # a notification: no reply to wait for
+        assert c.read() == {"jsonrpc": "2.0", "method": "note", "params": ["n"]}
+        assert probe.seen == [("after reply", 1), ("after reply", 2)]  # the batch reply and the first note were sent
+
+
+def test_aiorpcx_reports_a_line_over_max_line_which_is_answered_and_closed():
+    with _Probe() as probe, RawClient(probe.port, timeout=20) as c:
+        c.sock.sendall(b'{"jsonrpc": "2.0", "id": 1, "method": "x", "params": ["' + b"a" * 5000)
+        assert c.read() == {"jsonrpc": "2.0", "error": {"code": -32600, "message": "request too large"}, "id": None}
+        assert c.read() is None
+        assert probe.seen == []
+
+
+def test_aiorpcx_aborts_a_client_that_does_not_read_after_max_send_delay_and_the_session_reports_it():
+    with _Probe(max_send_delay=0.5) as probe:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(30)
+        sock.connect(("127.0.0.1", probe.port))
+        sock.sendall(b'{"jsonrpc": "2.0", "id": 1, "method": "big"}\n{"jsonrpc": "2.0", "id": 2, "method": "big"}\n' * 2)
+        deadline = time.monotonic() + 30
+        while probe.seen != [("drop", "it does not read what it is sent")]:
+            assert time.monotonic() < deadline, probe.seen
+            time.sleep(0.02)
+        with pytest.raises((ConnectionResetError, TimeoutError)):
+            while sock.recv(1 << 20):
+                pass
+            raise ConnectionResetError  # EOF: closed too
+        sock.close()

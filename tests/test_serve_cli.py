@@ -142,6 +142,16 @@ def test_serve_without_httptools_says_to_install_the_serve_extra_in_one_line(ind
     assert proc.stderr.startswith("sp-scan: error: ") and proc.stderr.count("\n") == 1 and "pip install 'sp-scan[serve]'" in proc.stderr
 
 
+def test_serve_without_aiorpcx_serves_http_and_grpc_and_electrum_port_says_to_install_the_serve_extra(index_db):
+    hide = "import sys; sys.modules['aiorpcx'] = None; from sp_scan.cli import main; main()"  # as if not installed
+    plain = subprocess.Popen([sys.executable, "-c", hide, "serve", "--db", str(index_db), "--port", "0", "--grpc-port", "0"], stderr=subprocess.PIPE, text=True)
+    assert ok(f"{base_url(plain)}/block-height") == {"block_height": TIP}  # sp_scan.server never imports aiorpcx
+    assert stop(plain) == (0, "sp-scan serve: stopping\n")
+    proc = subprocess.run([sys.executable, "-c", hide, "serve", "--db", str(index_db), "--port", "0", "--electrum-port", "0"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("sp-scan: error: ") and proc.stderr.count("\n") == 1 and "pip install 'sp-scan[serve]'" in proc.stderr
+
+
 def test_serve_on_a_busy_port_is_one_line_and_exit_2(index_db):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -1,8 +1,10 @@
 """`sp-scan serve` against hostile clients: every abuse case of issue 19 is a test here.
 
-Clients are raw sockets on 127.0.0.1; a second client address is 127.0.0.2 (the whole of
-127.0.0.0/8 reaches the loopback), so "one address flooding while another is served" is real.
-Each test waits for an event (a counter, a closed socket), never for a wall-clock window.
+Clients are raw sockets on 127.0.0.1; other client addresses are 127.0.0.2 and 127.0.0.3 (the whole
+of 127.0.0.0/8 reaches the loopback; only 127.0.0.1 and ::1 are exempt from the per-address limits by
+default), so "one address flooding while another is served" is real. Each test waits for an event (a
+counter, a closed socket), never for a wall-clock window; rates that must not refill during a test are
+a token per 100 s.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 from google.protobuf import empty_pb2
 
 import kernelchain
+from electrum_support import RawClient
 from serving import ServerThread, ok
 from sp_scan.server.limits import Gate, Limits, RateLimitedLog, connection_cap, ip_group
 from sp_scan.server.proto import blindbit_oracle_pb2 as pb
@@ -30,6 +33,7 @@ from sp_scan.server.proto import blindbit_oracle_pb2 as pb
 ROOT = Path(__file__).resolve().parent.parent
 TIP = kernelchain.SAMPLE_TIP
 OTHER = "127.0.0.2"
+THIRD = "127.0.0.3"
 MAINNET_HEIGHT = 930_000
 
 
@@ -135,6 +139,23 @@ def test_the_gate_counts_connections_per_group_and_in_total_and_refills_buckets(
     gate.release(a)
     gate.release(a)  # twice is once
     assert gate.stats.open == {"http": 1, "grpc": 1} and gate.admit("http", "2001:db8::4") is not None
+
+
+def test_exempt_networks_skip_the_per_address_caps_and_rate_but_count_in_the_total():
+    now = [0.0]
+    limits = Limits(max_connections=5, per_ip_connections=1, per_ip_rate=10, per_ip_burst=2)
+    gate = Gate(limits, ("http", "electrum"), fd_limit=10_000, clock=lambda: now[0])
+    loopback = [gate.admit("http", "127.0.0.1"), gate.admit("electrum", "::1"), gate.admit("http", "::ffff:127.0.0.1")]
+    assert all(ticket and ticket.exempt for ticket in loopback)  # the default: 127.0.0.1 and ::1, as Frigate
+    assert all(gate.allow_request(loopback[0]) for _ in range(10))
+    other = gate.admit("electrum", "127.0.0.2")  # the rest of 127/8 is not exempt
+    assert other and not other.exempt and gate.admit("http", "127.0.0.2") is None and gate.stats.refused_per_ip == 1
+    assert gate.allow_request(other, cost=25) and not gate.allow_request(other)  # a cost over the burst takes the whole bucket
+    assert gate.admit("http", "192.0.2.1") and gate.admit("http", "127.0.0.1") is None and gate.stats.refused_total == 1
+    none = Gate(Limits(per_ip_connections=1, per_ip_exempt=()), fd_limit=10_000)
+    assert none.admit("http", "127.0.0.1") and none.admit("http", "127.0.0.1") is None
+    with pytest.raises(ValueError, match="'localhost' is not an IPv4 or IPv6 network"):
+        Gate(Limits(per_ip_exempt=("localhost",)), fd_limit=10_000)
 
 
 def test_the_connection_cap_stays_below_the_file_descriptor_limit():
@@ -412,7 +433,7 @@ def test_the_file_descriptor_soft_limit_is_raised_and_the_cap_keeps_accept_worki
 
 # ---- gRPC ----
 def test_grpc_connections_and_calls_are_limited_per_address_while_another_is_served(kernel_index):
-    limits = Limits(per_ip_connections=5, per_ip_rate=20, per_ip_burst=20)
+    limits = Limits(per_ip_connections=5, per_ip_rate=20, per_ip_burst=20, per_ip_exempt=())  # the channel is from 127.0.0.1
     with ServerThread(kernel_index, limits=limits, grpc_port=0, log=lambda line: None) as server:
         target = server.server.urls["grpc"]
         host, port = target.rsplit(":", 1)
@@ -488,3 +509,131 @@ def pipelined(server) -> None:
         answers = [read_answer(sock) for _ in range(70)]
         assert closed_by_server(sock)
     assert [json.loads(body) for _, _, body in answers] == [ok(f"{server.url}{p}") for p in paths[:70]]
+
+
+# ---- the Electrum listener on the same gate ----
+def with_electrum(kernel_index, limits: Limits, **options) -> ServerThread:
+    from sp_scan.server.electrum import ElectrumServer
+
+    return ServerThread(kernel_index, limits=limits, electrum=ElectrumServer(kernel_index, "127.0.0.1", 0), log=lambda line: None, **options)
+
+
+def electrum_from(server: ServerThread, source: str) -> RawClient:
+    sock = socket.create_connection(("127.0.0.1", server.server.electrum.port), timeout=30, source_address=(source, 0))
+    return RawClient(0, sock=sock)
+
+
+def refused_unanswered(client: RawClient) -> bool:
+    """True when the Electrum listener closed the connection without answering (as Frigate refuses one)."""
+    try:
+        client.send("server.version", ["t", "1.4"])
+        return client.read() is None
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+
+
+def test_an_electrum_flood_from_one_address_is_limited_there_and_over_http_while_another_address_is_served(kernel_index):
+    limits = Limits(per_ip_rate=0.01, per_ip_burst=20)
+    with with_electrum(kernel_index, limits) as server:
+        with electrum_from(server, OTHER) as flood:
+            assert flood.result("server.version", ["flood", "1.4"])[1] == "1.4"  # a call: one token of 20
+            ids = [flood.send("server.ping") for _ in range(40)]
+            answers = [flood.answer(i) for i in ids]
+            assert sum("result" in a for a in answers) == 19
+            refusals = [a["error"] for a in answers if "error" in a]
+            assert refusals == [{"code": -101, "message": "too many requests from your address; slow down"}] * 21
+            assert get_from(server.url, "/block-height", OTHER) == 429  # the address's bucket is every listener's
+            with electrum_from(server, THIRD) as other:
+                assert other.result("server.version", ["other", "1.4"])[1] == "1.4"
+                assert other.result("server.ping") is None
+            assert get_from(server.url, "/block-height", THIRD) == 200
+        assert server.server.gate.stats.rate_limited == 22
+        assert server.server.request_counts()["electrum"] == 43
+
+
+def test_the_per_address_connection_cap_counts_http_grpc_and_electrum_connections_together(kernel_index):
+    with with_electrum(kernel_index, Limits(per_ip_connections=3), grpc_port=0) as server:
+        gate = server.server.gate
+        host, port = server.server.urls["grpc"].rsplit(":", 1)
+        held = [connect(server.url, OTHER), socket.create_connection((host, int(port)), timeout=30, source_address=(OTHER, 0))]
+        with electrum_from(server, OTHER) as third:
+            assert third.result("server.version", ["t", "1.4"])[1] == "1.4"
+            wait_until(lambda: gate.stats.open == {"http": 1, "grpc": 1, "electrum": 1})
+            with electrum_from(server, OTHER) as fourth:
+                assert refused_unanswered(fourth)
+            status, _, body = read_answer(connect(server.url, OTHER))
+            assert (status, json.loads(body)) == (429, {"error": "too many connections from your address"})
+            with socket.create_connection((host, int(port)), timeout=30, source_address=(OTHER, 0)) as extra:
+                assert closed_by_server(extra)
+            assert gate.stats.refused_per_ip == 3
+            with electrum_from(server, THIRD) as other:  # another address is served
+                assert other.result("server.version", ["t", "1.4"])[1] == "1.4"
+        for sock in held:
+            sock.close()
+        wait_until(lambda: gate.open_connections == 0)
+
+
+def test_the_total_cap_counts_every_listener_and_the_exempt_loopback_too(kernel_index):
+    with with_electrum(kernel_index, Limits(max_connections=4, per_ip_connections=1)) as server:
+        gate = server.server.gate
+        http = [connect(server.url) for _ in range(2)]
+        electrum = [electrum_from(server, "127.0.0.1") for _ in range(2)]  # 127.0.0.1: over the per-address cap of 1
+        for client in electrum:
+            assert client.result("server.version", ["t", "1.4"])[1] == "1.4"
+        wait_until(lambda: gate.stats.open == {"http": 2, "electrum": 2})
+        with electrum_from(server, THIRD) as over:
+            assert refused_unanswered(over)
+        status, _, body = read_answer(connect(server.url, THIRD))
+        assert status == 503 and "connection limit" in json.loads(body)["error"]
+        assert gate.stats.refused_total == 2
+        electrum.pop().close()
+        wait_until(lambda: gate.open_connections == 3)
+        assert get_from(server.url, "/block-height", THIRD) == 200
+        for sock in http:
+            sock.close()
+        for client in electrum:
+            client.close()
+
+
+def test_loopback_clients_skip_the_per_address_caps_and_rate_on_every_listener_alike(kernel_index):
+    limits = Limits(per_ip_connections=1, per_ip_rate=0.01, per_ip_burst=2)
+    with with_electrum(kernel_index, limits, grpc_port=0) as server:
+        gate = server.server.gate
+        sockets = [connect(server.url) for _ in range(3)]
+        assert [get_from(server.url, "/block-height", "127.0.0.1") for _ in range(5)] == [200] * 5
+        clients = [electrum_from(server, "127.0.0.1") for _ in range(3)]
+        for client in clients:
+            assert client.result("server.version", ["t", "1.4"])[1] == "1.4" and client.result("server.ping") is None
+        with grpc.insecure_channel(server.server.urls["grpc"], options=[("grpc.enable_http_proxy", 0)]) as channel:
+            height = channel.unary_unary(
+                "/blindbit.oracle.v1.OracleService/GetBestBlockHeight",
+                request_serializer=empty_pb2.Empty.SerializeToString,
+                response_deserializer=pb.BlockHeightResponse.FromString,
+            )
+            assert [height(empty_pb2.Empty(), timeout=30).block_height for _ in range(5)] == [TIP] * 5
+        assert gate.stats.refused_per_ip == 0 and gate.stats.rate_limited == 0
+        with electrum_from(server, OTHER) as first, electrum_from(server, OTHER) as second:  # 127.0.0.2 is not exempt
+            assert first.result("server.version", ["t", "1.4"])[1] == "1.4" and refused_unanswered(second)
+        for sock in sockets:
+            sock.close()
+        for client in clients:
+            client.close()
+
+
+def test_per_ip_exempt_none_holds_loopback_to_the_per_address_caps_on_every_listener(kernel_index):
+    args = [sys.executable, "-m", "sp_scan.cli", "serve", "--db", str(kernel_index), "--port", "0", "--electrum-port", "0"]
+    proc = subprocess.Popen([*args, "--per-ip-connections", "1", "--per-ip-exempt", "none"], stderr=subprocess.PIPE, text=True)
+    try:
+        electrum_port = int(proc.stderr.readline().split("127.0.0.1:")[1].split()[0])
+        url = proc.stderr.readline().split()[2]
+        with socket.create_connection(("127.0.0.1", electrum_port), timeout=30) as held:
+            with RawClient(electrum_port) as first:
+                assert refused_unanswered(first)  # the one connection 127.0.0.1 may hold is `held`
+            status, _, body = read_answer(connect(url))
+            assert (status, json.loads(body)) == (429, {"error": "too many connections from your address"})
+            held.sendall(b'{"jsonrpc": "2.0", "id": 1, "method": "server.version", "params": ["t", "1.4"]}\n')
+            assert json.loads(held.makefile("rb").readline())["result"][1] == "1.4"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in err, err

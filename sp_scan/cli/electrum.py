@@ -1,4 +1,9 @@
-"""`sp-scan serve`'s Electrum options (--electrum-*): Sparrow's and Cake's server beside the BlindBit API."""
+"""`sp-scan serve`'s Electrum options (--electrum-*): Sparrow's and Cake's server beside the BlindBit API.
+
+Connections and requests of Electrum clients are held to serve's --max-connections, --per-ip-*
+and --write-timeout like those of the other listeners; `--electrum-limit` sets the caps only this
+listener has.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +12,25 @@ import os
 import click
 
 LIMIT_NAMES = {
-    "labels": "labels per silent-payments subscription (default 10)",
-    "subscriptions": "silent-payments subscriptions per connection (default 100)",
-    "connections-per-ip": "connections per IPv4 address or IPv6 /64 (default 100; loopback exempt)",
-    "subscriptions-per-ip": "subscriptions, scripthash ones included, per IP group (default 1000)",
-    "connections": "connections in total (default 10000)",
-}
+    "labels": ("max_labels", "labels per silent-payments subscription (default 10)"),
+    "subscriptions": ("max_subscriptions", "silent-payments subscriptions per connection (default 100)"),
+    "subscriptions-per-ip": ("max_subscriptions_per_ip", "subscriptions, scripthash ones included, per IPv4 address or IPv6 /64 (default 1000; --per-ip-exempt networks exempt)"),
+    "subscriptions-total": ("max_subscriptions_total", "subscriptions of every client together (default 100000)"),
+    "idle-timeout": ("idle_timeout", "seconds a connection may send nothing before it is closed (default 600)"),
+}  # fmt: skip
+SHARED = {"connections": "--max-connections", "connections-per-ip": "--per-ip-connections"}
+"""Caps the Electrum listener had of its own, now serve's for every listener."""
 
 
 def _limit(ctx, param, values) -> dict[str, int]:
     limits = {}
     for value in values:
         name, sep, number = value.partition("=")
+        if name in SHARED:
+            raise click.BadParameter(f"{value!r}: every listener's connections count together now: use {SHARED[name]}")
         if not sep or name not in LIMIT_NAMES or not number.isdigit() or int(number) < 1:
             raise click.BadParameter(f"{value!r}: NAME=N with N >= 1 and NAME one of {', '.join(LIMIT_NAMES)}")
-        limits[name] = int(number)
+        limits[LIMIT_NAMES[name][0]] = int(number)
     return limits
 
 
@@ -32,7 +41,7 @@ ELECTRUM_OPTIONS = [
     click.option("--electrum-tls-cert", type=click.Path(exists=True, dir_okay=False), metavar="FILE", help="PEM certificate (chain): the Electrum listener speaks TLS (with --electrum-tls-key)."),
     click.option("--electrum-tls-key", type=click.Path(exists=True, dir_okay=False), metavar="FILE", help="PEM private key of --electrum-tls-cert."),
     click.option("--electrum-threads", type=click.IntRange(min=1), default=None, metavar="N", help="Native threads per subscription scan [default: the CPUs]."),
-    click.option("--electrum-limit", "electrum_limits", multiple=True, callback=_limit, metavar="NAME=N", help="Change a cap: " + "; ".join(f"{k}: {v}" for k, v in LIMIT_NAMES.items()) + "."),
+    click.option("--electrum-limit", "electrum_limits", multiple=True, callback=_limit, metavar="NAME=N", help="Change a cap of the Electrum listener's own (connections and requests: the --max-connections and --per-ip-* options): " + "; ".join(f"{k}: {v[1]}" for k, v in LIMIT_NAMES.items()) + "."),
 ]  # fmt: skip
 
 
@@ -43,28 +52,28 @@ def electrum_options(f):
     return f
 
 
-def electrum_listeners(db, electrum_port, electrum_host, electrum_backend, electrum_tls_cert, electrum_tls_key, electrum_threads, electrum_limits) -> list:
-    """The Electrum listener the options ask for ([] without --electrum-port).
+def electrum_listener(db, electrum_port, electrum_host, electrum_backend, electrum_tls_cert, electrum_tls_key, electrum_threads, electrum_limits):
+    """The Electrum listener the options ask for (an `ElectrumServer`, not started), None without --electrum-port.
 
     Raises:
-        click.UsageError: a TLS file without the other, options without --electrum-port, a malformed backend URL.
+        click.UsageError: a TLS file without the other, options without --electrum-port, a malformed
+            backend URL, aiorpcx not installed.
     """
     if (electrum_tls_cert is None) != (electrum_tls_key is None):
         raise click.UsageError("--electrum-tls-cert and --electrum-tls-key go together")
     if electrum_port is None:
         if electrum_backend or electrum_tls_cert or electrum_limits:
             raise click.UsageError("the --electrum-* options need --electrum-port")
-        return []
-    from sp_scan.server.electrum import ElectrumServer, IpGate, Limits
+        return None
+    try:
+        from sp_scan.server.electrum import ElectrumLimits, ElectrumServer
+    except ImportError as exc:
+        if exc.name != "aiorpcx":
+            raise
+        raise click.UsageError("--electrum-port needs aiorpcx: pip install 'sp-scan[serve]'") from None
 
-    gate = IpGate(
-        max_connections=electrum_limits.get("connections", 10_000),
-        max_connections_per_ip=electrum_limits.get("connections-per-ip", 100),
-        max_subscriptions_per_ip=electrum_limits.get("subscriptions-per-ip", 1_000),
-    )
-    limits = Limits(max_labels=electrum_limits.get("labels", 10), max_subscriptions=electrum_limits.get("subscriptions", 100))
     tls = (electrum_tls_cert, electrum_tls_key) if electrum_tls_cert else None
     try:
-        return [ElectrumServer(db, electrum_host, electrum_port, electrum_backend, tls, gate, limits, electrum_threads or os.cpu_count() or 1)]
+        return ElectrumServer(db, electrum_host, electrum_port, electrum_backend, tls, ElectrumLimits(**electrum_limits), electrum_threads or os.cpu_count() or 1)
     except ValueError as exc:
         raise click.UsageError(f"--electrum-backend: {exc}") from None

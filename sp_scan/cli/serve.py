@@ -10,7 +10,7 @@ import os
 
 import click
 
-from .electrum import electrum_listeners, electrum_options
+from .electrum import electrum_listener, electrum_options
 from .options import RPC_PASSWORD_ENV, node_client, node_options, rpc_credentials
 
 
@@ -31,14 +31,26 @@ def _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval, zmq_url=None) 
 
 
 _LIMIT_OPTIONS = [
-    ("--max-connections", "max_connections", int, "Open client connections in all (kept below the open-files limit, raised to its hard limit at start)."),
-    ("--per-ip-connections", "per_ip_connections", int, "Open connections per client address (IPv6: per /64); 0: no limit."),
-    ("--per-ip-rate", "per_ip_rate", float, "Requests per second per client address (IPv6: per /64), beyond which it gets 429; 0: no limit."),
+    ("--max-connections", "max_connections", int, "Open client connections in all, every listener's (kept below the open-files limit, raised to its hard limit at start)."),
+    ("--per-ip-connections", "per_ip_connections", int, "Open connections per client address (IPv6: per /64), over every listener; 0: no limit."),
+    ("--per-ip-rate", "per_ip_rate", float, "Requests per second per client address (IPv6: per /64), HTTP requests, gRPC and Electrum calls together; beyond it: 429, RESOURCE_EXHAUSTED, JSON-RPC error -101; 0: no limit."),
     ("--per-ip-burst", "per_ip_burst", int, "Requests a client address may send at once after a quiet time."),
-    ("--header-timeout", "header_timeout", float, "Seconds a client has to send a request once it started one."),
-    ("--idle-timeout", "idle_timeout", float, "Seconds a connection may stay open with no request."),
-    ("--write-timeout", "write_timeout", float, "Seconds an answer may wait unread before the connection is dropped."),
+    ("--per-ip-exempt", "per_ip_exempt", tuple, "Client networks (comma-separated CIDRs) held to --max-connections only, not to any per-address limit: a reverse proxy or Tor on this machine; 'none' for none."),
+    ("--header-timeout", "header_timeout", float, "Seconds a client has to send an HTTP request once it started one."),
+    ("--idle-timeout", "idle_timeout", float, "Seconds an HTTP or gRPC connection may stay open with no request."),
+    ("--write-timeout", "write_timeout", float, "Seconds an answer may wait unread before the connection is dropped (every listener)."),
 ]
+
+
+def _networks(ctx, param, value: str) -> tuple[str, ...]:
+    from sp_scan.server.limits import exempt_networks
+
+    texts = () if value.strip().lower() == "none" else tuple(t.strip() for t in value.split(",") if t.strip())
+    try:
+        exempt_networks(texts)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return texts
 
 
 def limit_options(command):
@@ -47,8 +59,13 @@ def limit_options(command):
 
     defaults = Limits()
     for flag, name, kind, text in reversed(_LIMIT_OPTIONS):
-        kind = click.IntRange(min=0) if kind is int else click.FloatRange(min=0.01 if name.endswith("timeout") else 0)
-        command = click.option(flag, name, type=kind, default=getattr(defaults, name), show_default=True, help=text)(command)
+        default = getattr(defaults, name)
+        if kind is tuple:
+            option = click.option(flag, name, default=",".join(default), show_default=True, metavar="NETS", callback=_networks, help=text)
+        else:
+            kind = click.IntRange(min=0) if kind is int else click.FloatRange(min=0.01 if name.endswith("timeout") else 0)
+            option = click.option(flag, name, type=kind, default=default, show_default=True, help=text)
+        command = option(command)
     return command
 
 
@@ -65,8 +82,10 @@ with sendrawtransaction when --rpc is given). With --rest/--rpc an `sp-scan inde
 --mempool` runs beside the server (creating the index if needed), so the index file also holds the
 node's mempool (for `index scan --mempool` and the library; these routes stay block-only). With
 --electrum-port, an Electrum server for Sparrow and Cake Wallet listens too, its subscriptions told
-of mempool payments (see README). --status-port serves GET /status and /metrics on 127.0.0.1 only.
-Ctrl-C or SIGTERM stops everything.""")
+of mempool payments (see README). The HTTP, gRPC and Electrum listeners share one set of limits:
+a client address's connections and requests count together over all three (--max-connections,
+--per-ip-*, --write-timeout), clients of --per-ip-exempt networks only toward --max-connections.
+--status-port serves GET /status and /metrics on 127.0.0.1 only. Ctrl-C or SIGTERM stops everything.""")
 @click.option("--db", required=True, metavar="PATH", help="The index file.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port to listen on (0: any free port).")
@@ -92,7 +111,7 @@ def serve_command(db, host, port, grpc_port, status_port, access_log, cache_mb, 
     node = node_client(rest_url, rpc_url, rpc_cookie, rpc_user)  # checks the options before anything starts
     if zmq_url and node is None:
         raise click.UsageError("--zmq goes with --rest or --rpc")
-    listeners = electrum_listeners(db, **{k: v for k, v in options.items() if k.startswith("electrum")})
+    electrum = electrum_listener(db, **{k: v for k, v in options.items() if k.startswith("electrum")})
     sync = None
     if node is not None:
         args, env = _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval, zmq_url)
@@ -100,9 +119,9 @@ def serve_command(db, host, port, grpc_port, status_port, access_log, cache_mb, 
     limit_values = {name: options.pop(name) for _, name, _, _ in _LIMIT_OPTIONS}
     server = Server(
         db, host, port, limits=Limits(**limit_values), cache_bytes=cache_mb * 2**20, relay=node if isinstance(node, RpcNode) else None,
-        node=node, grpc_port=grpc_port, status_port=status_port, access_log=access_log, log=_log,
+        node=node, grpc_port=grpc_port, status_port=status_port, electrum=electrum, access_log=access_log, log=_log,
     )  # fmt: skip
-    asyncio.run(serve(server, sync, log=_log, listeners=listeners))
+    asyncio.run(serve(server, sync, log=_log))
 
 
 def _log(line: str) -> None:

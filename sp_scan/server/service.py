@@ -47,7 +47,9 @@ def _url(host: str, port: int) -> str:
 
 class Server:
     """`sp-scan serve`'s listeners over an index file: BlindBit v1 HTTP on host:port (port 0: any free
-    port), and optionally BlindBit v2 gRPC on `grpc_port` and the operator's view on 127.0.0.1:`status_port`.
+    port), and optionally BlindBit v2 gRPC on `grpc_port`, an Electrum listener, and the operator's
+    view on 127.0.0.1:`status_port`. One `Gate` holds the HTTP, gRPC and Electrum listeners to the
+    same per-address and total limits.
 
     Use `await start()` then `await close()`, in one event loop.
 
@@ -55,11 +57,12 @@ class Server:
         db: the index file.
         host, port: where the HTTP API listens.
         threads: reader threads building answers.
-        limits: connection, rate, size and time limits (shared by the HTTP and gRPC listeners).
+        limits: connection, rate, size and time limits (shared by the HTTP, gRPC and Electrum listeners).
         cache_bytes: the budget of built answers kept.
         relay: an `RpcNode` to relay POST /forward-tx with, or None (answered 503).
         node: the node the sync follows (`RestNode` or `RpcNode`), for the status page's node tip; or None.
         grpc_port, status_port: None for no such listener; 0 for any free port.
+        electrum: an `electrum.ElectrumServer` to start (after the others) on the same Gate, or None.
         access_log: "-" (stderr) or a file to append a line per request to; None for none.
         log: where the server's own lines go.
     """
@@ -77,12 +80,14 @@ class Server:
         node=None,
         grpc_port: int | None = None,
         status_port: int | None = None,
+        electrum=None,
         access_log: str | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
         self.db, self.host, self.port, self.threads = Path(db), host, port, threads
         self.limits, self.cache_bytes, self.relay, self.node = limits, cache_bytes, relay, node
         self.grpc_port, self.status_port, self.access_log_target, self.log = grpc_port, status_port, access_log, log
+        self.electrum = electrum
         self.readers: Readers | None = None
         self.view: ChainView | None = None
         self.cache = AnswerCache(cache_bytes)
@@ -113,7 +118,7 @@ class Server:
         try:
             self.view = ChainView(self.db)
             self.cache.follow(self.view)
-            listeners = ("http", "grpc") if self.grpc_port is not None else ("http",)
+            listeners = ("http", *(("grpc",) if self.grpc_port is not None else ()), *(("electrum",) if self.electrum else ()))
             self.gate = Gate(self.limits, listeners)
             if self.access_log_target is not None:
                 self._access_log = status.AccessLog(self.access_log_target)
@@ -126,6 +131,8 @@ class Server:
 
                 self.grpc = GrpcFront(self.view, self.readers, self.cache, self.gate, self.log, self.node)
                 self.urls["grpc"] = await self.grpc.start(self.host, self.grpc_port)
+            if self.electrum is not None:
+                self.urls["electrum"] = await self.electrum.start(self.gate)
             self.rate = status.RateMeter(self.request_count)
             self.rate.start()
             if self.node is not None:
@@ -144,6 +151,8 @@ class Server:
         counts = {"http": self.http.requests if self.http else 0}
         if self.grpc is not None:
             counts["grpc"] = self.grpc.requests
+        if self.electrum is not None:
+            counts["electrum"] = self.electrum.requests
         return counts
 
     def request_count(self) -> int:
@@ -168,6 +177,8 @@ class Server:
 
     async def close(self) -> None:
         """Stop accepting, finish the requests in flight, close the index connections."""
+        if self.electrum is not None:
+            await self.electrum.close()
         for listener in (self.status, self.grpc, self.http):
             if listener is not None:
                 await listener.close()
@@ -275,12 +286,11 @@ async def serve(
     sync: SyncChild | None = None,
     log: Callable[[str], None] = print,
     stop: asyncio.Event | None = None,
-    listeners: Sequence = (),
 ) -> None:
     """Serve until SIGINT or SIGTERM (or until `stop` is set), with `sync` running beside when given.
 
-    Signal handlers are installed when called from the main thread. `listeners` (e.g. an
-    `electrum.ElectrumServer`) are started once the index exists and closed before the sync stops.
+    Signal handlers are installed when called from the main thread. The server starts once the
+    index exists and is closed before the sync stops.
 
     Raises:
         IndexStoreError, OSError: as `Server.start`, or the sync exited before creating a new index.
@@ -302,11 +312,9 @@ async def serve(
             if not await _wait_for_index(server.db, sync, stop):
                 return
         url = await server.start()
-        started = []
         try:
-            for listener in listeners:
-                log(f"sp-scan serve: {await listener.start()} (electrum)")
-                started.append(listener)
+            if "electrum" in server.urls:
+                log(f"sp-scan serve: {server.urls['electrum']} (electrum)")
             with Index.open(server.db, readonly=True) as index:
                 tip = index.tip()
                 where = f"tip {tip[0]}" if tip else "no blocks yet"
@@ -315,8 +323,6 @@ async def serve(
             await stop.wait()
             log("sp-scan serve: stopping")
         finally:
-            for listener in started:
-                await listener.close()
             await server.close()
     finally:
         if sync is not None:

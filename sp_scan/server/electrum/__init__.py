@@ -3,11 +3,13 @@
 Sparrow (Frigate's methods) and Cake Wallet (its tweak methods) connect here; every other Electrum
 method goes to a backend Electrum server (electrs, Fulcrum, ElectrumX) on a connection per client.
 Modules: `session` (the listener and per-connection protocol), `frigate` and `cake` (their methods'
-params and answers), `passes` (the shared scans), `proxy` (the backend), `gate` (per-IP caps).
+params and answers), `passes` (the shared scans), `proxy` (the backend), `caps` (subscriptions per
+address group), `rpc` (the session base class: everything the listener relies on in aiorpcx). Connections and requests count in the process's `limits.Gate`, which `sp-scan serve`
+shares between this listener and the HTTP and gRPC ones (`service.Server(electrum=...)`).
 
 ```python
 server = ElectrumServer("tweaks.db", port=50001, backend="tcp://127.0.0.1:60001")
-url = await server.start()      # "tcp://127.0.0.1:50001"
+url = await server.start()      # "tcp://127.0.0.1:50001"; start(gate) to share a process's Gate
 ...
 await server.close()
 ```
@@ -25,12 +27,12 @@ from sp_scan.index import Index
 from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS
 
 from ..answers import READER_THREADS, Readers
-from .gate import IpGate
+from ..limits import Gate, Limits
 from .passes import ScanService
 from .proxy import BackendUrl
-from .session import LISTEN_BACKLOG, ElectrumSession, Limits, ServerState
+from .session import LISTEN_BACKLOG, LISTENER, ElectrumLimits, ElectrumSession, ServerState
 
-__all__ = ["BackendUrl", "ElectrumServer", "IpGate", "Limits", "ScanService"]
+__all__ = ["BackendUrl", "ElectrumLimits", "ElectrumServer", "ScanService"]
 
 
 class ElectrumServer:
@@ -42,8 +44,7 @@ class ElectrumServer:
         backend: `tcp://HOST:PORT` or `ssl://HOST:PORT` of the backend Electrum server, or None
             (then only the silent-payments and tweak methods are served).
         tls: (certificate file, key file) to listen with TLS.
-        gate: the per-IP caps (default: IpGate()).
-        limits: per-connection caps.
+        limits: the listener's own caps (labels, subscriptions, line size, outbox).
         threads: native scanning threads.
         partition_blocks: heights read and scanned at a time for the subscriptions.
         mempool: tell caught-up subscriptions of mempool payments (the index's mempool table).
@@ -59,21 +60,31 @@ class ElectrumServer:
         port: int = 50001,
         backend: str | None = None,
         tls: tuple[str, str] | None = None,
-        gate: IpGate | None = None,
-        limits: Limits = Limits(),
+        limits: ElectrumLimits = ElectrumLimits(),
         threads: int = 1,
         mempool: bool = True,
         partition_blocks: int = DEFAULT_PARTITION_BLOCKS,
     ) -> None:
         self.db, self.host, self.port, self.tls = Path(db), host, port, tls
         self.backend = BackendUrl.parse(backend) if backend else None
-        self.gate, self.limits, self.threads, self.mempool = gate or IpGate(), limits, threads, mempool
+        self.limits, self.threads, self.mempool = limits, threads, mempool
         self.partition_blocks = partition_blocks
+        self.gate: Gate | None = None
         self.state: ServerState | None = None
         self._server: asyncio.base_events.Server | None = None
 
-    async def start(self) -> str:
+    @property
+    def requests(self) -> int:
+        """JSON-RPC calls received so far."""
+        return self.state.requests if self.state is not None else 0
+
+    async def start(self, gate: Gate | None = None) -> str:
         """Open the index, start the scanner, listen; return the URL (tcp:// or ssl://).
+
+        Args:
+            gate: the process's Gate, whose connection and request limits this listener shares with
+                the others (its connections count as "electrum"); None: a Gate of its own with the
+                default `limits.Limits`.
 
         Raises:
             IndexStoreError: the index cannot be opened.
@@ -87,6 +98,7 @@ class ElectrumServer:
             context.load_cert_chain(*self.tls)
         with Index.open(self.db, readonly=True) as index:
             network = index.network
+        self.gate = gate if gate is not None else Gate(Limits(), (LISTENER,))
         scans = ScanService(self.db, threads=self.threads, partition_blocks=self.partition_blocks, mempool=self.mempool)
         self.state = ServerState(self.db, network, scans, Readers(self.db, READER_THREADS), self.gate, self.limits, self.backend)
         scans.start()

@@ -29,6 +29,8 @@ SUBSCRIPTION_LIMIT = -32005
 """Frigate's SubscriptionLimitException: a per-IP or server-wide subscription cap."""
 MAX_LABELS = 10
 MAX_SUBSCRIPTIONS = 100
+SUBSCRIBE_COST = 25
+"""Requests of the address group's rate a subscribe takes (it starts a scan of the index), as Frigate counts it."""
 HISTORY_PAGE = 100
 """Frigate's page size: at most this many history entries per notification."""
 PROGRESS_EVERY = 5.0

@@ -17,8 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from aiorpcx import NewlineFramer, RPCError, RPCSession, TaskTimeout, connect_rs
-from aiorpcx.jsonrpc import Notification
+from aiorpcx import NewlineFramer, Notification, RPCError, RPCSession, TaskTimeout, connect_rs
 
 log = logging.getLogger("sp_scan.server.electrum")
 
@@ -34,15 +33,14 @@ MAX_BACKEND_MESSAGE = 64 * 1024 * 1024
 class DataError(RPCError):
     """An RPCError whose JSON error object also has a `data` member."""
 
-    def __init__(self, code: int, message: str, data) -> None:
-        super().__init__(code, message)
+    def __init__(self, code: int, message: str, data, cost: float = 0.0) -> None:
+        super().__init__(code, message, cost=cost)
         self.data = data
 
 
 def unavailable(reason: str) -> DataError:
-    error = DataError(UNAVAILABLE, "Backend Electrum server unavailable", reason)
-    error.cost = -RPCSession.error_base_cost  # the client's requests did nothing wrong: aiorpcx must not bill them
-    return error
+    # the client's requests did nothing wrong: aiorpcx must not bill them (an error costs error_base_cost + cost)
+    return DataError(UNAVAILABLE, "Backend Electrum server unavailable", reason, cost=-RPCSession.error_base_cost)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,36 +1,38 @@
-"""The Electrum JSON-RPC listener: newline-delimited JSON-RPC 2.0 over TCP or TLS, on aiorpcx.
+"""The Electrum JSON-RPC listener: newline-delimited JSON-RPC 2.0 over TCP or TLS, on aiorpcx (`rpc.LineSession`).
 
 Frigate's rules for every connection: `server.version` first (anything before it is refused with
 -1), the negotiated version the lower of the client's and the backend's within 1.4-1.6; silent-
 payments and Cake methods answered from the index; everything else proxied to the client's own
-backend connection. Limits: a line over `max_line` bytes gets -32600 "request too large" and the
-connection is closed; connections and subscriptions are counted per IP group (`gate.IpGate`);
-a client that stops reading is disconnected once a message waits `send_timeout` for it or
-`outbox` notifications pile up.
+backend connection. Limits: connections and JSON-RPC calls count in the process's `limits.Gate`,
+shared with the HTTP and gRPC listeners (per address group and in total; a call over the group's
+rate gets -101, and aiorpcx disconnects a client whose errors keep costing); subscriptions count
+in `caps.SubscriptionCaps` (-32005 over a cap); a line over `max_line` bytes gets -32600 "request
+too large" and the connection is closed; a client that stops reading is disconnected once a
+message waits the Gate's `write_timeout` for it or `outbox` notifications pile up; one that sends
+nothing for `idle_timeout` is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import json
 import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiorpcx import JSONRPCConnection, NewlineFramer, RPCError, RPCSession
-from aiorpcx.jsonrpc import JSONRPCv2
-from aiorpcx.rawsocket import ConnectionLostError
+from aiorpcx import RPCError, TaskTimeout
 
 from sp_scan.errors import HeightError
 from sp_scan.index import Index
 
 from ..answers import Readers
-from .gate import IpGate
+from ..limits import Gate
 from . import cake, frigate
+from .caps import SubscriptionCaps
 from .passes import ScanService, Watch
 from .proxy import METHOD_NOT_FOUND, Backend, BackendUrl, DataError, unavailable
+from .rpc import LineSession
 
 log = logging.getLogger("sp_scan.server.electrum")
 
@@ -39,12 +41,11 @@ MIN_VERSION, MAX_VERSION = (1, 4), (1, 6)
 """Frigate's range: at least 1.4; at most 1.6 (with a backend that does package broadcast)."""
 NOT_NEGOTIATED = -1
 UNSUPPORTED_VERSION = -32003
-INVALID_REQUEST = -32600
+RATE_LIMITED = -101
+"""aiorpcx's (and ElectrumX's) "excessive resource usage": a call over the address group's request rate."""
 OUTBOX_LIMIT = 10_000
 """Notifications waiting for a client that does not read before it is disconnected."""
 MAX_LINE = 1_000_000
-SEND_TIMEOUT = 60.0
-"""Seconds a message may wait for a client that does not read before the connection is dropped."""
 GENESIS = {
     "main": "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
     "test": "000000000933ea01ad0ee984209779baaec3ced90fa3f408719526f8d77f4943",
@@ -55,43 +56,33 @@ GENESIS = {
 SCRIPTHASH_SUBSCRIBE, SCRIPTHASH_UNSUBSCRIBE = "blockchain.scripthash.subscribe", "blockchain.scripthash.unsubscribe"
 PROGRESS_TICK = 1.0
 LISTEN_BACKLOG = 1024
+LISTENER = "electrum"
+"""The name this listener's connections count under in the Gate."""
 
 
 @dataclass(frozen=True)
-class Limits:
-    """What one client may hold (Frigate's defaults); the per-IP caps live in the server's IpGate."""
+class ElectrumLimits:
+    """The Electrum listener's own caps (Frigate's defaults), on top of the connection and request
+    limits of the process's `limits.Gate`.
+
+    Attributes:
+        max_labels: labels of one silent-payments subscription (the change label not counted).
+        max_subscriptions: silent-payments subscriptions of one connection.
+        max_subscriptions_per_ip: subscriptions (silent-payments and scripthash) of one address group.
+        max_subscriptions_total: subscriptions of every client together.
+        max_line: bytes of one JSON-RPC line (a request or a batch).
+        outbox: notifications waiting for a client before it is disconnected.
+        idle_timeout: seconds a connection may send nothing before it is closed (ElectrumX's
+            session_timeout: Electrum clients ping every few minutes).
+    """
 
     max_labels: int = frigate.MAX_LABELS
     max_subscriptions: int = frigate.MAX_SUBSCRIPTIONS
+    max_subscriptions_per_ip: int = 1_000
+    max_subscriptions_total: int = 100_000
     max_line: int = MAX_LINE
     outbox: int = OUTBOX_LIMIT
-    send_timeout: float = SEND_TIMEOUT
-
-
-class _Json(JSONRPCv2):
-    """JSON-RPC 2.0 whose error objects carry `data` when the error has it (Frigate's -32003, -32000)."""
-
-    @classmethod
-    def error_payload(cls, error, request_id):
-        payload = super().error_payload(error, request_id)
-        if getattr(error, "data", None) is not None:
-            payload["error"]["data"] = error.data
-        return payload
-
-
-class _LineFramer(NewlineFramer):
-    """Newline framing that reports a line longer than max_size instead of silently dropping it."""
-
-    def __init__(self, max_size: int, on_oversize) -> None:
-        super().__init__(max_size)
-        self.on_oversize = on_oversize
-
-    async def receive_message(self):
-        try:
-            return await super().receive_message()
-        except MemoryError:
-            self.on_oversize()
-            raise ConnectionLostError() from None
+    idle_timeout: float = 600.0
 
 
 def _version(text) -> tuple[int, ...]:
@@ -125,43 +116,45 @@ class ServerState:
     network: str
     scans: ScanService
     readers: Readers
-    gate: IpGate
-    limits: Limits
+    gate: Gate
+    limits: ElectrumLimits
     backend: BackendUrl | None
+    caps: SubscriptionCaps = field(init=False)
     sessions: set = field(default_factory=set)
+    requests: int = 0
+    """JSON-RPC calls received (the operator's view)."""
+
+    def __post_init__(self) -> None:
+        self.caps = SubscriptionCaps(self.limits.max_subscriptions_per_ip, self.limits.max_subscriptions_total)
 
 
-class ElectrumSession(RPCSession):
+class ElectrumSession(LineSession):
     """One client connection."""
 
     processing_timeout = 600.0
     """A Cake stream of 1,000 blocks is one request."""
 
     def __init__(self, transport, *, state: ServerState) -> None:
-        super().__init__(transport, connection=JSONRPCConnection(_Json))
+        super().__init__(transport)
         self.state = state
+        self.max_line, self.max_send_delay = state.limits.max_line, state.gate.limits.write_timeout
         self.version: tuple[int, ...] | None = None
         self.version_reply: list | None = None
         self.backend: Backend | None = None
         self.subs: dict[str, frigate.Subscription] = {}
         self._subscribing = asyncio.Lock()  # FIFO: subscribes take their slots in arrival order
         self.outbox: asyncio.Queue = asyncio.Queue(state.limits.outbox)
-        self._after_reply: dict[asyncio.Task, list] = {}
         self._tasks: list[asyncio.Task] = []
         self.loop = asyncio.get_running_loop()
         host = (self.remote_address() and str(self.remote_address().host)) or "127.0.0.1"
-        self.admission = state.gate.admit(host)
+        self.ticket = state.gate.admit(LISTENER, host)
         self.subscription_reservations = 0
-        self._dropping = False
         state.sessions.add(self)
-
-    def default_framer(self):
-        return _LineFramer(self.state.limits.max_line, self._too_large)
 
     # --- lifetime ---
 
     async def process_messages(self, recv_message):
-        if self.admission is None:
+        if self.ticket is None:  # closed unanswered, as Frigate does: an answer would amplify a flood
             log.info("electrum: refused a connection from %s (connection limit)", self.remote_address())
             await self.abort()
             self.state.sessions.discard(self)
@@ -182,64 +175,41 @@ class ElectrumSession(RPCSession):
             if sub.watch is not None:
                 self.state.scans.drop(sub.watch)
         self.subs.clear()
-        if self.admission is not None:
-            self.state.gate.release_subscriptions(self.admission, self.subscription_reservations)
+        if self.ticket is not None:
+            self.state.caps.give(self.ticket, self.subscription_reservations)
             self.subscription_reservations = 0
-            self.state.gate.release(self.admission)
-            self.admission = None
+            self.state.gate.release(self.ticket)
+            self.ticket = None
         if self.backend is not None:
             await self.backend.close()
         self.state.sessions.discard(self)
 
-    def _too_large(self) -> None:
-        """A line over max_line: answer -32600 and close (the rest of the line is not read)."""
-        transport = getattr(self.transport, "_asyncio_transport", None)
-        if transport is not None and not transport.is_closing():
-            error = {"jsonrpc": "2.0", "error": {"code": INVALID_REQUEST, "message": "request too large"}, "id": None}
-            transport.write(json.dumps(error).encode() + b"\n")
-            transport.close()
-
-    async def _send_message(self, message):
-        try:  # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that lands as the write ends
-            async with asyncio.timeout(self.state.limits.send_timeout):
-                sent = await super()._send_message(message)
-        except TimeoutError:
-            self._drop_client("it does not read what it is sent")
-            return time.time()
-        for callback in self._after_reply.pop(asyncio.current_task(), ()):
-            callback()
-        return sent
-
-    def after_reply(self, callback) -> None:
-        """Run `callback` once the answer to the request being handled has been written."""
-        self._after_reply.setdefault(asyncio.current_task(), []).append(callback)
-
     async def _write(self) -> None:
         while True:
             method, params = await self.outbox.get()
-            await self.send_notification(method, params)
+            try:
+                await self.send_notification(method, params)
+            except TaskTimeout:  # it waited max_send_delay: aiorpcx aborted the connection
+                self.drop("it does not read what it is sent")
+                return
 
     def notify(self, method: str, params) -> None:
         """Queue a notification; a client that lets `limits.outbox` of them pile up is disconnected."""
         try:
             self.outbox.put_nowait((method, params))
         except asyncio.QueueFull:
-            self._drop_client("it does not read its notifications")
-
-    def _drop_client(self, why: str) -> None:
-        """Abort the connection of a client that does not read (once: later calls do nothing)."""
-        if not self._dropping:
-            self._dropping = True
-            log.info("electrum: disconnecting %s: %s", self.remote_address(), why)
-            self.loop.create_task(self.abort())
+            self.drop("it does not read its notifications")
 
     async def _relay(self, method: str, params) -> None:
         self.notify(method, params)
 
     # --- requests ---
 
-    async def handle_request(self, request):
+    async def serve_request(self, request):
         method, args = request.method, request.args
+        self.state.requests += 1
+        if not self.state.gate.allow_request(self.ticket, frigate.SUBSCRIBE_COST if method == frigate.SUBSCRIBE else 1):
+            raise RPCError(RATE_LIMITED, "too many requests from your address; slow down")
         if method == "server.version":
             return await self.server_version(args)
         if self.version is None:
@@ -335,13 +305,13 @@ class ElectrumSession(RPCSession):
         return await backend.request(SCRIPTHASH_UNSUBSCRIBE, [scripthash])
 
     def _reserve(self) -> None:
-        if not self.state.gate.reserve_subscription(self.admission):
+        if not self.state.caps.take(self.ticket):
             raise RPCError(frigate.SUBSCRIPTION_LIMIT, "subscription limit exceeded")
         self.subscription_reservations += 1
 
     def _unreserve(self, count: int) -> None:
         count = min(count, self.subscription_reservations)
-        self.state.gate.release_subscriptions(self.admission, count)
+        self.state.caps.give(self.ticket, count)
         self.subscription_reservations -= count
 
     # --- silent payments (Frigate) ---
@@ -411,9 +381,14 @@ class ElectrumSession(RPCSession):
             self.notify(frigate.SUBSCRIBE, params)
 
     async def _tick(self) -> None:
-        """During a history scan, a progress notification at least every PROGRESS_EVERY seconds."""
+        """During a history scan, a progress notification at least every PROGRESS_EVERY seconds; the
+        connection closed once it has sent nothing for `limits.idle_timeout`."""
         while True:
             await asyncio.sleep(PROGRESS_TICK)
+            if time.time() - self.last_recv > self.state.limits.idle_timeout:  # aiorpcx's time of the last message
+                log.info("electrum: closing %s: idle for %g s", self.remote_address(), self.state.limits.idle_timeout)
+                await self.close(force_after=1)
+                return
             now = time.monotonic()
             for sub in list(self.subs.values()):
                 if sub.opened and not sub.history_done and now - sub.last_sent >= frigate.PROGRESS_EVERY:
