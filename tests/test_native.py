@@ -336,34 +336,39 @@ def test_native_block_index_equals_the_reference(name):
 
 
 def test_block_work_releases_the_gil():
-    """A Python thread keeps running while another thread is inside the block loop.
+    """A Python thread runs while another thread is inside the block loop.
 
-    Measured in CPU time, which the machine's load does not skew: each thread's share of a core is
-    the scheduler's to give alike. A spinner that could take the GIL runs about as long as the block
-    loop does; one locked out gets a 5 ms switch interval per call at most.
+    Waits for events, not times. With a 5 s switch interval the calling thread gives the GIL away
+    only inside a call that releases it, or when a forced switch falls due (once per 5 s, so in at
+    most 2 of the ≤ 100 calls here, each a few ms): the spinner must count inside 3 different calls.
     """
     import threading
 
     block_bytes, spent = _sample("mainnet")
-    spinner_cpu, started, stop = [0.0], threading.Event(), threading.Event()
+    call, stop, seen = [0], threading.Event(), set()
 
     def spin():
-        started.set()
         while not stop.is_set():
-            spinner_cpu[0] = time.thread_time()
+            if call[0] % 2:
+                seen.add(call[0])
+            time.sleep(0)  # lets the calling thread take the GIL back as soon as its call returns
 
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
     spinner = threading.Thread(target=spin)
     spinner.start()
     try:
-        started.wait()
-        spun, ours = spinner_cpu[0], time.thread_time()
-        results = [native.block_tweaks(block_bytes, spent) for _ in range(2)]
-        spun, ours = spinner_cpu[0] - spun, time.thread_time() - ours
+        results = []
+        while len(seen) < 3 and len(results) < 100:
+            call[0] += 1  # odd: inside a call
+            results.append(native.block_tweaks(block_bytes, spent))
+            call[0] += 1
     finally:
         stop.set()
         spinner.join()
-    assert results[0] == results[1]
-    assert spun > 0.25 * ours, (spun, ours)
+        sys.setswitchinterval(interval)
+    assert len(seen) >= 3, f"Python ran inside {len(seen)} of {len(results)} calls"
+    assert all(r == results[0] for r in results)
 
 
 # ---- misuse: the documented errors ----
