@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import tempfile
 from pathlib import Path
 
@@ -14,6 +15,11 @@ from sp_scan.wire import parse_witness
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "vectors" / "bip352" / "send_and_receive_test_vectors.json"
 CASES = json.loads(VECTORS.read_text())
+
+# A run started in the background of a shell without job control (`pytest &` in a script) inherits
+# SIGINT ignored, and so would every command the tests start; the Ctrl-C tests need it delivered.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def tx_inputs(vin: list[dict]) -> list[TxInput]:
