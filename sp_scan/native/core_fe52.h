@@ -12,8 +12,9 @@
  * multiplicands, so every multiplicand must be *carried*: limbs 0..3 below 2^52 and the whole value
  * below 2^260 (then limb 4 < 2^52 too).
  *
- * Magnitude m: a carried value with limb 4 below m·(2^48 + 2^12), so value below m·2^256·(1 + 2^-36).
- *   - mul/sqr/normw output: carried, limb 4 < 2^48 + 2^12, m = 1 (value < 2^256 + 2^221 < 2p).
+ * Magnitude m: a carried value with limb 4 below m·(2^48 + 2^40), so value below m·2^256·(1 + 2^-8).
+ *   - mul/sqr/normw output: carried, m = 1: limb 4 < 2^48 + 2^12 from IFMA's schedule and normw,
+ *     < 2^48 + 2^40 from the scalar backend's (value < 2^256 + 2^248 < 2p).
  *   - add(a, b) + carry: m_a + m_b.   sub(a, b, c) + carry: m_a + c, needs m_b < c.
  *   - mul/sqr take carried inputs with m ≤ 15 (wider than the lane API's 8); mul_small goes through normw.
  * No function branches on or indexes memory by a lane's value. */
@@ -153,7 +154,7 @@ FE52_INLINE void fe_add(fe *r, const fe *a, const fe *b) {
 }
 
 /* r = a + c·p − b, carried: needs b carried with m_b < c (c ≥ 2), and m_a + c ≤ 15. Every limb of
- * c·p is at least those of b (limbs 0..3: c·(2^52 − C) ≥ 2^52; limb 4: c·(2^48 − 1) ≥ m_b·(2^48 + 2^12)),
+ * c·p is at least those of b (limbs 0..3: c·(2^52 − C) ≥ 2^52; limb 4: c·(2^48 − 1) ≥ m_b·(2^48 + 2^40)),
  * so no limb goes negative. */
 FE52_INLINE void fe_sub(fe *r, const fe *a, const fe *b, int c) {
     SPN_UNROLL
