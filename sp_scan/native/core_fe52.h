@@ -63,14 +63,13 @@ FE52_INLINE void fe52_carry(fe *r) {
     }
 }
 
-/* Weak normalisation of limbs below 2^63: fold limb 4's bits from 2^48 up (2^256 ≡ C) into limbs 0
- * and 1 first, then carry once. The carry into limb 4 is below 2^12, so the result is carried with
- * limb 4 < 2^48 + 2^12: m = 1. */
+/* Weak normalisation of limbs below 2^63: fold limb 4's bits from 2^48 up (2^256 ≡ C) into limb 0
+ * (top·C < 2^15·2^33 has no bits from 2^52 up), then carry once. The carry into limb 4 is below
+ * 2^12, so the result is carried with limb 4 < 2^48 + 2^12: m = 1. */
 FE52_INLINE void fe_normw(fe *r) {
-    spn_lv top = lv_shr(r->l[4], 48); /* < 2^16 */
+    spn_lv top = lv_shr(r->l[4], 48); /* < 2^15 */
     r->l[4] = lv_and(r->l[4], lv_set1(M48));
     r->l[0] = lv_madd52lo(r->l[0], top, lv_set1(FE_C));
-    r->l[1] = lv_madd52hi(r->l[1], top, lv_set1(FE_C));
     fe52_carry(r);
 }
 
@@ -166,6 +165,19 @@ FE52_INLINE void fe_sub(fe *r, const fe *a, const fe *b, int c) {
 FE52_INLINE void fe_neg(fe *r, const fe *a, int c) {
     SPN_UNROLL
     for (int i = 0; i < 5; i++) r->l[i] = lv_sub(lv_set1(P_LIMB(c, i)), a->l[i]);
+    fe52_carry(r);
+}
+
+/* r = a/2 mod p, carried, m = (m_a + 1)/2 rounded up (a carried, m_a ≤ 14): p is added on the lanes
+ * where a is odd, then every limb shifts right by one, taking bit 0 of the next limb as its bit 51. */
+FE52_INLINE void fe_half(fe *r, const fe *a) {
+    spn_mask odd = lv_test(a->l[0], lv_set1(1));
+    spn_lv t[5];
+    SPN_UNROLL
+    for (int i = 0; i < 5; i++) t[i] = lv_add(a->l[i], lv_select(odd, lv_set1(0), lv_set1(P_LIMB(1, i))));
+    SPN_UNROLL
+    for (int i = 0; i < 4; i++) r->l[i] = lv_add(lv_shr(t[i], 1), lv_shl(lv_and(t[i + 1], lv_set1(1)), 51));
+    r->l[4] = lv_shr(t[4], 1);
     fe52_carry(r);
 }
 

@@ -42,6 +42,7 @@
 #define SPN_EC_GROUP 64
 #define SPN_GEN_W 6
 #define SPN_FE52_OWN_MUL
+#define SPN_EC_JACOBIAN
 #define LV_INLINE static inline __attribute__((always_inline))
 #endif
 #define LV_EACH for (int q_ = 0; q_ < SPN_LANES; q_++)
@@ -146,6 +147,18 @@ LV_INLINE void lv_pick(spn_lv out[8], const uint64_t cols[8][1 << (SPN_GEN_W - 1
         for (uint64_t e = 0; e < (1u << (SPN_GEN_W - 1)); e++) {
             uint64_t m = lv_word_of_bit(lv_nonzero(e ^ i) ^ 1);
             for (int c = 0; c < 8; c++) acc[c] |= cols[c][e] & m;
+        }
+        for (int c = 0; c < 8; c++) out[c].v[q_] = acc[c];
+    }
+}
+
+/* cols[c][idx] of each lane's own table (SPN_EC_JACOBIAN): every entry is read and masked in. */
+LV_INLINE void lv_pick16(spn_lv out[8], const spn_lv cols[8][16], spn_lv idx) {
+    LV_EACH {
+        uint64_t acc[8] = {0}, i = idx.v[q_];
+        for (uint64_t e = 0; e < 16; e++) {
+            uint64_t m = lv_word_of_bit(lv_nonzero(e ^ i) ^ 1);
+            for (int c = 0; c < 8; c++) acc[c] |= cols[c][e].v[q_] & m;
         }
         for (int c = 0; c < 8; c++) out[c].v[q_] = acc[c];
     }
