@@ -783,14 +783,17 @@ static uint64_t scalar_in_range(const uint64_t s[4]) {
 
 enum { BATCH = SPN_EC_GROUP * SPN_LANES };
 
-SPN_EC_FN static void ec_shared_secrets(const spn_glv *glv, const uint64_t b[4], const unsigned char (*pt64)[64],
-                                        const unsigned char (*scalar32)[32], size_t n, unsigned char (*ecdh33)[33],
-                                        unsigned char (*out64)[64]) {
+/* out33[i] = ser_P(k_i·T_i) for T_i = pt64[i] (first byte 0 when scalar32[i] is 0 or ≥ n, or at
+ * infinity), out64[i] the point when out64 is not NULL. secret: k_i = b (recoded in glv) when scalar32
+ * is NULL, else b·scalar32[i] mod n, by the constant-time ladder; public (b, glv unused): k_i =
+ * scalar32[i], by the variable-time one. Wipes its scratch. */
+SPN_EC_FN static void ec_mul_points(int secret, const spn_glv *glv, const uint64_t b[4],
+                                    const unsigned char (*pt64)[64], const unsigned char (*scalar32)[32], size_t n,
+                                    unsigned char (*out33)[33], unsigned char (*out64)[64]) {
     ge res[SPN_EC_GROUP];
-#ifdef SPN_EC_JACOBIAN
-    uint64_t d[2][SPN_GLV_WIN][SPN_LANES];
-#else
     digits_t d[2][SPN_GLV_WIN];
+#ifdef SPN_EC_JACOBIAN
+    uint64_t u[2][SPN_GLV_WIN][SPN_LANES]; /* the secret ladder's odd digits */
 #endif
     uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES], s[4];
     unsigned char bad[BATCH];
@@ -808,88 +811,69 @@ SPN_EC_FN static void ec_shared_secrets(const spn_glv *glv, const uint64_t b[4],
             for (int i = 0; i < SPN_LANES; i++) {
                 const spn_glv *g = glv;
                 bad[SPN_LANES * v + i] = 0;
-                if (scalar32 != NULL) { /* (b_scan·s_i): s_i public, the product secret */
+                if (scalar32 != NULL) { /* s_i public; b·s_i secret */
                     spn_scalar_from_b32(s, scalar32[lane[i]]);
                     bad[SPN_LANES * v + i] = (unsigned char)!scalar_in_range(s);
-                    spn_scalar_mul(s, s, b);
+                    if (secret) spn_scalar_mul(s, s, b);
 #ifdef SPN_EC_JACOBIAN
-                    spn_glv_recode_odd(&lg, s);
-#else
-                    spn_glv_recode_digits(&lg, s);
+                    if (secret)
+                        spn_glv_recode_odd(&lg, s);
+                    else
 #endif
+                        spn_glv_recode_digits(&lg, s);
                     g = &lg;
                 }
-                for (int h = 0; h < 2; h++)
-                    for (int w = 0; w < SPN_GLV_WIN; w++)
 #ifdef SPN_EC_JACOBIAN
-                        d[h][w][i] = g->u[h][w];
-#else
-                        digit_put(&d[h][w], i, g->d[h][w]);
+                if (secret) {
+                    for (int h = 0; h < 2; h++)
+                        for (int w = 0; w < SPN_GLV_WIN; w++) u[h][w][i] = g->u[h][w];
+                    continue;
+                }
+#endif
                 neg1 |= (unsigned)g->neg[0] << i;
                 neg2 |= (unsigned)g->neg[1] << i;
+                for (int h = 0; h < 2; h++)
+                    for (int w = 0; w < SPN_GLV_WIN; w++) digit_put(&d[h][w], i, g->d[h][w]);
+            }
+            if (!secret) {
+                ecmult_var(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
+            } else {
+#ifdef SPN_EC_JACOBIAN
+                ecmult_odd(&res[v], &t, (const uint64_t(*)[SPN_GLV_WIN][SPN_LANES])u);
+                gej_to_projective(&res[v]);
+#else
+                ecmult(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
 #endif
             }
-#ifdef SPN_EC_JACOBIAN
-            (void)neg1;
-            (void)neg2;
-            ecmult_odd(&res[v], &t, (const uint64_t(*)[SPN_GLV_WIN][SPN_LANES])d);
-            gej_to_projective(&res[v]);
-#else
-            ecmult(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
-#endif
         }
         ge_to_affine_words(res, nv, wx, wy, inf);
         for (size_t k = 0; k < cnt; k++) {
             size_t v = k / SPN_LANES;
             int i = (int)(k % SPN_LANES);
-            put_ser33(ecdh33[base + k], wx[v], wy[v], i, bad[k] | ((mk_to_bits(inf[v]) >> i) & 1));
+            put_ser33(out33[base + k], wx[v], wy[v], i, bad[k] | ((mk_to_bits(inf[v]) >> i) & 1));
             if (out64) put_pt64(out64[base + k], wx[v], wy[v], i);
         }
     }
     spn_cleanse(res, sizeof res);
     spn_cleanse(d, sizeof d);
+#ifdef SPN_EC_JACOBIAN
+    spn_cleanse(u, sizeof u);
+#endif
     spn_cleanse(wx, sizeof wx);
     spn_cleanse(wy, sizeof wy);
     spn_cleanse(s, sizeof s);
     spn_cleanse(&lg, sizeof lg);
 }
 
+SPN_EC_FN static void ec_shared_secrets(const spn_glv *glv, const uint64_t b[4], const unsigned char (*pt64)[64],
+                                        const unsigned char (*scalar32)[32], size_t n, unsigned char (*ecdh33)[33],
+                                        unsigned char (*out64)[64]) {
+    ec_mul_points(1, glv, b, pt64, scalar32, n, ecdh33, out64);
+}
+
 SPN_EC_FN static void ec_tweaks(const unsigned char (*pt64)[64], const unsigned char (*scalar32)[32], size_t n,
                                 unsigned char (*tweak33)[33], unsigned char (*out64)[64]) {
-    ge res[SPN_EC_GROUP];
-    digits_t d[2][SPN_GLV_WIN];
-    uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES], s[4];
-    unsigned char bad[BATCH];
-    spn_mask inf[SPN_EC_GROUP];
-    spn_glv g;
-    for (size_t base = 0; base < n; base += BATCH) {
-        size_t cnt = n - base < BATCH ? n - base : BATCH, lane[SPN_LANES];
-        int nv = (int)((cnt + SPN_LANES - 1) / SPN_LANES);
-        for (int v = 0; v < nv; v++) {
-            gea t;
-            unsigned neg1 = 0, neg2 = 0;
-            lanes_of(lane, base, cnt, v);
-            gea_load(&t, pt64, lane);
-            memset(d, 0, sizeof d);
-            for (int i = 0; i < SPN_LANES; i++) {
-                spn_scalar_from_b32(s, scalar32[lane[i]]);
-                bad[SPN_LANES * v + i] = (unsigned char)!scalar_in_range(s);
-                spn_glv_recode_digits(&g, s);
-                neg1 |= (unsigned)g.neg[0] << i;
-                neg2 |= (unsigned)g.neg[1] << i;
-                for (int h = 0; h < 2; h++)
-                    for (int w = 0; w < SPN_GLV_WIN; w++) digit_put(&d[h][w], i, g.d[h][w]);
-            }
-            ecmult_var(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
-        }
-        ge_to_affine_words(res, nv, wx, wy, inf);
-        for (size_t k = 0; k < cnt; k++) {
-            size_t v = k / SPN_LANES;
-            int i = (int)(k % SPN_LANES);
-            put_ser33(tweak33[base + k], wx[v], wy[v], i, bad[k] | ((mk_to_bits(inf[v]) >> i) & 1));
-            put_pt64(out64[base + k], wx[v], wy[v], i);
-        }
-    }
+    ec_mul_points(0, NULL, NULL, pt64, scalar32, n, tweak33, out64);
 }
 
 SPN_EC_FN static void ec_spend_points(const unsigned char spend64[64], const unsigned char (*t32)[32], size_t n,
