@@ -3,8 +3,8 @@ the emulated IFMA core, so the IFMA schedule is checked on any CPU).
 
 Inputs are raw limbs in the core's layout (radix 2^52 for ifma, ifma-emu and scalar), so values at
 and above p (up to 2^260, the largest a carried element can hold) are tested, not only reduced ones:
-0, 1, p−1, p, p+1, 2^256−1, 2^256+2^208−1 (the largest output of a multiplication), limbs all 0 or
-all ones, and random values.
+0, 1, p−1, p, p+1, 2^256−1, 2^256+2^208−1 and 2^256+2^248−1 (the largest outputs of IFMA's and the
+scalar backend's multiplications), limbs all 0 or all ones, and random values.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from sp_scan.native import _testing
 pytestmark = pytest.mark.skipif(os.environ.get("SP_SCAN_BACKEND") == "reference", reason="SP_SCAN_BACKEND=reference")
 
 P = 2**256 - 2**32 - 977
-EDGE = [0, 1, 2, 7, P - 7, P - 1, P, P + 1, 2**256 - 1, 2**256, 2 * P - 1, 2**256 + 2**208 - 1, 2**259, 2**260 - 1]
-# Values below 2^256 + 2^208 (what a multiplication may return): the subtrahend of `sub` and input of `neg`.
-EDGE_WEAK = [0, 1, P - 1, P, P + 1, 2**256 - 1, 2**256, 2**256 + 2**208 - 1]
+EDGE = [0, 1, 2, 7, P - 7, P - 1, P, P + 1, 2**256 - 1, 2**256, 2 * P - 1, 2**256 + 2**208 - 1, 2**256 + 2**248 - 1, 2**259,
+        2**260 - 1]
+# Values below 2^256 + 2^248 (what a multiplication may return): the subtrahend of `sub` and input of `neg`.
+EDGE_WEAK = [0, 1, P - 1, P, P + 1, 2**256 - 1, 2**256, 2**256 + 2**208 - 1, 2**256 + 2**248 - 1]
 ROUNDS = 300
 
 

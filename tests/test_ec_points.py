@@ -121,6 +121,17 @@ def test_shared_secrets_for_every_edge_scan_key(core):
         assert got == [p.multiply(b32(key)).format() for p in pubs], f"key {key:#x}"
 
 
+def test_shared_secrets_for_scalars_c1_plus_c2_lambda_with_small_c1_c2(core):
+    """k = c1 + c2·λ, |c1|, |c2| ≤ 16: the last additions of the ladder meet a point and the negative
+    of its λ-image (y1 = −y2, x1 ≠ x2), the exceptional case of a Jacobian engine's unified addition."""
+    rng = random.Random("lattice")
+    ks = [(c1 + c2 * LAMBDA) % N for c1 in range(-16, 17) for c2 in range(-16, 17)]
+    ks = [k for k in ks if k]
+    pubs = [rand_pub(rng) for _ in range(8)]
+    got = _testing.shared_secrets(core, b32(1), [xy_le(pubs[i % 8]) for i in range(len(ks))], [b32(k) for k in ks])
+    assert got == [pubs[i % 8].multiply(b32(k)).format() for i, k in enumerate(ks)]
+
+
 def test_per_lane_scalars_give_b_times_s_and_mark_invalid_ones(core):
     rng = random.Random("lanes")
     key = rng.randrange(1, N)

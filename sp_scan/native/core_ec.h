@@ -38,6 +38,9 @@ enum { SPN_GLV_W = 5, SPN_GLV_WIN = 26 }; /* variable-base window bits; digits p
 typedef struct {
     int8_t d[2][SPN_GLV_WIN];
     uint8_t neg[2];
+    /* The odd form (spn_glv_recode_odd): k ≡ Σ_h λ^h Σ_i (2·u[h][i] − 31)·2^(5i) (mod n), every digit
+     * odd, so never 0 (u[h][i] < 32). */
+    uint8_t u[2][SPN_GLV_WIN];
 } spn_glv;
 
 /* n, the group order, as little-endian 64-bit words. */
@@ -46,8 +49,11 @@ extern const uint64_t spn_scalar_n[4];
 void spn_scalar_from_b32(uint64_t r[4], const unsigned char b32[32]);
 /* r = a·b mod n, for a, b < 2^256; r may alias a or b. */
 void spn_scalar_mul(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]);
-/* The GLV split and recoding of k < n. */
+/* Every form of k < n (a scan key's, once). */
 void spn_glv_recode(spn_glv *out, const uint64_t k[4]);
+/* One form of k < n, the others left as they are: d and neg; or u. */
+void spn_glv_recode_digits(spn_glv *out, const uint64_t k[4]);
+void spn_glv_recode_odd(spn_glv *out, const uint64_t k[4]);
 /* w = a·b for 256-bit a, b in little-endian 64-bit words (fixed loops: constant time). */
 void spn_mul_256(uint64_t w[8], const uint64_t a[4], const uint64_t b[4]);
 /* For sending and BIP374 proofs: r = (a + b) mod n for a, b < n; r = x mod n for any 256-bit x. */

@@ -241,6 +241,7 @@ static void digit_put(digits_t *dr, int lane, int8_t d) {
     dr->neg |= (unsigned)(s & 1) << lane;
 }
 
+#ifndef SPN_EC_JACOBIAN /* the constant-time lookup and ladder; those backends use ecmult_odd below */
 /* r = ±|d|·entry: every entry is read (masked selections), none is chosen by address. The sign is
  * applied with scratch *ny (the caller wipes it and r; restrict lets r stay in registers). */
 SPN_EC_FN static void ge_lookup(ge *restrict r, const ge *restrict tab, const digits_t *dr, spn_mask flip,
@@ -258,6 +259,7 @@ SPN_EC_FN static void ge_lookup(ge *restrict r, const ge *restrict tab, const di
     fe_neg(ny, &r->y, 3); /* table y: m ≤ 2 */
     fe_select(&r->y, mk_xor(mk_bits(dr->neg), flip), &r->y, ny);
 }
+#endif
 
 /* β as an fe (λ·(x, y) = (β·x, y)). */
 SPN_EC_FN static void fe_beta(fe *beta) {
@@ -281,6 +283,7 @@ SPN_EC_FN static void ecmult_table(ge tab[17], gea *tp, const gea *t, spn_mask n
     for (int j = 3; j <= 16; j++) ge_madd(&tab[j], &tab[j - 1], tp);
 }
 
+#ifndef SPN_EC_JACOBIAN
 /* r = k·T lane-wise, k ≡ (−1)^neg1·|k1| + (−1)^neg2·|k2|·λ with the digits d[h][w] of |k1|, |k2|;
  * T affine on the curve, m ≤ 1. Wipes its table and scratch. */
 SPN_EC_FN static void ecmult(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, const digits_t d[2][SPN_GLV_WIN]) {
@@ -307,6 +310,7 @@ SPN_EC_FN static void ecmult(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, 
     spn_cleanse(&tp, sizeof tp);
     spn_cleanse(&ny, sizeof ny);
 }
+#endif
 
 /* ---- variable base on public scalars (a block's tweaks): variable time ----
  * The same ladder and table, but a lookup reads only the entries some lane uses, and the doublings
@@ -399,6 +403,180 @@ SPN_EC_FN static void ecmult_var(ge *r, const gea *t, spn_mask neg1, spn_mask ne
         ge_add(r, r, &q);
     }
 }
+
+#ifdef SPN_EC_JACOBIAN
+/* ---- variable base in Jacobian coordinates (backends that define SPN_EC_JACOBIAN) ----
+ * k·T from the odd form of k's GLV recoding (spn_glv.u: 26 odd digits per half, none 0), a table of
+ * the odd multiples T, 3T, ..., 31T sharing one z (affine points of an isomorphic curve y² = x³ + 7z⁶,
+ * on which the formulas below, which never use the curve's constant, run unchanged), and Jacobian
+ * doublings (2M + 5S) with a unified addition (7M + 5S). Constant time: the same instructions
+ * whatever the digits and points; a degenerate case is a masked selection, never a branch. */
+
+/* r = p + q, p Jacobian (m ≤ (3, 3, 2)), q affine (m ≤ (1, 2)); out m (3, 2, 1); r may alias p.
+ * The slope (x1² + x1x2 + x2²)/(y1 + y2) (Brier–Joye) is the tangent's when p = q and the chord's
+ * otherwise, unless y1 = −y2: then the chord's (y1 − y2)/(x1 − x2) takes over, right when x1 ≠ x2
+ * (x2 = β·x1 or β²·x1, where the first slope is 0/0) and a zero denominator when p = −q, so Z3 = 0
+ * (infinity). p at infinity (Z1 = 0) gives q. */
+SPN_EC_FN static void gej_madd_ct(ge *r, const ge *p, const gea *q) {
+    fe zz, zzz, u2, s2, t, m, rr, m_alt, rr_alt, n, qq, x3, y3, z3, w, one, zero;
+    spn_mask deg, inf;
+    fe_sqr(&zz, &p->z);
+    fe_mul(&u2, &q->x, &zz);         /* u2 = x2·Z1² */
+    fe_mul(&zzz, &zz, &p->z);
+    fe_mul(&s2, &q->y, &zzz);        /* s2 = y2·Z1³ */
+    fe_add(&t, &p->x, &u2);          /* t = u1 + u2      m ≤ 4 */
+    fe_add(&m, &p->y, &s2);          /* m = s1 + s2      m ≤ 4 */
+    fe_sqr(&rr, &t);
+    fe_mul(&w, &p->x, &u2);
+    fe_sub(&rr, &rr, &w, 2);         /* rr = t² − u1·u2  m 3 */
+    fe_sub(&m_alt, &p->x, &u2, 2);   /* u1 − u2          m ≤ 5 */
+    fe_add(&rr_alt, &p->y, &p->y);   /* s1 − s2 = 2·s1 when s2 = −s1: m ≤ 6 */
+    w = m;
+    fe_normw(&w);
+    deg = fe_is_zero(&w);            /* y1 = −y2 */
+    fe_select(&rr, deg, &rr, &rr_alt); /* m ≤ 6 */
+    fe_select(&m_alt, deg, &m, &m_alt); /* the denominator used: m ≤ 5 */
+    fe_sqr(&n, &m_alt);              /* n = m'² */
+    fe_mul(&qq, &t, &n);             /* q = t·n */
+    fe_mul(&z3, &m_alt, &p->z);      /* Z3 = m'·Z1 */
+    fe_sqr(&x3, &rr);
+    fe_sub(&x3, &x3, &qq, 2);        /* X3 = rr² − q     m 3 */
+    /* Y3 = (rr·(q − 2·X3) − m·m'³)/2, with q − 2·X3 = 3q − 2rr² and m·m'³ = n² (or 0 when degenerate, m = 0) */
+    fe_add(&w, &qq, &qq);
+    fe_add(&w, &w, &qq);             /* 3q               m 3 */
+    fe_sqr(&y3, &rr);
+    fe_add(&y3, &y3, &y3);           /* 2rr²             m 2 */
+    fe_sub(&w, &w, &y3, 3);          /*                  m 6 */
+    fe_mul(&y3, &rr, &w);
+    fe_sqr(&n, &n);
+    fe_set1(&zero, 0);
+    fe_select(&n, deg, &n, &zero);   /* m·m'³: 0 when m = 0 */
+    fe_sub(&y3, &y3, &n, 2);         /*                  m 3 */
+    fe_half(&y3, &y3);               /*                  m 2 */
+    w = p->z;
+    fe_normw(&w);
+    inf = fe_is_zero(&w);
+    fe_set1(&one, 1);
+    fe_select(&r->x, inf, &x3, &q->x);
+    fe_select(&r->y, inf, &y3, &q->y);
+    fe_select(&r->z, inf, &z3, &one);
+}
+
+/* Co-Z addition (Meloni), p and q Jacobian with the same Z (m ≤ (1, 1), public, p ≠ ±q): r = p + q
+ * and p updated to r's Z; *h = Z(r)/Z (the ratio). 5M + 2S; the Zs themselves are not computed.
+ * Out m (1, 1) for r's and p's X and Y, h m 1. */
+SPN_EC_FN static void gej_zaddu(gea *r, gea *p, fe *h, const gea *q) {
+    fe a, b, c, d, e, t;
+    fe_sub(h, &q->x, &p->x, 2);      /* X2 − X1 */
+    fe_normw(h);
+    fe_sqr(&a, h);
+    fe_mul(&b, &p->x, &a);           /* X1·(X2 − X1)² */
+    fe_mul(&c, &q->x, &a);
+    fe_sub(&t, &q->y, &p->y, 2);     /* Y2 − Y1 */
+    fe_sqr(&d, &t);
+    fe_sub(&e, &c, &b, 2);
+    fe_mul(&e, &e, &p->y);           /* Y1·(X2 − X1)³ */
+    fe_add(&c, &c, &b);
+    fe_sub(&r->x, &d, &c, 3);        /* X3 = (Y2 − Y1)² − B − C */
+    fe_normw(&r->x);
+    fe_sub(&c, &b, &r->x, 2);
+    fe_mul(&c, &c, &t);
+    fe_sub(&r->y, &c, &e, 2);        /* Y3 = (Y2 − Y1)(B − X3) − E */
+    fe_normw(&r->y);
+    p->x = b;
+    p->y = e;
+}
+
+/* The odd multiples of affine T (m ≤ 1, public), (2j + 1)·T for j < 16, as affine points of one
+ * isomorphic curve, (x_j·z², y_j·z³) for the z returned in *zc: tab[0][c][j] words c of x (c < 4) and
+ * y (c ≥ 4), canonical; tab[1] the same with β·x (the λ half's entries). The multiples are added with
+ * co-Z additions on a first isomorphic curve, where T and 2T are affine (scale z(2T)), then brought to
+ * the last one's z with the ratios of the additions. */
+SPN_EC_FN static void odd_table(spn_lv tab[2][8][16], fe *zc, const gea *t, const fe *beta) {
+    gea p[16], d2;
+    ge d;
+    fe h[16], z2, ratio, x, y;
+    uint64_t w[4][SPN_LANES];
+    d.x = t->x;
+    d.y = t->y;
+    fe_set1(&d.z, 1);
+    gej_dbl(&d, &d);                 /* 2T: m (1, 3, 2) */
+    fe_normw(&d.y);
+    fe_normw(&d.z);
+    d2.x = d.x;
+    d2.y = d.y;
+    fe_sqr(&z2, &d.z);               /* T on the curve scaled by z(2T): (x·z², y·z³), the same Z (1) as 2T */
+    fe_mul(&p[0].x, &t->x, &z2);
+    fe_mul(&z2, &z2, &d.z);
+    fe_mul(&p[0].y, &t->y, &z2);
+    for (int j = 1; j < 16; j++) gej_zaddu(&p[j], &d2, &h[j], &p[j - 1]); /* p[j] = p[j−1] + 2T */
+    fe_set1(&ratio, 1); /* set at j = 14 below; this keeps the compiler's flow analysis quiet */
+    for (int j = 15; j >= 0; j--) { /* ratio = z15/zj (z0 = 1) */
+        if (j == 15) {
+            x = p[15].x;
+            y = p[15].y;
+        } else {
+            if (j < 14) fe_mul(&ratio, &ratio, &h[j + 1]);
+            else ratio = h[15];
+            fe_sqr(&z2, &ratio);
+            fe_mul(&x, &p[j].x, &z2);
+            fe_mul(&z2, &z2, &ratio);
+            fe_mul(&y, &p[j].y, &z2);
+        }
+        fe_canon(&y, &y);
+        fe_to_words(w, &y);
+        for (int c = 0; c < 4; c++) tab[0][4 + c][j] = tab[1][4 + c][j] = lv_load(w[c]);
+        fe_canon(&y, &x);
+        fe_to_words(w, &y);
+        for (int c = 0; c < 4; c++) tab[0][c][j] = lv_load(w[c]);
+        fe_mul(&x, &x, beta);
+        fe_canon(&x, &x);
+        fe_to_words(w, &x);
+        for (int c = 0; c < 4; c++) tab[1][c][j] = lv_load(w[c]);
+    }
+    fe_mul(zc, &ratio, &d.z);
+}
+
+/* r = the digit 2u − 31 times the table's point, per lane: entry (|d| − 1)/2 of tab (odd_table's
+ * tab[0], or tab[1] for the λ half), y negated where u < 16. Every entry is read. Out: m (1, 2). */
+SPN_EC_FN static void odd_lookup(gea *restrict r, const spn_lv tab[8][16], spn_lv u, fe *restrict ny) {
+    spn_mask pos = lv_test(u, lv_set1(16));
+    spn_lv idx = lv_and(lv_select(pos, lv_xor(u, lv_set1(15)), u), lv_set1(15)), w[8];
+    lv_pick16(w, tab, idx);
+    fe_from_lv(&r->x, w);
+    fe_from_lv(&r->y, w + 4);
+    fe_neg(ny, &r->y, 2);
+    fe_select(&r->y, pos, ny, &r->y);
+    spn_cleanse(w, sizeof w);
+}
+
+/* r = k·T lane-wise, Jacobian on the curve (out m (3, 2, 1)), for k in odd form: lane i's window w of
+ * half h at u[h][w][i]. T affine on the curve, m ≤ 1, public. Wipes its scratch (the table is T's). */
+SPN_EC_FN static void ecmult_odd(ge *r, const gea *t, const uint64_t u[2][SPN_GLV_WIN][SPN_LANES]) {
+    spn_lv tab[2][8][16];
+    fe zc, ny, beta;
+    gea q;
+    fe_beta(&beta);
+    odd_table(tab, &zc, t, &beta);
+    for (int w = SPN_GLV_WIN - 1; w >= 0; w--) {
+        odd_lookup(&q, tab[0], lv_load(u[0][w]), &ny);
+        if (w == SPN_GLV_WIN - 1) {
+            r->x = q.x;
+            r->y = q.y;
+            fe_set1(&r->z, 1);
+        } else {
+            gej_madd_ct(r, r, &q);
+        }
+        odd_lookup(&q, tab[1], lv_load(u[1][w]), &ny);
+        gej_madd_ct(r, r, &q);
+        if (w > 0)
+            for (int i = 0; i < SPN_GLV_W; i++) gej_dbl(r, r);
+    }
+    fe_mul(&r->z, &r->z, &zc);
+    spn_cleanse(&q, sizeof q);
+    spn_cleanse(&ny, sizeof ny);
+}
+#endif
 
 /* ---- fixed base: t·G from precomputed affine multiples ----
  * t' = t, or t + n when t is even, is odd and below 2^257; its regular (all-odd) signed recoding
@@ -605,11 +783,18 @@ static uint64_t scalar_in_range(const uint64_t s[4]) {
 
 enum { BATCH = SPN_EC_GROUP * SPN_LANES };
 
-SPN_EC_FN static void ec_shared_secrets(const spn_glv *glv, const uint64_t b[4], const unsigned char (*pt64)[64],
-                                        const unsigned char (*scalar32)[32], size_t n, unsigned char (*ecdh33)[33],
-                                        unsigned char (*out64)[64]) {
+/* out33[i] = ser_P(k_i·T_i) for T_i = pt64[i] (first byte 0 when scalar32[i] is 0 or ≥ n, or at
+ * infinity), out64[i] the point when out64 is not NULL. secret: k_i = b (recoded in glv) when scalar32
+ * is NULL, else b·scalar32[i] mod n, by the constant-time ladder; public (b, glv unused): k_i =
+ * scalar32[i], by the variable-time one. Wipes its scratch. */
+SPN_EC_FN static void ec_mul_points(int secret, const spn_glv *glv, const uint64_t b[4],
+                                    const unsigned char (*pt64)[64], const unsigned char (*scalar32)[32], size_t n,
+                                    unsigned char (*out33)[33], unsigned char (*out64)[64]) {
     ge res[SPN_EC_GROUP];
     digits_t d[2][SPN_GLV_WIN];
+#ifdef SPN_EC_JACOBIAN
+    uint64_t u[2][SPN_GLV_WIN][SPN_LANES]; /* the secret ladder's odd digits */
+#endif
     uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES], s[4];
     unsigned char bad[BATCH];
     spn_mask inf[SPN_EC_GROUP];
@@ -626,72 +811,69 @@ SPN_EC_FN static void ec_shared_secrets(const spn_glv *glv, const uint64_t b[4],
             for (int i = 0; i < SPN_LANES; i++) {
                 const spn_glv *g = glv;
                 bad[SPN_LANES * v + i] = 0;
-                if (scalar32 != NULL) { /* (b_scan·s_i): s_i public, the product secret */
+                if (scalar32 != NULL) { /* s_i public; b·s_i secret */
                     spn_scalar_from_b32(s, scalar32[lane[i]]);
                     bad[SPN_LANES * v + i] = (unsigned char)!scalar_in_range(s);
-                    spn_scalar_mul(s, s, b);
-                    spn_glv_recode(&lg, s);
+                    if (secret) spn_scalar_mul(s, s, b);
+#ifdef SPN_EC_JACOBIAN
+                    if (secret)
+                        spn_glv_recode_odd(&lg, s);
+                    else
+#endif
+                        spn_glv_recode_digits(&lg, s);
                     g = &lg;
                 }
+#ifdef SPN_EC_JACOBIAN
+                if (secret) {
+                    for (int h = 0; h < 2; h++)
+                        for (int w = 0; w < SPN_GLV_WIN; w++) u[h][w][i] = g->u[h][w];
+                    continue;
+                }
+#endif
                 neg1 |= (unsigned)g->neg[0] << i;
                 neg2 |= (unsigned)g->neg[1] << i;
                 for (int h = 0; h < 2; h++)
                     for (int w = 0; w < SPN_GLV_WIN; w++) digit_put(&d[h][w], i, g->d[h][w]);
             }
-            ecmult(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
+            if (!secret) {
+                ecmult_var(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
+            } else {
+#ifdef SPN_EC_JACOBIAN
+                ecmult_odd(&res[v], &t, (const uint64_t(*)[SPN_GLV_WIN][SPN_LANES])u);
+                gej_to_projective(&res[v]);
+#else
+                ecmult(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
+#endif
+            }
         }
         ge_to_affine_words(res, nv, wx, wy, inf);
         for (size_t k = 0; k < cnt; k++) {
             size_t v = k / SPN_LANES;
             int i = (int)(k % SPN_LANES);
-            put_ser33(ecdh33[base + k], wx[v], wy[v], i, bad[k] | ((mk_to_bits(inf[v]) >> i) & 1));
+            put_ser33(out33[base + k], wx[v], wy[v], i, bad[k] | ((mk_to_bits(inf[v]) >> i) & 1));
             if (out64) put_pt64(out64[base + k], wx[v], wy[v], i);
         }
     }
     spn_cleanse(res, sizeof res);
     spn_cleanse(d, sizeof d);
+#ifdef SPN_EC_JACOBIAN
+    spn_cleanse(u, sizeof u);
+#endif
     spn_cleanse(wx, sizeof wx);
     spn_cleanse(wy, sizeof wy);
     spn_cleanse(s, sizeof s);
     spn_cleanse(&lg, sizeof lg);
 }
 
+SPN_EC_FN static void ec_shared_secrets(const spn_glv *glv, const uint64_t b[4], const unsigned char (*pt64)[64],
+                                        const unsigned char (*scalar32)[32], size_t n, unsigned char (*ecdh33)[33],
+                                        unsigned char (*out64)[64]) {
+    ec_mul_points(1, glv, b, pt64, scalar32, n, ecdh33, out64);
+}
+
 SPN_EC_FN static void ec_tweaks(const unsigned char (*pt64)[64], const unsigned char (*scalar32)[32], size_t n,
                                 unsigned char (*tweak33)[33], unsigned char (*out64)[64]) {
-    ge res[SPN_EC_GROUP];
-    digits_t d[2][SPN_GLV_WIN];
-    uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES], s[4];
-    unsigned char bad[BATCH];
-    spn_mask inf[SPN_EC_GROUP];
-    spn_glv g;
-    for (size_t base = 0; base < n; base += BATCH) {
-        size_t cnt = n - base < BATCH ? n - base : BATCH, lane[SPN_LANES];
-        int nv = (int)((cnt + SPN_LANES - 1) / SPN_LANES);
-        for (int v = 0; v < nv; v++) {
-            gea t;
-            unsigned neg1 = 0, neg2 = 0;
-            lanes_of(lane, base, cnt, v);
-            gea_load(&t, pt64, lane);
-            memset(d, 0, sizeof d);
-            for (int i = 0; i < SPN_LANES; i++) {
-                spn_scalar_from_b32(s, scalar32[lane[i]]);
-                bad[SPN_LANES * v + i] = (unsigned char)!scalar_in_range(s);
-                spn_glv_recode(&g, s);
-                neg1 |= (unsigned)g.neg[0] << i;
-                neg2 |= (unsigned)g.neg[1] << i;
-                for (int h = 0; h < 2; h++)
-                    for (int w = 0; w < SPN_GLV_WIN; w++) digit_put(&d[h][w], i, g.d[h][w]);
-            }
-            ecmult_var(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
-        }
-        ge_to_affine_words(res, nv, wx, wy, inf);
-        for (size_t k = 0; k < cnt; k++) {
-            size_t v = k / SPN_LANES;
-            int i = (int)(k % SPN_LANES);
-            put_ser33(tweak33[base + k], wx[v], wy[v], i, bad[k] | ((mk_to_bits(inf[v]) >> i) & 1));
-            put_pt64(out64[base + k], wx[v], wy[v], i);
-        }
-    }
+    ec_mul_points(0, NULL, NULL, pt64, scalar32, n, tweak33, out64);
 }
 
 SPN_EC_FN static void ec_spend_points(const unsigned char spend64[64], const unsigned char (*t32)[32], size_t n,

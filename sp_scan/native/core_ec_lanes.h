@@ -47,6 +47,10 @@
  *                                                          out[c] lane i = cols[c][idx_i] (idx_i <
  *                                                          SPN_GEN_ENTRIES), reading every entry of every
  *                                                          column (cols 64-byte aligned)
+ *   void     lv_pick16(spn_lv out[8], const spn_lv cols[8][16], spn_lv idx)
+ *                                                          (SPN_EC_JACOBIAN backends) out[c] lane i = lane i
+ *                                                          of cols[c][idx_i] (idx_i < 16): a table per lane,
+ *                                                          every entry read
  *   spn_mask mk_bits(unsigned bits)                        lane i set when bit i of bits is
  *   unsigned mk_to_bits(spn_mask m)                        bit i set when lane i is
  *   spn_mask mk_and(a, b), mk_or(a, b), mk_xor(a, b), mk_not(a)
@@ -67,6 +71,8 @@
  *   void fe_neg(fe *r, const fe *a, int c)              r = −a, m = c; needs m_a < c ≤ 4
  *                                                       (c: a constant at every call site)
  *   void fe_mul_small(fe *r, const fe *a, uint64_t k)  r = k·a, m 1; needs k·m_a ≤ 128
+ *   void fe_half(fe *r, const fe *a)                    r = a/2, m = (m_a + 1)/2 rounded up (backends with
+ *                                                       SPN_EC_JACOBIAN only)
  *   void fe_shl(fe *r, const fe *a, int s)              r = a·2^s, m = m_a·2^s (≤ 8)
  *   void fe_normw(fe *r)                                the same value mod p, m ≤ 8 -> m 1
  *   void fe_select(fe *r, spn_mask m, const fe *a, const fe *b)   lanes in m take b, the others a

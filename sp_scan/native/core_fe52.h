@@ -12,8 +12,9 @@
  * multiplicands, so every multiplicand must be *carried*: limbs 0..3 below 2^52 and the whole value
  * below 2^260 (then limb 4 < 2^52 too).
  *
- * Magnitude m: a carried value with limb 4 below m·(2^48 + 2^12), so value below m·2^256·(1 + 2^-36).
- *   - mul/sqr/normw output: carried, limb 4 < 2^48 + 2^12, m = 1 (value < 2^256 + 2^221 < 2p).
+ * Magnitude m: a carried value with limb 4 below m·(2^48 + 2^40), so value below m·2^256·(1 + 2^-8).
+ *   - mul/sqr/normw output: carried, m = 1: limb 4 < 2^48 + 2^12 from IFMA's schedule and normw,
+ *     < 2^48 + 2^40 from the scalar backend's (value < 2^256 + 2^248 < 2p).
  *   - add(a, b) + carry: m_a + m_b.   sub(a, b, c) + carry: m_a + c, needs m_b < c.
  *   - mul/sqr take carried inputs with m ≤ 15 (wider than the lane API's 8); mul_small goes through normw.
  * No function branches on or indexes memory by a lane's value. */
@@ -62,14 +63,13 @@ FE52_INLINE void fe52_carry(fe *r) {
     }
 }
 
-/* Weak normalisation of limbs below 2^63: fold limb 4's bits from 2^48 up (2^256 ≡ C) into limbs 0
- * and 1 first, then carry once. The carry into limb 4 is below 2^12, so the result is carried with
- * limb 4 < 2^48 + 2^12: m = 1. */
+/* Weak normalisation of limbs below 2^63: fold limb 4's bits from 2^48 up (2^256 ≡ C) into limb 0
+ * (top·C < 2^15·2^33 has no bits from 2^52 up), then carry once. The carry into limb 4 is below
+ * 2^12, so the result is carried with limb 4 < 2^48 + 2^12: m = 1. */
 FE52_INLINE void fe_normw(fe *r) {
-    spn_lv top = lv_shr(r->l[4], 48); /* < 2^16 */
+    spn_lv top = lv_shr(r->l[4], 48); /* < 2^15 */
     r->l[4] = lv_and(r->l[4], lv_set1(M48));
     r->l[0] = lv_madd52lo(r->l[0], top, lv_set1(FE_C));
-    r->l[1] = lv_madd52hi(r->l[1], top, lv_set1(FE_C));
     fe52_carry(r);
 }
 
@@ -153,7 +153,7 @@ FE52_INLINE void fe_add(fe *r, const fe *a, const fe *b) {
 }
 
 /* r = a + c·p − b, carried: needs b carried with m_b < c (c ≥ 2), and m_a + c ≤ 15. Every limb of
- * c·p is at least those of b (limbs 0..3: c·(2^52 − C) ≥ 2^52; limb 4: c·(2^48 − 1) ≥ m_b·(2^48 + 2^12)),
+ * c·p is at least those of b (limbs 0..3: c·(2^52 − C) ≥ 2^52; limb 4: c·(2^48 − 1) ≥ m_b·(2^48 + 2^40)),
  * so no limb goes negative. */
 FE52_INLINE void fe_sub(fe *r, const fe *a, const fe *b, int c) {
     SPN_UNROLL
@@ -165,6 +165,19 @@ FE52_INLINE void fe_sub(fe *r, const fe *a, const fe *b, int c) {
 FE52_INLINE void fe_neg(fe *r, const fe *a, int c) {
     SPN_UNROLL
     for (int i = 0; i < 5; i++) r->l[i] = lv_sub(lv_set1(P_LIMB(c, i)), a->l[i]);
+    fe52_carry(r);
+}
+
+/* r = a/2 mod p, carried, m = (m_a + 1)/2 rounded up (a carried, m_a ≤ 14): p is added on the lanes
+ * where a is odd, then every limb shifts right by one, taking bit 0 of the next limb as its bit 51. */
+FE52_INLINE void fe_half(fe *r, const fe *a) {
+    spn_mask odd = lv_test(a->l[0], lv_set1(1));
+    spn_lv t[5];
+    SPN_UNROLL
+    for (int i = 0; i < 5; i++) t[i] = lv_add(a->l[i], lv_select(odd, lv_set1(0), lv_set1(P_LIMB(1, i))));
+    SPN_UNROLL
+    for (int i = 0; i < 4; i++) r->l[i] = lv_add(lv_shr(t[i], 1), lv_shl(lv_and(t[i + 1], lv_set1(1)), 51));
+    r->l[4] = lv_shr(t[4], 1);
     fe52_carry(r);
 }
 

@@ -10,7 +10,8 @@
  *   - SPN_EMULATE_AVX2: the AVX2 engine's (4 lanes), its radix-2^26 field (core_fe26.h) on an
  *     emulated vpmuludq, likewise; or
  *   - nothing: the scalar engine's tuning (1 lane): fe_mul and fe_sqr with 128-bit column products
- *     (same representation and output bounds), a narrower comb and larger batches.
+ *     reduced as they are formed (same representation; limb 4 within core_fe52.h's wider m = 1
+ *     bound), a narrower comb and larger batches.
  *
  * Masks are lane bits (bit i: lane i). Selections turn a bit into an all-ones or zero word through
  * an empty asm the compiler cannot see through, so it cannot turn them back into branches. */
@@ -41,6 +42,7 @@
 #define SPN_EC_GROUP 64
 #define SPN_GEN_W 6
 #define SPN_FE52_OWN_MUL
+#define SPN_EC_JACOBIAN
 #define LV_INLINE static inline __attribute__((always_inline))
 #endif
 #define LV_EACH for (int q_ = 0; q_ < SPN_LANES; q_++)
@@ -150,6 +152,18 @@ LV_INLINE void lv_pick(spn_lv out[8], const uint64_t cols[8][1 << (SPN_GEN_W - 1
     }
 }
 
+/* cols[c][idx] of each lane's own table (SPN_EC_JACOBIAN): every entry is read and masked in. */
+LV_INLINE void lv_pick16(spn_lv out[8], const spn_lv cols[8][16], spn_lv idx) {
+    LV_EACH {
+        uint64_t acc[8] = {0}, i = idx.v[q_];
+        for (uint64_t e = 0; e < 16; e++) {
+            uint64_t m = lv_word_of_bit(lv_nonzero(e ^ i) ^ 1);
+            for (int c = 0; c < 8; c++) acc[c] |= cols[c][e].v[q_] & m;
+        }
+        for (int c = 0; c < 8; c++) out[c].v[q_] = acc[c];
+    }
+}
+
 #ifdef SPN_EMULATE_AVX2
 #include "core_fe26.h"
 #else
@@ -157,43 +171,40 @@ LV_INLINE void lv_pick(spn_lv out[8], const uint64_t cols[8][1 << (SPN_GEN_W - 1
 #endif
 
 #ifdef SPN_FE52_OWN_MUL
-/* The scalar tuning: each lane's product as nine 128-bit columns, reduced to m = 1 with the same
- * bounds as core_fe52.h's IFMA schedule. Inputs carried (limbs < 2^52): a column holds at most five
- * products below 2^104. */
-LV_INLINE void fe52_wide_reduce(uint64_t out[5], spn_u128 c[9]) {
-    /* The high columns become 52-bit digits d[0..4] at 2^(260 + 52k); 2^260 ≡ R puts d[k]·R at 2^(52k). */
-    uint64_t d[5];
-    spn_u128 h = c[5];
-    SPN_UNROLL
-    for (int k = 0; k < 3; k++) {
-        d[k] = (uint64_t)h & M52;
-        h = (h >> 52) + c[6 + k];
-    }
-    d[3] = (uint64_t)h & M52;
-    d[4] = (uint64_t)(h >> 52); /* < 2^54 */
-    spn_u128 t = 0;
-    SPN_UNROLL
-    for (int k = 0; k < 4; k++) {
-        t += c[k] + (spn_u128)d[k] * FE_R;
-        out[k] = (uint64_t)t & M52;
-        t >>= 52;
-    }
-    t += c[4] + (spn_u128)d[4] * FE_R; /* < 2^108 */
-    out[4] = (uint64_t)t & M48;
-    /* 2^256 ≡ C: the bits from 2^256 up (below 2^60) come back at the bottom, then one carry pass:
-     * limbs 0..3 end below 2^52 and limb 4 below 2^48 + 1. */
-    spn_u128 u = (spn_u128)(uint64_t)(t >> 48) * FE_C + out[0];
-    out[0] = (uint64_t)u & M52;
-    uint64_t carry = (uint64_t)(u >> 52);
-    SPN_UNROLL
-    for (int k = 1; k < 5; k++) {
-        out[k] += carry;
-        carry = out[k] >> 52;
-        if (k < 4) out[k] &= M52;
-    }
+/* The scalar tuning: a product's nine columns c0..c8 (c_k = Σ a_i·b_j over i + j = k, each below
+ * 2^107 for limbs below 2^52) are reduced while they are formed, by two 128-bit accumulators. The
+ * high one walks columns 3..7 (c8 is folded into columns 3 and 4 first: 2^416 ≡ R·2^156); each
+ * 52-bit digit it leaves at column 5 + k stands for digit·R at column k (2^260 ≡ R), which the low
+ * one adds to columns 0..2 as it walks them; what the high one holds at the end is column 8's carry
+ * (≡ R at column 3). The two walks overlap, so the critical path is about half that of reducing the
+ * nine columns after forming them. Output: limbs 0..3 below 2^52, limb 4 below 2^48 + 2^40 (the
+ * scalar backend's m = 1: FE52_SLACK). */
+LV_INLINE void fe52_columns_reduce(uint64_t r[5], spn_u128 c[9]) {
+    spn_u128 hi = c[3] + (spn_u128)(uint64_t)c[8] * FE_R, lo;
+    uint64_t r3, r4, top, u;
+    r3 = (uint64_t)hi & M52;
+    hi = (hi >> 52) + c[4] + (spn_u128)(uint64_t)(c[8] >> 64) * (FE_R << 12);
+    r4 = (uint64_t)hi & M52;
+    top = r4 >> 48; /* bits 256..259 of the value: top·2^256 ≡ top·C */
+    r4 &= M48;
+    hi = (hi >> 52) + c[5];
+    u = (uint64_t)hi & M52; /* digit at 2^260 */
+    lo = c[0] + (spn_u128)((u << 4) | top) * FE_C;
+    r[0] = (uint64_t)lo & M52;
+    hi = (hi >> 52) + c[6];
+    u = (uint64_t)hi & M52;
+    lo = (lo >> 52) + c[1] + (spn_u128)u * FE_R;
+    r[1] = (uint64_t)lo & M52;
+    hi = (hi >> 52) + c[7];
+    u = (uint64_t)hi & M52;
+    lo = (lo >> 52) + c[2] + (spn_u128)u * FE_R;
+    r[2] = (uint64_t)lo & M52;
+    lo = (lo >> 52) + r3 + (spn_u128)(uint64_t)(hi >> 52) * FE_R;
+    r[3] = (uint64_t)lo & M52;
+    r[4] = r4 + (uint64_t)(lo >> 52);
 }
 
-/* r = a·b; a, b carried (m ≤ 15). r may alias a or b. */
+/* r = a·b; a, b carried (m ≤ 15: limbs below 2^52). r may alias a or b. */
 LV_INLINE void fe_mul(fe *r, const fe *a, const fe *b) {
     LV_EACH {
         uint64_t x[5], y[5], o[5];
@@ -207,13 +218,13 @@ LV_INLINE void fe_mul(fe *r, const fe *a, const fe *b) {
         for (int i = 0; i < 5; i++)
             SPN_UNROLL
             for (int j = 0; j < 5; j++) c[i + j] += (spn_u128)x[i] * y[j];
-        fe52_wide_reduce(o, c);
+        fe52_columns_reduce(o, c);
         SPN_UNROLL
         for (int i = 0; i < 5; i++) r->l[i].v[q_] = o[i];
     }
 }
 
-/* r = a²; a carried (m ≤ 15). */
+/* r = a²; a carried (m ≤ 15). The cross products take one doubled factor (below 2^53). */
 LV_INLINE void fe_sqr(fe *r, const fe *a) {
     LV_EACH {
         uint64_t x[5], o[5];
@@ -226,7 +237,7 @@ LV_INLINE void fe_sqr(fe *r, const fe *a) {
             SPN_UNROLL
             for (int j = i + 1; j < 5; j++) c[i + j] += (spn_u128)(2 * x[i]) * x[j];
         }
-        fe52_wide_reduce(o, c);
+        fe52_columns_reduce(o, c);
         SPN_UNROLL
         for (int i = 0; i < 5; i++) r->l[i].v[q_] = o[i];
     }

@@ -165,8 +165,9 @@ static void recode_signed(int8_t d[SPN_GLV_WIN], const uint64_t k[4]) {
     }
 }
 
-void spn_glv_recode(spn_glv *out, const uint64_t k[4]) {
-    uint64_t c1[4] = {0}, c2[4] = {0}, r1[4], r2[4];
+/* The GLV split of k < n: k ≡ k1 + k2·λ, k1 and k2 as values mod n (each near 0 or near n). */
+static void glv_split(uint64_t r1[4], uint64_t r2[4], const uint64_t k[4]) {
+    uint64_t c1[4] = {0}, c2[4] = {0};
     mul_shift_384(c1, k, G1);
     mul_shift_384(c2, k, G2);
     spn_scalar_mul(c1, c1, MINUS_B1);
@@ -174,12 +175,66 @@ void spn_glv_recode(spn_glv *out, const uint64_t k[4]) {
     scalar_add(r2, c1, c2);          /* k2 */
     spn_scalar_mul(r1, r2, MINUS_LAMBDA);
     scalar_add(r1, r1, k);           /* k1 = k − k2·λ */
+    spn_cleanse(c1, sizeof c1);
+    spn_cleanse(c2, sizeof c2);
+}
+
+void spn_glv_recode(spn_glv *out, const uint64_t k[4]) {
+    spn_glv_recode_digits(out, k);
+    spn_glv_recode_odd(out, k);
+}
+
+void spn_glv_recode_digits(spn_glv *out, const uint64_t k[4]) {
+    uint64_t r1[4], r2[4];
+    glv_split(r1, r2, k);
     out->neg[0] = (uint8_t)abs_signed(r1);
     out->neg[1] = (uint8_t)abs_signed(r2);
     recode_signed(out->d[0], r1);
     recode_signed(out->d[1], r2);
-    spn_cleanse(c1, sizeof c1);
-    spn_cleanse(c2, sizeof c2);
     spn_cleanse(r1, sizeof r1);
     spn_cleanse(r2, sizeof r2);
+}
+
+/* −(1 + λ) and 1/2 mod n. */
+static const uint64_t MINUS_ONE_LAMBDA[4] = {0xE0CFC810B51283CEULL, 0xA880B9FC8EC739C2ULL, 0x5AD9E3FD77ED9BA4ULL,
+                                             0xAC9C52B33FA3CF1FULL};
+static const uint64_t HALF_MOD_N[4] = {0xDFE92F46681B20A1ULL, 0x5D576E7357A4501DULL, 0xFFFFFFFFFFFFFFFFULL,
+                                       0x7FFFFFFFFFFFFFFFULL};
+
+/* For v = 2^129 + s_h with s_h the signed half (|s_h| < 2^129): the 130 bits of v, taken as signs
+ * ±1 (bit 1 / bit 0), sum to 2v − (2^130 − 1) = 2·s_h + 1; so k ≡ Σ_h λ^h (2·s_h + 1) = 2s + 1 + λ
+ * for s = (k − 1 − λ)/2 mod n, split as s ≡ s_1 + s_2·λ. A window of five such signs is the odd
+ * digit 2u − 31 of its bits u. */
+void spn_glv_recode_odd(spn_glv *out, const uint64_t k[4]) {
+    uint64_t s[4], r[2][4], v[3];
+    scalar_add(s, k, MINUS_ONE_LAMBDA);
+    spn_scalar_mul(s, s, HALF_MOD_N);
+    glv_split(r[0], r[1], s);
+    for (int h = 0; h < 2; h++) {
+        uint64_t neg = 0 - (uint64_t)abs_signed(r[h]), plus[3], minus[3];
+        u128 acc = 0;
+        for (int i = 0; i < 3; i++) { /* plus = 2^129 + |s_h|, minus = 2^129 − |s_h| */
+            acc += (u128)r[h][i] + (i == 2 ? 2 : 0);
+            plus[i] = (uint64_t)acc;
+            acc >>= 64;
+        }
+        uint64_t borrow = 0;
+        for (int i = 0; i < 3; i++) {
+            u128 d = (u128)(i == 2 ? 2 : 0) - r[h][i] - borrow;
+            minus[i] = (uint64_t)d;
+            borrow = (uint64_t)(d >> 64) & 1;
+        }
+        for (int i = 0; i < 3; i++) v[i] = (minus[i] & neg) | (plus[i] & ~neg);
+        for (int i = 0; i < SPN_GLV_WIN; i++) {
+            int bit = SPN_GLV_W * i, word = bit / 64, sh = bit % 64;
+            uint64_t chunk = v[word] >> sh;
+            if (sh > 64 - SPN_GLV_W) chunk |= v[word + 1] << (64 - sh); /* public: i only */
+            out->u[h][i] = (uint8_t)(chunk & ((1u << SPN_GLV_W) - 1));
+        }
+        spn_cleanse(plus, sizeof plus);
+        spn_cleanse(minus, sizeof minus);
+    }
+    spn_cleanse(s, sizeof s);
+    spn_cleanse(r, sizeof r);
+    spn_cleanse(v, sizeof v);
 }
