@@ -270,6 +270,7 @@ SPN_EC_FN static void fe_beta(fe *beta) {
     fe_from_lv(beta, bw);
 }
 
+#ifndef SPN_EC_JACOBIAN
 /* tab[j] = j·T' for j = 0..16 (tab[0] infinity), T' = T negated on the lanes of neg1; *tp = T'. */
 SPN_EC_FN static void ecmult_table(ge tab[17], gea *tp, const gea *t, spn_mask neg1, fe *ny) {
     *tp = *t;
@@ -283,7 +284,6 @@ SPN_EC_FN static void ecmult_table(ge tab[17], gea *tp, const gea *t, spn_mask n
     for (int j = 3; j <= 16; j++) ge_madd(&tab[j], &tab[j - 1], tp);
 }
 
-#ifndef SPN_EC_JACOBIAN
 /* r = k·T lane-wise, k ≡ (−1)^neg1·|k1| + (−1)^neg2·|k2|·λ with the digits d[h][w] of |k1|, |k2|;
  * T affine on the curve, m ≤ 1. Wipes its table and scratch. */
 SPN_EC_FN static void ecmult(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, const digits_t d[2][SPN_GLV_WIN]) {
@@ -312,29 +312,8 @@ SPN_EC_FN static void ecmult(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, 
 }
 #endif
 
-/* ---- variable base on public scalars (a block's tweaks): variable time ----
- * The same ladder and table, but a lookup reads only the entries some lane uses, and the doublings
- * run in Jacobian coordinates (x = X/Z², y = Y/Z³: 2M + 5S against the complete formula's 6M + 2S;
- * on a = 0 curves Jacobian doubling has no exceptional input, infinity stays Z = 0), with the ladder
- * moved between the two systems around each window's complete additions (2M + 1S each way). */
-
-/* r = ±|d|·entry for public digits (the entries no lane uses are not read). */
-SPN_EC_FN static void ge_lookup_var(ge *r, const ge tab[17], const digits_t *dr, spn_mask flip, fe *ny) {
-    unsigned used = 0;
-    for (int i = 0; i < SPN_LANES; i++) used |= 1u << dr->abs[i];
-    spn_lv a = lv_load(dr->abs);
-    int j = __builtin_ctz(used);
-    *r = tab[j];
-    for (used &= used - 1; used; used &= used - 1) {
-        j = __builtin_ctz(used);
-        spn_mask m = lv_eq(a, lv_set1((uint64_t)j));
-        fe_select(&r->x, m, &r->x, &tab[j].x);
-        fe_select(&r->y, m, &r->y, &tab[j].y);
-        fe_select(&r->z, m, &r->z, &tab[j].z);
-    }
-    fe_neg(ny, &r->y, 3); /* table y: m ≤ 2 */
-    fe_select(&r->y, mk_xor(mk_bits(dr->neg), flip), &r->y, ny);
-}
+/* ---- Jacobian coordinates (x = X/Z², y = Y/Z³): the doubling is 2M + 5S against the complete
+ * formula's 6M + 2S; on a = 0 curves it has no exceptional input, infinity stays Z = 0 ---- */
 
 /* Jacobian doubling, a = 0 (Bernstein–Lange dbl-2009-l). In: m ≤ (1, 3, 2). Out: m (1, 3, 2). */
 SPN_EC_FN static void gej_dbl(ge *r, const ge *a) {
@@ -361,17 +340,6 @@ SPN_EC_FN static void gej_dbl(ge *r, const ge *a) {
     fe_sub(&r->y, &r->y, &C, 2); /* m 3 */
 }
 
-/* Projective (m ≤ (3, 2, 2)) to Jacobian: X·Z, Y·Z², Z; at infinity (Z = 0) Y becomes 1, so the
- * point stays a valid infinity (Y ≠ 0) through the doublings and back. Out: m (1, 1, 2). */
-SPN_EC_FN static void ge_to_jacobian(ge *r) {
-    fe z2, one;
-    fe_sqr(&z2, &r->z);
-    fe_mul(&r->x, &r->x, &r->z);
-    fe_mul(&r->y, &r->y, &z2);
-    fe_set1(&one, 1);
-    fe_select(&r->y, fe_is_zero(&z2), &r->y, &one);
-}
-
 /* Jacobian (m ≤ (1, 3, 2)) to projective: X·Z, Y, Z³. Out: m (1, 3, 1). */
 SPN_EC_FN static void gej_to_projective(ge *r) {
     fe z2;
@@ -380,37 +348,14 @@ SPN_EC_FN static void gej_to_projective(ge *r) {
     fe_mul(&r->z, &r->z, &z2);
 }
 
-/* ecmult for public scalars (variable time); the same result. */
-SPN_EC_FN static void ecmult_var(ge *r, const gea *t, spn_mask neg1, spn_mask neg2, const digits_t d[2][SPN_GLV_WIN]) {
-    ge tab[17], q;
-    gea tp;
-    fe ny, beta;
-    fe_beta(&beta);
-    ecmult_table(tab, &tp, t, neg1, &ny);
-    spn_mask flip = mk_xor(neg1, neg2);
-    for (int w = SPN_GLV_WIN - 1; w >= 0; w--) {
-        if (w == SPN_GLV_WIN - 1) {
-            ge_lookup_var(r, tab, &d[0][w], mk_bits(0), &ny);
-        } else {
-            ge_to_jacobian(r);
-            for (int i = 0; i < SPN_GLV_W; i++) gej_dbl(r, r);
-            gej_to_projective(r);
-            ge_lookup_var(&q, tab, &d[0][w], mk_bits(0), &ny);
-            ge_add(r, r, &q);
-        }
-        ge_lookup_var(&q, tab, &d[1][w], flip, &ny);
-        fe_mul(&q.x, &q.x, &beta);
-        ge_add(r, r, &q);
-    }
-}
-
-#ifdef SPN_EC_JACOBIAN
-/* ---- variable base in Jacobian coordinates (backends that define SPN_EC_JACOBIAN) ----
+/* ---- variable base in Jacobian coordinates: the secret ladder of backends that define
+ * SPN_EC_JACOBIAN, and every backend's ladder on public scalars (a block's tweaks) ----
  * k·T from the odd form of k's GLV recoding (spn_glv.u: 26 odd digits per half, none 0), a table of
  * the odd multiples T, 3T, ..., 31T sharing one z (affine points of an isomorphic curve y² = x³ + 7z⁶,
  * on which the formulas below, which never use the curve's constant, run unchanged), and Jacobian
- * doublings (2M + 5S) with a unified addition (7M + 5S). Constant time: the same instructions
- * whatever the digits and points; a degenerate case is a masked selection, never a branch. */
+ * doublings (2M + 5S) with a unified addition (7M + 5S). Constant time but for the public ladder's
+ * table lookups: the same instructions whatever the digits and points; a degenerate case is a masked
+ * selection, never a branch. */
 
 /* r = p + q, p Jacobian (m ≤ (3, 3, 2)), q affine (m ≤ (1, 2)); out m (3, 2, 1); r may alias p.
  * The slope (x1² + x1x2 + x2²)/(y1 + y2) (Brier–Joye) is the tangent's when p = q and the chord's
@@ -537,12 +482,34 @@ SPN_EC_FN static void odd_table(spn_lv tab[2][8][16], fe *zc, const gea *t, cons
     fe_mul(zc, &ratio, &d.z);
 }
 
+/* out[c] lane i = lane i of cols[c][idx_i] for public indices (idx_i < 16): only the entries some lane
+ * uses are read. */
+SPN_EC_FN static void pick16_var(spn_lv out[8], const spn_lv cols[8][16], spn_lv idx) {
+    uint64_t ix[SPN_LANES];
+    unsigned used = 0;
+    lv_store(ix, idx);
+    for (int i = 0; i < SPN_LANES; i++) used |= 1u << ix[i];
+    int j = __builtin_ctz(used);
+    for (int c = 0; c < 8; c++) out[c] = cols[c][j];
+    for (used &= used - 1; used; used &= used - 1) {
+        j = __builtin_ctz(used);
+        spn_mask m = lv_eq(idx, lv_set1((uint64_t)j));
+        for (int c = 0; c < 8; c++) out[c] = lv_select(m, out[c], cols[c][j]);
+    }
+}
+
 /* r = the digit 2u − 31 times the table's point, per lane: entry (|d| − 1)/2 of tab (odd_table's
- * tab[0], or tab[1] for the λ half), y negated where u < 16. Every entry is read. Out: m (1, 2). */
-SPN_EC_FN static void odd_lookup(gea *restrict r, const spn_lv tab[8][16], spn_lv u, fe *restrict ny) {
+ * tab[0], or tab[1] for the λ half), y negated where u < 16. pub: u is public, only the entries used
+ * are read; else (SPN_EC_JACOBIAN backends) every entry is. Out: m (1, 2). */
+SPN_EC_FN static void odd_lookup(gea *restrict r, const spn_lv tab[8][16], spn_lv u, int pub, fe *restrict ny) {
     spn_mask pos = lv_test(u, lv_set1(16));
     spn_lv idx = lv_and(lv_select(pos, lv_xor(u, lv_set1(15)), u), lv_set1(15)), w[8];
-    lv_pick16(w, tab, idx);
+#ifdef SPN_EC_JACOBIAN
+    if (!pub)
+        lv_pick16(w, tab, idx);
+    else
+#endif
+        pick16_var(w, tab, idx);
     fe_from_lv(&r->x, w);
     fe_from_lv(&r->y, w + 4);
     fe_neg(ny, &r->y, 2);
@@ -551,15 +518,16 @@ SPN_EC_FN static void odd_lookup(gea *restrict r, const spn_lv tab[8][16], spn_l
 }
 
 /* r = k·T lane-wise, Jacobian on the curve (out m (3, 2, 1)), for k in odd form: lane i's window w of
- * half h at u[h][w][i]. T affine on the curve, m ≤ 1, public. Wipes its scratch (the table is T's). */
-SPN_EC_FN static void ecmult_odd(ge *r, const gea *t, const uint64_t u[2][SPN_GLV_WIN][SPN_LANES]) {
+ * half h at u[h][w][i] (pub: u public, see odd_lookup). T affine on the curve, m ≤ 1, public. Wipes its
+ * scratch (the table is T's). */
+SPN_EC_FN static void ecmult_odd(ge *r, const gea *t, const uint64_t u[2][SPN_GLV_WIN][SPN_LANES], int pub) {
     spn_lv tab[2][8][16];
     fe zc, ny, beta;
     gea q;
     fe_beta(&beta);
     odd_table(tab, &zc, t, &beta);
     for (int w = SPN_GLV_WIN - 1; w >= 0; w--) {
-        odd_lookup(&q, tab[0], lv_load(u[0][w]), &ny);
+        odd_lookup(&q, tab[0], lv_load(u[0][w]), pub, &ny);
         if (w == SPN_GLV_WIN - 1) {
             r->x = q.x;
             r->y = q.y;
@@ -567,7 +535,7 @@ SPN_EC_FN static void ecmult_odd(ge *r, const gea *t, const uint64_t u[2][SPN_GL
         } else {
             gej_madd_ct(r, r, &q);
         }
-        odd_lookup(&q, tab[1], lv_load(u[1][w]), &ny);
+        odd_lookup(&q, tab[1], lv_load(u[1][w]), pub, &ny);
         gej_madd_ct(r, r, &q);
         if (w > 0)
             for (int i = 0; i < SPN_GLV_W; i++) gej_dbl(r, r);
@@ -576,7 +544,6 @@ SPN_EC_FN static void ecmult_odd(ge *r, const gea *t, const uint64_t u[2][SPN_GL
     spn_cleanse(&q, sizeof q);
     spn_cleanse(&ny, sizeof ny);
 }
-#endif
 
 /* ---- fixed base: t·G from precomputed affine multiples ----
  * t' = t, or t + n when t is even, is odd and below 2^257; its regular (all-odd) signed recoding
@@ -791,23 +758,31 @@ SPN_EC_FN static void ec_mul_points(int secret, const spn_glv *glv, const uint64
                                     const unsigned char (*pt64)[64], const unsigned char (*scalar32)[32], size_t n,
                                     unsigned char (*out33)[33], unsigned char (*out64)[64]) {
     ge res[SPN_EC_GROUP];
-    digits_t d[2][SPN_GLV_WIN];
-#ifdef SPN_EC_JACOBIAN
-    uint64_t u[2][SPN_GLV_WIN][SPN_LANES]; /* the secret ladder's odd digits */
+#ifndef SPN_EC_JACOBIAN
+    digits_t d[2][SPN_GLV_WIN]; /* the secret ladder's signed digits */
 #endif
+    uint64_t u[2][SPN_GLV_WIN][SPN_LANES]; /* odd digits */
     uint64_t wx[SPN_EC_GROUP][4][SPN_LANES], wy[SPN_EC_GROUP][4][SPN_LANES], s[4];
     unsigned char bad[BATCH];
     spn_mask inf[SPN_EC_GROUP];
     spn_glv lg;
+    /* the odd form, but for the secret ladder of the backends without SPN_EC_JACOBIAN */
+#ifdef SPN_EC_JACOBIAN
+    const int odd = 1;
+#else
+    const int odd = !secret;
+#endif
     for (size_t base = 0; base < n; base += BATCH) {
         size_t cnt = n - base < BATCH ? n - base : BATCH, lane[SPN_LANES];
         int nv = (int)((cnt + SPN_LANES - 1) / SPN_LANES);
         for (int v = 0; v < nv; v++) {
             gea t;
-            unsigned neg1 = 0, neg2 = 0;
             lanes_of(lane, base, cnt, v);
             gea_load(&t, pt64, lane);
+#ifndef SPN_EC_JACOBIAN
+            unsigned neg1 = 0, neg2 = 0;
             memset(d, 0, sizeof d);
+#endif
             for (int i = 0; i < SPN_LANES; i++) {
                 const spn_glv *g = glv;
                 bad[SPN_LANES * v + i] = 0;
@@ -815,33 +790,29 @@ SPN_EC_FN static void ec_mul_points(int secret, const spn_glv *glv, const uint64
                     spn_scalar_from_b32(s, scalar32[lane[i]]);
                     bad[SPN_LANES * v + i] = (unsigned char)!scalar_in_range(s);
                     if (secret) spn_scalar_mul(s, s, b);
-#ifdef SPN_EC_JACOBIAN
-                    if (secret)
+                    if (odd)
                         spn_glv_recode_odd(&lg, s);
                     else
-#endif
                         spn_glv_recode_digits(&lg, s);
                     g = &lg;
                 }
-#ifdef SPN_EC_JACOBIAN
-                if (secret) {
+                if (odd) {
                     for (int h = 0; h < 2; h++)
                         for (int w = 0; w < SPN_GLV_WIN; w++) u[h][w][i] = g->u[h][w];
                     continue;
                 }
-#endif
+#ifndef SPN_EC_JACOBIAN
                 neg1 |= (unsigned)g->neg[0] << i;
                 neg2 |= (unsigned)g->neg[1] << i;
                 for (int h = 0; h < 2; h++)
                     for (int w = 0; w < SPN_GLV_WIN; w++) digit_put(&d[h][w], i, g->d[h][w]);
+#endif
             }
-            if (!secret) {
-                ecmult_var(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
-            } else {
-#ifdef SPN_EC_JACOBIAN
-                ecmult_odd(&res[v], &t, (const uint64_t(*)[SPN_GLV_WIN][SPN_LANES])u);
+            if (odd) {
+                ecmult_odd(&res[v], &t, (const uint64_t(*)[SPN_GLV_WIN][SPN_LANES])u, !secret);
                 gej_to_projective(&res[v]);
-#else
+            } else {
+#ifndef SPN_EC_JACOBIAN
                 ecmult(&res[v], &t, mk_bits(neg1), mk_bits(neg2), (const digits_t(*)[SPN_GLV_WIN])d);
 #endif
             }
@@ -855,10 +826,10 @@ SPN_EC_FN static void ec_mul_points(int secret, const spn_glv *glv, const uint64
         }
     }
     spn_cleanse(res, sizeof res);
+#ifndef SPN_EC_JACOBIAN
     spn_cleanse(d, sizeof d);
-#ifdef SPN_EC_JACOBIAN
-    spn_cleanse(u, sizeof u);
 #endif
+    spn_cleanse(u, sizeof u);
     spn_cleanse(wx, sizeof wx);
     spn_cleanse(wy, sizeof wy);
     spn_cleanse(s, sizeof s);

@@ -71,8 +71,7 @@
  *   void fe_neg(fe *r, const fe *a, int c)              r = −a, m = c; needs m_a < c ≤ 4
  *                                                       (c: a constant at every call site)
  *   void fe_mul_small(fe *r, const fe *a, uint64_t k)  r = k·a, m 1; needs k·m_a ≤ 128
- *   void fe_half(fe *r, const fe *a)                    r = a/2, m = (m_a + 1)/2 rounded up (backends with
- *                                                       SPN_EC_JACOBIAN only)
+ *   void fe_half(fe *r, const fe *a)                    r = a/2, m = (m_a + 1)/2 rounded up
  *   void fe_shl(fe *r, const fe *a, int s)              r = a·2^s, m = m_a·2^s (≤ 8)
  *   void fe_normw(fe *r)                                the same value mod p, m ≤ 8 -> m 1
  *   void fe_select(fe *r, spn_mask m, const fe *a, const fe *b)   lanes in m take b, the others a

@@ -53,7 +53,7 @@ static void lanes_label_sums(const spn_ec_core *c, const spn_scanner *sc, const 
     sized(c, n * sc->n_labels)->label_sums(as_cpt64(p_k), n, as_cpt64(sc->label_point), sc->n_labels, sums33);
 }
 
-/* input_hash·A is public: a vector core runs its variable-time ladder (ecmult_var); one lane goes to
+/* input_hash·A is public: a vector core runs its variable-time ladder (ecmult_odd on public digits); one lane goes to
  * libsecp256k1's multiplication (ec_pubkey_tweak_mul), faster than the scalar core's ladder. */
 static void lanes_tweaks(const spn_ec_core *c, const secp256k1_pubkey *sums, const unsigned char (*input_hash32)[32],
                          size_t n, secp256k1_pubkey *tweak, unsigned char (*tweak33)[33]) {

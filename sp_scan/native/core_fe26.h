@@ -184,6 +184,20 @@ FE26_INLINE void fe_neg(fe *r, const fe *a, int c) {
     for (int i = 0; i < 10; i++) r->l[i] = lv_sub(lv_set1(P26_LIMB(c, i)), a->l[i]);
 }
 
+/* r = a/2 mod p, m = (m_a + 1)/2 rounded up (m_a ≤ 14): p is added on the lanes where a is odd (a's
+ * parity is limb 0's), then every limb shifts right by one, taking bit 0 of the next limb as its bit
+ * 25, and limbs 0..8 are carried. */
+FE26_INLINE void fe_half(fe *r, const fe *a) {
+    spn_mask odd = lv_test(a->l[0], lv_set1(1));
+    spn_lv t[10];
+    SPN_UNROLL
+    for (int i = 0; i < 10; i++) t[i] = lv_add(a->l[i], lv_select(odd, lv_set1(0), lv_set1(P26_LIMB(1, i))));
+    SPN_UNROLL
+    for (int i = 0; i < 9; i++) r->l[i] = lv_add(lv_shr(t[i], 1), lv_shl(lv_and(t[i + 1], lv_set1(1)), 25));
+    r->l[9] = lv_shr(t[9], 1);
+    fe26_carry(r->l);
+}
+
 /* r = k·a with m = 1, for k·m_a ≤ 2^10. */
 FE26_INLINE void fe_mul_small(fe *r, const fe *a, uint64_t k) {
     SPN_UNROLL
