@@ -228,6 +228,7 @@ SPN_EC_FN static void ge_to_affine_words(ge *pts, int n, uint64_t (*wx)[4][SPN_L
 
 /* ---- variable base: k·T with the GLV split, signed base-2^5 digits, a per-lane table ---- */
 
+#ifndef SPN_EC_JACOBIAN /* the constant-time lookup and ladder; those backends use ecmult_odd below */
 /* One window's digits on the lanes: |d| (≤ 16) and the lanes where d < 0. */
 typedef struct {
     uint64_t abs[SPN_LANES];
@@ -241,7 +242,6 @@ static void digit_put(digits_t *dr, int lane, int8_t d) {
     dr->neg |= (unsigned)(s & 1) << lane;
 }
 
-#ifndef SPN_EC_JACOBIAN /* the constant-time lookup and ladder; those backends use ecmult_odd below */
 /* r = ±|d|·entry: every entry is read (masked selections), none is chosen by address. The sign is
  * applied with scratch *ny (the caller wipes it and r; restrict lets r stay in registers). */
 SPN_EC_FN static void ge_lookup(ge *restrict r, const ge *restrict tab, const digits_t *dr, spn_mask flip,
@@ -508,6 +508,8 @@ SPN_EC_FN static void odd_lookup(gea *restrict r, const spn_lv tab[8][16], spn_l
     if (!pub)
         lv_pick16(w, tab, idx);
     else
+#else
+    (void)pub; /* these backends' secret ladder is ecmult: here u is always public */
 #endif
         pick16_var(w, tab, idx);
     fe_from_lv(&r->x, w);
