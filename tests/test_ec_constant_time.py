@@ -25,7 +25,10 @@ MEASUREMENTS = {"ecdh": 4_000, "lanes": 3_000, "spend": 8_000}
 
 
 def test_the_harness_flags_a_variable_time_routine():
-    assert ctcheck.run(_testing.CORES[0], "control", 5_000).max_abs_t > 5 * THRESHOLD
+    # Twice the pass threshold: this run gives ~300 on a quiet machine and 44 was seen under
+    # ASan+UBSan on a loaded one, still far from what a constant-time routine reaches.
+    result = ctcheck.run(_testing.CORES[0], "control", 5_000)
+    assert result.max_abs_t > 2 * THRESHOLD, result
 
 
 @pytest.mark.parametrize("op", sorted(MEASUREMENTS))
