@@ -4,7 +4,8 @@ the emulated IFMA core, so the IFMA schedule is checked on any CPU).
 Inputs are raw limbs in the core's layout (radix 2^52 for ifma, ifma-emu and scalar), so values at
 and above p (up to 2^260, the largest a carried element can hold) are tested, not only reduced ones:
 0, 1, p−1, p, p+1, 2^256−1, 2^256+2^208−1 and 2^256+2^248−1 (the largest outputs of IFMA's and the
-scalar backend's multiplications), limbs all 0 or all ones, and random values.
+scalar backend's multiplications), limbs all 0 or all ones, and random values; and products of the
+largest sums the group code forms (magnitude 8).
 """
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ OPS = {
     "sub": ("any_lane", "weak_lane", lambda a, b: (a - b) % P),
     "neg": ("weak_lane", "any_lane", lambda a, b: -a % P),
     "mul21": ("any_lane", "any_lane", lambda a, b: 21 * a % P),
+    # the largest multiplicands the group code may form (m = 8: three doublings of an m = 1 value),
+    # whose limbs exceed 2^52 on the scalar engine (its add skips the carry)
+    "mul8": ("weak_lane", "weak_lane", lambda a, b: 64 * a * b % P),
+    "sqr8": ("weak_lane", "weak_lane", lambda a, b: 64 * a * a % P),
 }
 
 

@@ -43,7 +43,7 @@ for _name, _lanes, _runnable, _bits, _limbs in _testcore.cores():
 ENGINES: list[str] = CORES + ["libsecp256k1"]
 """Engines a whole scan can run on here (`scan_tweaks_packed`)."""
 
-FIELD_OPS = {"mul": 0, "sqr": 1, "inv": 2, "sqrt": 3, "add": 4, "sub": 5, "neg": 6, "mul21": 7}
+FIELD_OPS = {"mul": 0, "sqr": 1, "inv": 2, "sqrt": 3, "add": 4, "sub": 5, "neg": 6, "mul21": 7, "mul8": 8, "sqr8": 9}
 TIMED = {"ecdh": (0, 32), "spend": (1, 256), "control": (2, 32), "lanes": (3, 256)}
 
 

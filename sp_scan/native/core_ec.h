@@ -72,6 +72,8 @@ enum {
     SPN_FE_SUB = 5,   /* a − b */
     SPN_FE_NEG = 6,   /* −a */
     SPN_FE_MUL21 = 7, /* 21·a */
+    SPN_FE_MUL8 = 8,  /* (8a)·(8b), 8a and 8b as sums (the lane API's largest multiplicands) */
+    SPN_FE_SQR8 = 9,  /* (8a)², likewise */
 };
 
 /* The entry points of one core, any n, in vectors of `lanes` with batched inversions. Safe without

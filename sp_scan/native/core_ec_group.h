@@ -384,12 +384,11 @@ SPN_EC_FN static void gej_madd_ct(ge *r, const ge *p, const gea *q) {
     fe_sqr(&n, &m_alt);              /* n = m'² */
     fe_mul(&qq, &t, &n);             /* q = t·n */
     fe_mul(&z3, &m_alt, &p->z);      /* Z3 = m'·Z1 */
-    fe_sqr(&x3, &rr);
-    fe_sub(&x3, &x3, &qq, 2);        /* X3 = rr² − q     m 3 */
+    fe_sqr(&y3, &rr);                /* rr² */
+    fe_sub(&x3, &y3, &qq, 2);        /* X3 = rr² − q     m 3 */
     /* Y3 = (rr·(q − 2·X3) − m·m'³)/2, with q − 2·X3 = 3q − 2rr² and m·m'³ = n² (or 0 when degenerate, m = 0) */
     fe_add(&w, &qq, &qq);
     fe_add(&w, &w, &qq);             /* 3q               m 3 */
-    fe_sqr(&y3, &rr);
     fe_add(&y3, &y3, &y3);           /* 2rr²             m 2 */
     fe_sub(&w, &w, &y3, 3);          /*                  m 6 */
     fe_mul(&y3, &rr, &w);
@@ -1041,6 +1040,15 @@ SPN_EC_FN static void ec_fe_test(int op, const uint64_t *a, const uint64_t *b, s
         case SPN_FE_ADD: fe_add(&r, &x, &y); break;
         case SPN_FE_SUB: fe_sub(&r, &x, &y, 2); break;
         case SPN_FE_NEG: fe_neg(&r, &x, 2); break;
+        case SPN_FE_MUL8:
+        case SPN_FE_SQR8:
+            for (int i = 0; i < 3; i++) { /* m 2, 4, 8 */
+                fe_add(&x, &x, &x);
+                fe_add(&y, &y, &y);
+            }
+            if (op == SPN_FE_MUL8) fe_mul(&r, &x, &y);
+            else fe_sqr(&r, &x);
+            break;
         default: fe_mul_small(&r, &x, 21); break;
         }
         fe_normw(&r);

@@ -6,7 +6,8 @@
  *   lv_add(a, b), lv_sub(a, b), lv_mullo(a, b)    lane-wise 64-bit +, −, × (low 64 bits)
  *   lv_madd52lo(acc, a, b)   acc + low 52 bits of (a mod 2^52)·(b mod 2^52)   (vpmadd52luq)
  *   lv_madd52hi(acc, a, b)   acc + high 52 bits of (a mod 2^52)·(b mod 2^52)  (vpmadd52huq)
- * and may define SPN_FE52_OWN_MUL and its own fe_mul / fe_sqr (the scalar backend's 128-bit products).
+ * and may define SPN_FE52_OWN_MUL and its own fe_mul / fe_sqr (the scalar backend's 128-bit products),
+ * and SPN_FE52_LAZY (below).
  *
  * An fe holds a value as 5 limbs: value = Σ l[i]·2^(52i). IFMA reads only the low 52 bits of its
  * multiplicands, so every multiplicand must be *carried*: limbs 0..3 below 2^52 and the whole value
@@ -17,6 +18,10 @@
  *     < 2^48 + 2^40 from the scalar backend's (value < 2^256 + 2^248 < 2p).
  *   - add(a, b) + carry: m_a + m_b.   sub(a, b, c) + carry: m_a + c, needs m_b < c.
  *   - mul/sqr take carried inputs with m ≤ 15 (wider than the lane API's 8); mul_small goes through normw.
+ * Lazy (SPN_FE52_LAZY, a backend whose fe_mul takes limbs of any width up to 2^56: the scalar one):
+ * add, sub and neg leave the carry out, and magnitude m bounds every limb, limbs 0..3 below m·2^52 and
+ * limb 4 as above. The rules above hold unchanged (a carried value of magnitude m is a lazy one); sub
+ * and neg still cannot underflow a limb, since c·(2^52 − C) ≥ m_b·2^52 for m_b < c.
  * No function branches on or indexes memory by a lane's value. */
 #ifndef SPN_CORE_FE52_H
 #define SPN_CORE_FE52_H
@@ -62,6 +67,13 @@ FE52_INLINE void fe52_carry(fe *r) {
         r->l[i] = lv_and(r->l[i], m);
     }
 }
+
+/* add, sub and neg: carried, or left as they are on a lazy backend. */
+#ifdef SPN_FE52_LAZY
+#define fe52_carry_ops(r) ((void)(r))
+#else
+#define fe52_carry_ops(r) fe52_carry(r)
+#endif
 
 /* Weak normalisation of limbs below 2^63: fold limb 4's bits from 2^48 up (2^256 ≡ C) into limb 0
  * (top·C < 2^15·2^33 has no bits from 2^52 up), then carry once. The carry into limb 4 is below
@@ -145,31 +157,32 @@ FE52_INLINE void fe_sqr(fe *r, const fe *a) {
 }
 #endif
 
-/* r = a + b, carried: needs m_a + m_b ≤ 15. */
+/* r = a + b, m_a + m_b: needs m_a + m_b ≤ 15. */
 FE52_INLINE void fe_add(fe *r, const fe *a, const fe *b) {
     SPN_UNROLL
     for (int i = 0; i < 5; i++) r->l[i] = lv_add(a->l[i], b->l[i]);
-    fe52_carry(r);
+    fe52_carry_ops(r);
 }
 
-/* r = a + c·p − b, carried: needs b carried with m_b < c (c ≥ 2), and m_a + c ≤ 15. Every limb of
- * c·p is at least those of b (limbs 0..3: c·(2^52 − C) ≥ 2^52; limb 4: c·(2^48 − 1) ≥ m_b·(2^48 + 2^40)),
+/* r = a + c·p − b, m_a + c: needs m_b < c (c ≥ 2), and m_a + c ≤ 15. Every limb of
+ * c·p is at least those of b (limbs 0..3: c·(2^52 − C) ≥ m_b·2^52; limb 4: c·(2^48 − 1) ≥ m_b·(2^48 + 2^40)),
  * so no limb goes negative. */
 FE52_INLINE void fe_sub(fe *r, const fe *a, const fe *b, int c) {
     SPN_UNROLL
     for (int i = 0; i < 5; i++) r->l[i] = lv_sub(lv_add(a->l[i], lv_set1(P_LIMB(c, i))), b->l[i]);
-    fe52_carry(r);
+    fe52_carry_ops(r);
 }
 
-/* r = c·p − a (the negation), carried with m = c: needs m_a < c. */
+/* r = c·p − a (the negation), m = c: needs m_a < c. */
 FE52_INLINE void fe_neg(fe *r, const fe *a, int c) {
     SPN_UNROLL
     for (int i = 0; i < 5; i++) r->l[i] = lv_sub(lv_set1(P_LIMB(c, i)), a->l[i]);
-    fe52_carry(r);
+    fe52_carry_ops(r);
 }
 
-/* r = a/2 mod p, carried, m = (m_a + 1)/2 rounded up (a carried, m_a ≤ 14): p is added on the lanes
- * where a is odd, then every limb shifts right by one, taking bit 0 of the next limb as its bit 51. */
+/* r = a/2 mod p, carried, m = (m_a + 1)/2 rounded up (m_a ≤ 14): p is added on the lanes where a
+ * is odd, then every limb shifts right by one, taking bit 0 of the next limb as its bit 51 (right for
+ * limbs of any width: a lazy a needs no carry first). */
 FE52_INLINE void fe_half(fe *r, const fe *a) {
     spn_mask odd = lv_test(a->l[0], lv_set1(1));
     spn_lv t[5];

@@ -11,7 +11,8 @@
  *     emulated vpmuludq, likewise; or
  *   - nothing: the scalar engine's tuning (1 lane): fe_mul and fe_sqr with 128-bit column products
  *     reduced as they are formed (same representation; limb 4 within core_fe52.h's wider m = 1
- *     bound), a narrower comb and larger batches.
+ *     bound), so add, sub and neg skip their carries (core_fe52.h's lazy form: about 7% of a b·T),
+ *     a narrower comb and larger batches.
  *
  * Masks are lane bits (bit i: lane i). Selections turn a bit into an all-ones or zero word through
  * an empty asm the compiler cannot see through, so it cannot turn them back into branches. */
@@ -42,6 +43,7 @@
 #define SPN_EC_GROUP 64
 #define SPN_GEN_W 6
 #define SPN_FE52_OWN_MUL
+#define SPN_FE52_LAZY
 #define SPN_EC_JACOBIAN
 #define LV_INLINE static inline __attribute__((always_inline))
 #endif
@@ -172,13 +174,14 @@ LV_INLINE void lv_pick16(spn_lv out[8], const spn_lv cols[8][16], spn_lv idx) {
 
 #ifdef SPN_FE52_OWN_MUL
 /* The scalar tuning: a product's nine columns c0..c8 (c_k = Σ a_i·b_j over i + j = k, each below
- * 2^107 for limbs below 2^52) are reduced while they are formed, by two 128-bit accumulators. The
+ * 2^113 for limbs below 2^55) are reduced while they are formed, by two 128-bit accumulators. The
  * high one walks columns 3..7 (c8 is folded into columns 3 and 4 first: 2^416 ≡ R·2^156); each
  * 52-bit digit it leaves at column 5 + k stands for digit·R at column k (2^260 ≡ R), which the low
  * one adds to columns 0..2 as it walks them; what the high one holds at the end is column 8's carry
  * (≡ R at column 3). The two walks overlap, so the critical path is about half that of reducing the
  * nine columns after forming them. Output: limbs 0..3 below 2^52, limb 4 below 2^48 + 2^40 (the
- * scalar backend's m = 1: FE52_SLACK). */
+ * scalar backend's m = 1) for lazy inputs with m_a·m_b ≤ 120 or carried ones with m ≤ 15 (column 7
+ * bounds what reaches limb 4: below m_a·m_b·2^33 when lazy). */
 LV_INLINE void fe52_columns_reduce(uint64_t r[5], spn_u128 c[9]) {
     spn_u128 hi = c[3] + (spn_u128)(uint64_t)c[8] * FE_R, lo;
     uint64_t r3, r4, top, u;
@@ -204,7 +207,8 @@ LV_INLINE void fe52_columns_reduce(uint64_t r[5], spn_u128 c[9]) {
     r[4] = r4 + (uint64_t)(lo >> 52);
 }
 
-/* r = a·b; a, b carried (m ≤ 15: limbs below 2^52). r may alias a or b. */
+/* r = a·b for lazy a, b with m_a·m_b ≤ 120 (the lane API's m ≤ 8 each), or carried ones with m ≤ 15.
+ * r may alias a or b. */
 LV_INLINE void fe_mul(fe *r, const fe *a, const fe *b) {
     LV_EACH {
         uint64_t x[5], y[5], o[5];
@@ -224,7 +228,8 @@ LV_INLINE void fe_mul(fe *r, const fe *a, const fe *b) {
     }
 }
 
-/* r = a²; a carried (m ≤ 15). The cross products take one doubled factor (below 2^53). */
+/* r = a² for lazy a with m_a ≤ 10, or carried with m_a ≤ 15. The cross products take one doubled
+ * factor (below 2^56). */
 LV_INLINE void fe_sqr(fe *r, const fe *a) {
     LV_EACH {
         uint64_t x[5], o[5];

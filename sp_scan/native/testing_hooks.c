@@ -66,7 +66,7 @@ static PyObject *py_fe_test(PyObject *self, PyObject *args) {
     const spn_ec_core *c = core_named(name);
     size_t width = c ? 8 * (size_t)c->raw_limbs : 1, n = (size_t)a.len / width;
     if (c == NULL) goto done;
-    if (a.len != b.len || a.len % width || n == 0 || op < SPN_FE_MUL || op > SPN_FE_MUL21) {
+    if (a.len != b.len || a.len % width || n == 0 || op < SPN_FE_MUL || op > SPN_FE_SQR8) {
         PyErr_SetString(PyExc_ValueError, "op, and a and b of n raw elements each");
         goto done;
     }
