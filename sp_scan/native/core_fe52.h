@@ -18,8 +18,8 @@
  *     < 2^48 + 2^40 from the scalar backend's (value < 2^256 + 2^248 < 2p).
  *   - add(a, b) + carry: m_a + m_b.   sub(a, b, c) + carry: m_a + c, needs m_b < c.
  *   - mul/sqr take carried inputs with m ≤ 15 (wider than the lane API's 8); mul_small goes through normw.
- * Lazy (SPN_FE52_LAZY, a backend whose fe_mul takes limbs of any width up to 2^56: the scalar one):
- * add, sub and neg leave the carry out, and magnitude m bounds every limb, limbs 0..3 below m·2^52 and
+ * Lazy (SPN_FE52_LAZY, a backend whose fe_mul takes wider limbs: the scalar one, for m_a·m_b ≤ 120,
+ * core_lanes_c.h): add, sub and neg leave the carry out, and magnitude m bounds every limb, limbs 0..3 below m·2^52 and
  * limb 4 as above. The rules above hold unchanged (a carried value of magnitude m is a lazy one); sub
  * and neg still cannot underflow a limb, since c·(2^52 − C) ≥ m_b·2^52 for m_b < c.
  * No function branches on or indexes memory by a lane's value. */
@@ -164,9 +164,9 @@ FE52_INLINE void fe_add(fe *r, const fe *a, const fe *b) {
     fe52_carry_ops(r);
 }
 
-/* r = a + c·p − b, m_a + c: needs m_b < c (c ≥ 2), and m_a + c ≤ 15. Every limb of
- * c·p is at least those of b (limbs 0..3: c·(2^52 − C) ≥ m_b·2^52; limb 4: c·(2^48 − 1) ≥ m_b·(2^48 + 2^40)),
- * so no limb goes negative. */
+/* r = a + c·p − b, m_a + c: needs m_b < c (c ≥ 2), and m_a + c ≤ 15. Every limb of c·p is at least
+ * those of b (limbs 0..3: c·(2^52 − C) ≥ m_b·2^52; limb 4: c·(2^48 − 1) ≥ m_b·(2^48 + 2^40)), so no limb
+ * goes negative. */
 FE52_INLINE void fe_sub(fe *r, const fe *a, const fe *b, int c) {
     SPN_UNROLL
     for (int i = 0; i < 5; i++) r->l[i] = lv_sub(lv_add(a->l[i], lv_set1(P_LIMB(c, i))), b->l[i]);
