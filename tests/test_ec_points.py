@@ -4,7 +4,8 @@ this CPU runs and the emulated IFMA core (sp_scan.native._testing).
 Parsing (33- and 64-byte points, every way a point can be invalid), b·T with the scan key's GLV
 recoding and with per-lane scalars, B + t·G, and P + L, on random inputs and on the corners: keys
 and tweaks near n and at the GLV split's boundaries, sums at infinity, identical lanes, and counts
-that are not multiples of the lanes or of a batch.
+that are not multiples of the lanes or of a batch. The point additions alone, on their exceptional
+cases, against the group law in Python integers.
 """
 
 from __future__ import annotations
@@ -179,6 +180,48 @@ def test_label_sums_match_libsecp_including_doubling_and_infinity(core):
     for p, row in zip(points, got):
         assert [point_or_none(s) for s in row] == [expected_sum(p, lab) for lab in labels]
     assert got[1][4][0] == 0  # P + (−P)
+
+
+BETA = 0x7AE96A2B657C07106E64479EAC3434E99CF0497512F58995C1396C28719501EE  # λ·(x, y) = (β·x, y)
+
+
+def affine(pub: PublicKey) -> tuple[int, int]:
+    u = pub.format(compressed=False)
+    return int.from_bytes(u[1:33], "big"), int.from_bytes(u[33:], "big")
+
+
+def add_affine(p: tuple[int, int] | None, q: tuple[int, int] | None) -> tuple[int, int] | None:
+    """The group law on affine points with Python integers (None: infinity)."""
+    if p is None or q is None:
+        return q if p is None else p
+    (x1, y1), (x2, y2) = p, q
+    if x1 == x2 and (y1 + y2) % P == 0:
+        return None
+    slope = 3 * x1 * x1 * pow(2 * y1, -1, P) if x1 == x2 else (y2 - y1) * pow(x2 - x1, -1, P)
+    x3 = (slope * slope - x1 - x2) % P
+    return x3, (slope * (x1 - x3) - y1) % P
+
+
+@pytest.mark.parametrize("op", sorted(_testing.POINT_OPS))
+def test_the_additions_exceptional_cases_against_the_group_law(core, op):
+    """p + q for q = ±p, ±λp, ±λ²p (the same x, or y1 = ±y2 with x1 ≠ x2), p at infinity and random pairs,
+    p in the formula's own coordinates with Z = 1, p − 1 and random: what whole operations reach rarely
+    (the unified addition's masked cases) or never (its p = −q, which a nonzero scalar cannot reach)."""
+    rng = random.Random(f"ge-{op}")
+    ps = [affine(rand_pub(rng)) for _ in range(4)]
+    lam = affine(PrivateKey(b32(LAMBDA)).public_key)
+    assert lam == (BETA * affine(PrivateKey(b32(1)).public_key)[0] % P, affine(PrivateKey(b32(1)).public_key)[1])
+    pairs = []
+    for x, y in ps:
+        partners = [(BETA**e * x % P, s * y % P) for e in range(3) for s in (1, -1)] + [affine(rand_pub(rng))]
+        pairs += [((x, y), q) for q in partners]
+    cases = [(p, q, z) for p, q in pairs for z in (1, P - 1, rng.randrange(2, P))]
+    jac = op == "madd_ct"
+    coords = [(x * z ** (2 if jac else 1) % P, y * z ** (3 if jac else 1) % P, z) for (x, y), _, z in cases]
+    infinity = (1, 1, 0) if jac else (0, 1, 0)
+    got = _testing.point_add(core, op, coords + [infinity] * 4, [q for _, q, _ in cases] + ps)
+    assert got == [add_affine(p, q) for p, q, _ in cases] + ps
+    assert got.count(None) == 3 * len(ps)  # p + (−p), for each z
 
 
 def test_many_random_shared_secrets_and_spend_points(core):

@@ -44,6 +44,8 @@ ENGINES: list[str] = CORES + ["libsecp256k1"]
 """Engines a whole scan can run on here (`scan_tweaks_packed`)."""
 
 FIELD_OPS = {"mul": 0, "sqr": 1, "inv": 2, "sqrt": 3, "add": 4, "sub": 5, "neg": 6, "mul21": 7, "mul8": 8, "sqr8": 9}
+POINT_OPS = {"madd_ct": 0, "madd": 1}
+"""Additions of ge_test: the ladders' unified one (p Jacobian) and the complete one (p projective)."""
 TIMED = {"ecdh": (0, 32), "spend": (1, 256), "control": (2, 32), "lanes": (3, 256)}
 
 
@@ -55,6 +57,19 @@ def field(core: str, op: str, a: Sequence[Sequence[int]], b: Sequence[Sequence[i
     pack = lambda values: b"".join(limb.to_bytes(8, "little") for v in values for limb in v)  # noqa: E731
     out = _testcore.fe_test(core, FIELD_OPS[op], pack(a), pack(b))
     return [int.from_bytes(out[32 * i : 32 * i + 32], "big") for i in range(len(a))]
+
+
+def point_add(
+    core: str, op: str, p: Sequence[tuple[int, int, int]], q: Sequence[tuple[int, int]]
+) -> list[tuple[int, int] | None]:
+    """p_i + q_i by one of POINT_OPS, p_i as (X, Y, Z) in that formula's coordinates, q_i affine (x, y).
+
+    Returns the affine sums, None at infinity.
+    """
+    le = lambda *values: b"".join(v.to_bytes(32, "little") for v in values)  # noqa: E731
+    out, inf = _testcore.ge_test(core, POINT_OPS[op], b"".join(le(*v) for v in p), b"".join(le(*v) for v in q))
+    coords = [int.from_bytes(out[32 * j : 32 * j + 32], "little") for j in range(2 * len(p))]
+    return [None if inf[i] else (coords[2 * i], coords[2 * i + 1]) for i in range(len(p))]
 
 
 def parse(core: str, points: bytes, width: int) -> tuple[list[bytes], list[bool]]:

@@ -76,6 +76,12 @@ enum {
     SPN_FE_SQR8 = 9,  /* (8a)², likewise */
 };
 
+/* Point additions of the tests' ge_test entry: r = p + q, q affine, p in the formula's coordinates. */
+enum {
+    SPN_GE_MADD_CT = 0, /* the ladders' unified addition (gej_madd_ct): p Jacobian, x = X/Z², y = Y/Z³ */
+    SPN_GE_MADD = 1,    /* the complete formula (ge_madd): p projective, x = X/Z, y = Y/Z */
+};
+
 /* The entry points of one core, any n, in vectors of `lanes` with batched inversions. Safe without
  * the GIL and from several threads at once once start() returned 1. */
 typedef struct {
@@ -117,6 +123,11 @@ typedef struct {
     /* Field tests: out32[i] = op(a_i, b_i) mod p, big-endian and fully reduced, for n values given as
      * raw limbs (value i, limb j at [i·raw_limbs + j], each below 2^raw_bits; see core_ec_lanes.h). */
     void (*fe_test)(int op, const uint64_t *a, const uint64_t *b, size_t n, unsigned char (*out32)[32]);
+    /* Point tests: r_i = op(p_i, q_i) for p96[i] = X ‖ Y ‖ Z and q64[i] = x ‖ y (32 bytes little-endian
+     * each, values below 2^256): out64[i] = r_i affine (x ‖ y little-endian) and inf[i] = 1 when r_i is
+     * infinity (out64[i] is then 0). */
+    void (*ge_test)(int op, const unsigned char (*p96)[96], const unsigned char (*q64)[64], size_t n,
+                    unsigned char (*out64)[64], unsigned char *inf);
     int raw_bits, raw_limbs;
 } spn_ec_core;
 

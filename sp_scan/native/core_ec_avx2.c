@@ -12,6 +12,6 @@
 #else /* no AVX2 here: cpu() is 0, so no other entry is ever called */
 
 static int no_cpu(void) { return 0; }
-const spn_ec_core spn_ec_avx2 = {"avx2", 4, no_cpu, no_cpu, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 26, 10};
+const spn_ec_core spn_ec_avx2 = {"avx2", 4, no_cpu, no_cpu, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 26, 10};
 
 #endif

@@ -1058,7 +1058,42 @@ SPN_EC_FN static void ec_fe_test(int op, const uint64_t *a, const uint64_t *b, s
     }
 }
 
+/* ---- point tests: the additions' exceptional cases, which whole operations reach rarely or never ---- */
+
+SPN_EC_FN static void ec_ge_test(int op, const unsigned char (*p96)[96], const unsigned char (*q64)[64], size_t n,
+                                 unsigned char (*out64)[64], unsigned char *inf) {
+    for (size_t base = 0; base < n; base += SPN_LANES) {
+        uint64_t w[5][4][SPN_LANES], wx[1][4][SPN_LANES], wy[1][4][SPN_LANES];
+        ge p, r;
+        gea q;
+        spn_mask at_inf;
+        for (int i = 0; i < SPN_LANES; i++) {
+            size_t k = base + (size_t)i < n ? base + (size_t)i : n - 1;
+            for (int j = 0; j < 4; j++) {
+                for (int c = 0; c < 3; c++) memcpy(&w[c][j][i], p96[k] + 32 * c + 8 * j, 8);
+                for (int c = 0; c < 2; c++) memcpy(&w[3 + c][j][i], q64[k] + 32 * c + 8 * j, 8);
+            }
+        }
+        fe_from_words(&p.x, w[0]);
+        fe_from_words(&p.y, w[1]);
+        fe_from_words(&p.z, w[2]);
+        fe_from_words(&q.x, w[3]);
+        fe_from_words(&q.y, w[4]);
+        if (op == SPN_GE_MADD_CT) {
+            gej_madd_ct(&r, &p, &q);
+            gej_to_projective(&r);
+        } else {
+            ge_madd(&r, &p, &q);
+        }
+        ge_to_affine_words(&r, 1, wx, wy, &at_inf);
+        for (size_t i = 0; i < SPN_LANES && base + i < n; i++) {
+            put_pt64(out64[base + i], wx[0], wy[0], (int)i);
+            put_flag(inf, base + i, (unsigned char)((mk_to_bits(at_inf) >> i) & 1));
+        }
+    }
+}
+
 const spn_ec_core SPN_EC_CORE = {
     SPN_EC_LABEL, SPN_LANES, SPN_EC_CPU, ec_start, ec_parse_points, ec_shared_secrets, ec_spend_points,
-    ec_label_sums, ec_key_sums, ec_tweaks, ec_fe_test, SPN_FE_RAW_BITS, SPN_FE_RAW_LIMBS,
+    ec_label_sums, ec_key_sums, ec_tweaks, ec_fe_test, ec_ge_test, SPN_FE_RAW_BITS, SPN_FE_RAW_LIMBS,
 };

@@ -12,6 +12,6 @@
 #else /* no AVX-512 here: cpu() is 0, so no other entry is ever called */
 
 static int no_cpu(void) { return 0; }
-const spn_ec_core spn_ec_ifma = {"ifma", 8, no_cpu, no_cpu, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 52, 5};
+const spn_ec_core spn_ec_ifma = {"ifma", 8, no_cpu, no_cpu, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 52, 5};
 
 #endif

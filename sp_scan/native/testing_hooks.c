@@ -89,6 +89,35 @@ done:
     return res;
 }
 
+/* ge_test(core, op, p96s, q64s) -> (n × 64 bytes, n flags): op on n points X ‖ Y ‖ Z and n affine x ‖ y. */
+static PyObject *py_ge_test(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *name, *res = NULL;
+    int op;
+    Py_buffer a, b;
+    if (!PyArg_ParseTuple(args, "Oiy*y*:ge_test", &name, &op, &a, &b)) return NULL;
+    const spn_ec_core *c = core_named(name);
+    size_t n = (size_t)a.len / 96;
+    if (c == NULL) goto done;
+    if (a.len % 96 || b.len != (Py_ssize_t)(64 * n) || n == 0 || op < SPN_GE_MADD_CT || op > SPN_GE_MADD) {
+        PyErr_SetString(PyExc_ValueError, "op, n points of 96 bytes and n of 64");
+        goto done;
+    }
+    unsigned char(*out)[64] = malloc(n * 64), *inf = malloc(n);
+    if (out && inf) {
+        c->ge_test(op, (const unsigned char(*)[96])a.buf, (const unsigned char(*)[64])b.buf, n, out, inf);
+        res = Py_BuildValue("y#y#", (const char *)out, (Py_ssize_t)(n * 64), (const char *)inf, (Py_ssize_t)n);
+    } else {
+        PyErr_NoMemory();
+    }
+    free(out);
+    free(inf);
+done:
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    return res;
+}
+
 /* parse(core, points, width) -> (pt64 blob, valid bytes) */
 static PyObject *py_parse(PyObject *self, PyObject *args) {
     (void)self;
@@ -368,6 +397,7 @@ static PyMethodDef testing_methods[] = {
     {"cores", py_cores, METH_NOARGS, "cores() -> [(name, lanes, runnable, raw_bits, raw_limbs)] of every lane core built in."},
     {"set_ec_engine", py_set_ec_engine, METH_O, "set_ec_engine(name) -> the previous engine: every scan of this module uses `name`."},
     {"fe_test", py_fe_test, METH_VARARGS, "fe_test(core, op, a, b) -> n x 32 bytes."},
+    {"ge_test", py_ge_test, METH_VARARGS, "ge_test(core, op, p96s, q64s) -> (n x 64 bytes, n flags)."},
     {"parse", py_parse, METH_VARARGS, "parse(core, points, width) -> (pt64 blob, valid)."},
     {"shared_secrets", py_shared_secrets, METH_VARARGS, "shared_secrets(core, scan_key32, pt64 blob, scalars | None) -> ecdh33 blob."},
     {"spend_points", py_spend_points, METH_VARARGS, "spend_points(core, spend64, t32 blob) -> (p33 blob, pk64 blob)."},
