@@ -209,8 +209,8 @@ def test_the_additions_exceptional_cases_against_the_group_law(core, op):
     (the unified addition's masked cases) or never (its p = −q, which a nonzero scalar cannot reach)."""
     rng = random.Random(f"ge-{op}")
     ps = [affine(rand_pub(rng)) for _ in range(4)]
-    lam = affine(PrivateKey(b32(LAMBDA)).public_key)
-    assert lam == (BETA * affine(PrivateKey(b32(1)).public_key)[0] % P, affine(PrivateKey(b32(1)).public_key)[1])
+    gx, gy = affine(PrivateKey(b32(1)).public_key)
+    assert affine(PrivateKey(b32(LAMBDA)).public_key) == (BETA * gx % P, gy)  # BETA is λ's
     pairs = []
     for x, y in ps:
         partners = [(BETA**e * x % P, s * y % P) for e in range(3) for s in (1, -1)] + [affine(rand_pub(rng))]

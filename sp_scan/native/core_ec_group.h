@@ -126,17 +126,18 @@ SPN_EC_FN static void ge_set_infinity(ge *r) {
  * The reads and writes of callers' buffers are plain functions (no target attribute), so
  * AddressSanitizer checks them even where the backend's functions are built uninstrumented. */
 
-/* w[j][i] = word j of the coordinate at byte `off` (0: x, 32: y) of point lane[i]. */
-static void point_words(uint64_t w[4][SPN_LANES], const unsigned char (*pt64)[64], const size_t lane[SPN_LANES],
-                        int off) {
+/* w[j][i] = word j of the coordinate at byte `off` of record lane[i], records of `size` bytes at rec
+ * (points: size 64, off 0 for x and 32 for y). */
+static void coord_words(uint64_t w[4][SPN_LANES], const unsigned char *rec, size_t size, const size_t lane[SPN_LANES],
+                        size_t off) {
     for (int i = 0; i < SPN_LANES; i++)
-        for (int j = 0; j < 4; j++) memcpy(&w[j][i], pt64[lane[i]] + off + 8 * j, 8);
+        for (int j = 0; j < 4; j++) memcpy(&w[j][i], rec + lane[i] * size + off + 8 * j, 8);
 }
 
 SPN_EC_FN static void gea_load(gea *r, const unsigned char (*pt64)[64], const size_t lane[SPN_LANES]) {
     uint64_t wx[4][SPN_LANES], wy[4][SPN_LANES];
-    point_words(wx, pt64, lane, 0);
-    point_words(wy, pt64, lane, 32);
+    coord_words(wx, *pt64, 64, lane, 0);
+    coord_words(wy, *pt64, 64, lane, 32);
     fe_from_words(&r->x, wx);
     fe_from_words(&r->y, wy);
     spn_cleanse(wx, sizeof wx);
@@ -1063,22 +1064,17 @@ SPN_EC_FN static void ec_fe_test(int op, const uint64_t *a, const uint64_t *b, s
 SPN_EC_FN static void ec_ge_test(int op, const unsigned char (*p96)[96], const unsigned char (*q64)[64], size_t n,
                                  unsigned char (*out64)[64], unsigned char *inf) {
     for (size_t base = 0; base < n; base += SPN_LANES) {
-        uint64_t w[5][4][SPN_LANES], wx[1][4][SPN_LANES], wy[1][4][SPN_LANES];
+        uint64_t w[3][4][SPN_LANES], wx[1][4][SPN_LANES], wy[1][4][SPN_LANES];
+        size_t lane[SPN_LANES];
         ge p, r;
         gea q;
         spn_mask at_inf;
-        for (int i = 0; i < SPN_LANES; i++) {
-            size_t k = base + (size_t)i < n ? base + (size_t)i : n - 1;
-            for (int j = 0; j < 4; j++) {
-                for (int c = 0; c < 3; c++) memcpy(&w[c][j][i], p96[k] + 32 * c + 8 * j, 8);
-                for (int c = 0; c < 2; c++) memcpy(&w[3 + c][j][i], q64[k] + 32 * c + 8 * j, 8);
-            }
-        }
+        lanes_of(lane, base, n - base, 0);
+        for (int c = 0; c < 3; c++) coord_words(w[c], *p96, 96, lane, 32 * (size_t)c);
         fe_from_words(&p.x, w[0]);
         fe_from_words(&p.y, w[1]);
         fe_from_words(&p.z, w[2]);
-        fe_from_words(&q.x, w[3]);
-        fe_from_words(&q.y, w[4]);
+        gea_load(&q, q64, lane);
         if (op == SPN_GE_MADD_CT) {
             gej_madd_ct(&r, &p, &q);
             gej_to_projective(&r);
