@@ -969,7 +969,7 @@ SPN_EC_FN static void ec_key_sums(const unsigned char (*keys33)[33], const size_
         }
         for (int v0 = 0; v0 < nv; v0 += FE_CHAINS) { /* FE_CHAINS vectors at a time: square roots side by side */
             int m = nv - v0 < FE_CHAINS ? nv - v0 : FE_CHAINS;
-            size_t tx[FE_CHAINS][SPN_LANES], steps[FE_CHAINS];
+            size_t tx[FE_CHAINS][SPN_LANES], steps[FE_CHAINS] = {0}; /* zeroed: GCC cannot see that m ≥ 1 */
             for (int k = 0; k < m; k++) {
                 ge_set_infinity(&res[v0 + k]);
                 any[v0 + k] = 0;

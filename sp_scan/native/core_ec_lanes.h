@@ -8,7 +8,7 @@
  *
  * Backends: core_lanes_ifma.h (AVX-512 IFMA, 8 lanes, radix 2^52 on vpmadd52luq/huq) and
  * core_lanes_c.h (plain C over lane arrays: 8 lanes emulating IFMA for the test-only build, or 1 lane
- * with 128-bit products for the scalar engine); an AVX2 backend implements the same names on 4 lanes.
+ * on four 64-bit words for the scalar engine); an AVX2 backend implements the same names on 4 lanes.
  *
  * Adding an engine "x": a backend header core_lanes_x.h; core_ec_x.c instantiating it (SPN_EC_CORE
  * spn_ec_x, SPN_EC_LABEL "x", SPN_EC_CPU its cpuid check, e.g. spn_has_avx2 in core_cpu.c) and
@@ -111,10 +111,13 @@ SPN_EC_HOT void fe_sqr_n(fe *r, const fe *a, int n) {
     for (int i = 1; i < n; i++) fe_sqr(r, r);
 }
 
-/* The exponentiations below run m ≤ 2 independent chains side by side (r[k] from a[k]), their steps
- * interleaved: a chain of squarings waits on each result, two keep the core busy (about 1.3x the
- * throughput on Zen 4's AVX2). */
-enum { FE_CHAINS = 2 };
+/* The exponentiations below run m ≤ FE_CHAINS independent chains side by side (r[k] from a[k]), their
+ * steps interleaved: a chain of squarings waits on each result, two keep the vector engines busy (about
+ * 1.3x the throughput on Zen 4's AVX2). A backend may set SPN_FE_CHAINS to 1. */
+#ifndef SPN_FE_CHAINS
+#define SPN_FE_CHAINS 2
+#endif
+enum { FE_CHAINS = SPN_FE_CHAINS };
 
 SPN_EC_HOT void fe_sqr_n_m(int m, fe *r, const fe *a, int n) {
     for (int k = 0; k < m; k++) fe_sqr(&r[k], &a[k]);
@@ -131,6 +134,7 @@ SPN_EC_HOT void fe_mul_m(int m, fe *r, const fe *a, const fe *b) {
 SPN_EC_HOT void fe_pow_head(int m, fe *t, fe *x2, const fe *a) {
     fe x3[FE_CHAINS], x6[FE_CHAINS], x9[FE_CHAINS], x11[FE_CHAINS], x22[FE_CHAINS], x44[FE_CHAINS], x88[FE_CHAINS],
         x176[FE_CHAINS], x220[FE_CHAINS], x223[FE_CHAINS], u[FE_CHAINS];
+    if (FE_CHAINS == 1) m = 1; /* so the compiler sees every chain written */
     fe_sqr_n_m(m, u, a, 1);
     fe_mul_m(m, x2, u, a);
     fe_sqr_n_m(m, u, x2, 1);
@@ -173,6 +177,7 @@ SPN_EC_FN static void fe_inv(fe *r, const fe *a) {
  * checks r² = a). m_a ≤ 8; r m 1. */
 SPN_EC_FN static void fe_sqrt_m(int m, fe *r, const fe *a) {
     fe t[FE_CHAINS], x2[FE_CHAINS];
+    if (FE_CHAINS == 1) m = 1;
     fe_pow_head(m, t, x2, a);
     fe_sqr_n_m(m, t, t, 6);
     fe_mul_m(m, t, t, x2);

@@ -6,22 +6,15 @@
  *   lv_add(a, b), lv_sub(a, b), lv_mullo(a, b)    lane-wise 64-bit +, −, × (low 64 bits)
  *   lv_madd52lo(acc, a, b)   acc + low 52 bits of (a mod 2^52)·(b mod 2^52)   (vpmadd52luq)
  *   lv_madd52hi(acc, a, b)   acc + high 52 bits of (a mod 2^52)·(b mod 2^52)  (vpmadd52huq)
- * and may define SPN_FE52_OWN_MUL and its own fe_mul / fe_sqr (the scalar backend's 128-bit products),
- * and SPN_FE52_LAZY (below).
  *
  * An fe holds a value as 5 limbs: value = Σ l[i]·2^(52i). IFMA reads only the low 52 bits of its
  * multiplicands, so every multiplicand must be *carried*: limbs 0..3 below 2^52 and the whole value
  * below 2^260 (then limb 4 < 2^52 too).
  *
  * Magnitude m: a carried value with limb 4 below m·(2^48 + 2^40), so value below m·2^256·(1 + 2^-8).
- *   - mul/sqr/normw output: carried, m = 1: limb 4 < 2^48 + 2^12 from IFMA's schedule and normw,
- *     < 2^48 + 2^40 from the scalar backend's (value < 2^256 + 2^248 < 2p).
+ *   - mul/sqr/normw output: carried, m = 1 (limb 4 < 2^48 + 2^12).
  *   - add(a, b) + carry: m_a + m_b.   sub(a, b, c) + carry: m_a + c, needs m_b < c.
  *   - mul/sqr take carried inputs with m ≤ 15 (wider than the lane API's 8); mul_small goes through normw.
- * Lazy (SPN_FE52_LAZY, a backend whose fe_mul takes wider limbs: the scalar one, for m_a·m_b ≤ 120,
- * core_lanes_c.h): add, sub and neg leave the carry out, and magnitude m bounds every limb, limbs 0..3 below m·2^52 and
- * limb 4 as above. The rules above hold unchanged (a carried value of magnitude m is a lazy one); sub
- * and neg still cannot underflow a limb, since c·(2^52 − C) ≥ m_b·2^52 for m_b < c.
  * No function branches on or indexes memory by a lane's value. */
 #ifndef SPN_CORE_FE52_H
 #define SPN_CORE_FE52_H
@@ -68,13 +61,6 @@ FE52_INLINE void fe52_carry(fe *r) {
     }
 }
 
-/* add, sub and neg: carried, or left as they are on a lazy backend. */
-#ifdef SPN_FE52_LAZY
-#define fe52_carry_ops(r) ((void)(r))
-#else
-#define fe52_carry_ops(r) fe52_carry(r)
-#endif
-
 /* Weak normalisation of limbs below 2^63: fold limb 4's bits from 2^48 up (2^256 ≡ C) into limb 0
  * (top·C < 2^15·2^33 has no bits from 2^52 up), then carry once. The carry into limb 4 is below
  * 2^12, so the result is carried with limb 4 < 2^48 + 2^12: m = 1. */
@@ -85,7 +71,6 @@ FE52_INLINE void fe_normw(fe *r) {
     fe52_carry(r);
 }
 
-#ifndef SPN_FE52_OWN_MUL
 /* Products of carried a, b in columns t[0..9] (t[k] < 9·2^52), reduced to m = 1. */
 FE52_INLINE void fe52_reduce(fe *r, spn_lv t[10]) {
     const spn_lv m = lv_set1(M52), rr = lv_set1(FE_R), zero = lv_set1(0);
@@ -155,13 +140,12 @@ FE52_INLINE void fe_sqr(fe *r, const fe *a) {
     }
     fe52_reduce(r, t);
 }
-#endif
 
 /* r = a + b, m_a + m_b: needs m_a + m_b ≤ 15. */
 FE52_INLINE void fe_add(fe *r, const fe *a, const fe *b) {
     SPN_UNROLL
     for (int i = 0; i < 5; i++) r->l[i] = lv_add(a->l[i], b->l[i]);
-    fe52_carry_ops(r);
+    fe52_carry(r);
 }
 
 /* r = a + c·p − b, m_a + c: needs m_b < c (c ≥ 2), and m_a + c ≤ 15. Every limb of c·p is at least
@@ -170,19 +154,19 @@ FE52_INLINE void fe_add(fe *r, const fe *a, const fe *b) {
 FE52_INLINE void fe_sub(fe *r, const fe *a, const fe *b, int c) {
     SPN_UNROLL
     for (int i = 0; i < 5; i++) r->l[i] = lv_sub(lv_add(a->l[i], lv_set1(P_LIMB(c, i))), b->l[i]);
-    fe52_carry_ops(r);
+    fe52_carry(r);
 }
 
 /* r = c·p − a (the negation), m = c: needs m_a < c. */
 FE52_INLINE void fe_neg(fe *r, const fe *a, int c) {
     SPN_UNROLL
     for (int i = 0; i < 5; i++) r->l[i] = lv_sub(lv_set1(P_LIMB(c, i)), a->l[i]);
-    fe52_carry_ops(r);
+    fe52_carry(r);
 }
 
 /* r = a/2 mod p, carried, m = (m_a + 1)/2 rounded up (m_a ≤ 14): p is added on the lanes where a
  * is odd, then every limb shifts right by one, taking bit 0 of the next limb as its bit 51 (right for
- * limbs of any width: a lazy a needs no carry first). */
+ * limbs of any width). */
 FE52_INLINE void fe_half(fe *r, const fe *a) {
     spn_mask odd = lv_test(a->l[0], lv_set1(1));
     spn_lv t[5];

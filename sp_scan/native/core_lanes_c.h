@@ -1,18 +1,15 @@
 /* The portable lane backend (core_ec_lanes.h): plain C11 over arrays of SPN_LANES 64-bit lanes, no
- * intrinsics (any 64-bit target with unsigned __int128: x86-64, aarch64, ...). The field is
- * core_fe52.h's radix 2^52 on IFMA's two operations, emulated exactly: the low or high 52 bits of the
- * product of two operands' low 52 bits.
+ * vector intrinsics (any 64-bit target with unsigned __int128: x86-64, aarch64, ...).
  *
  * The including file defines SPN_LANES first, and either
- *   - SPN_EMULATE_IFMA: the IFMA engine's schedule (8 lanes, same comb and batch sizes), every
- *     multiplication through the emulated vpmadd52luq/huq: the test-only build that runs the IFMA
- *     engine's code on any CPU; or
+ *   - SPN_EMULATE_IFMA: the IFMA engine's schedule (8 lanes, same comb and batch sizes) and field
+ *     (core_fe52.h's radix 2^52), every multiplication through an exact emulation of vpmadd52luq/huq
+ *     (the low or high 52 bits of the product of two operands' low 52 bits): the test-only build that
+ *     runs the IFMA engine's code on any CPU; or
  *   - SPN_EMULATE_AVX2: the AVX2 engine's (4 lanes), its radix-2^26 field (core_fe26.h) on an
  *     emulated vpmuludq, likewise; or
- *   - nothing: the scalar engine's tuning (1 lane): fe_mul and fe_sqr with 128-bit column products
- *     reduced as they are formed (same representation; limb 4 within core_fe52.h's wider m = 1
- *     bound), so add, sub and neg skip their carries (core_fe52.h's lazy form: about 7% of a b·T),
- *     a narrower comb and larger batches.
+ *   - nothing: the scalar engine's tuning (1 lane): the field on four 64-bit words (core_fe64.h),
+ *     one square-root chain at a time, a narrower comb and larger batches.
  *
  * Masks are lane bits (bit i: lane i). Selections turn a bit into an all-ones or zero word through
  * an empty asm the compiler cannot see through, so it cannot turn them back into branches. */
@@ -42,8 +39,7 @@
 #else
 #define SPN_EC_GROUP 64
 #define SPN_GEN_W 6
-#define SPN_FE52_OWN_MUL
-#define SPN_FE52_LAZY
+#define SPN_FE_CHAINS 1 /* two chains side by side spill registers on one lane: slower */
 #define SPN_EC_JACOBIAN
 #define LV_INLINE static inline __attribute__((always_inline))
 #endif
@@ -166,87 +162,12 @@ LV_INLINE void lv_pick16(spn_lv out[8], const spn_lv cols[8][16], spn_lv idx) {
     }
 }
 
-#ifdef SPN_EMULATE_AVX2
+#if defined(SPN_EMULATE_AVX2)
 #include "core_fe26.h"
-#else
+#elif defined(SPN_EMULATE_IFMA)
 #include "core_fe52.h"
-#endif
-
-#ifdef SPN_FE52_OWN_MUL
-/* The scalar tuning: a product's nine columns c0..c8 (c_k = Σ a_i·b_j over i + j = k, each below
- * 2^113 for limbs below 2^55) are reduced while they are formed, by two 128-bit accumulators. The
- * high one walks columns 3..7 (c8 is folded into columns 3 and 4 first: 2^416 ≡ R·2^156); each
- * 52-bit digit it leaves at column 5 + k stands for digit·R at column k (2^260 ≡ R), which the low
- * one adds to columns 0..2 as it walks them; what the high one holds at the end is column 8's carry
- * (≡ R at column 3). The two walks overlap, so the critical path is about half that of reducing the
- * nine columns after forming them. Output: limbs 0..3 below 2^52, limb 4 below 2^48 + 2^40 (the
- * scalar backend's m = 1) for lazy inputs with m_a·m_b ≤ 120 or carried ones with m ≤ 15 (column 7
- * bounds what reaches limb 4: below m_a·m_b·2^33 when lazy). */
-LV_INLINE void fe52_columns_reduce(uint64_t r[5], spn_u128 c[9]) {
-    spn_u128 hi = c[3] + (spn_u128)(uint64_t)c[8] * FE_R, lo;
-    uint64_t r3, r4, top, u;
-    r3 = (uint64_t)hi & M52;
-    hi = (hi >> 52) + c[4] + (spn_u128)(uint64_t)(c[8] >> 64) * (FE_R << 12);
-    r4 = (uint64_t)hi & M52;
-    top = r4 >> 48; /* bits 256..259 of the value: top·2^256 ≡ top·C */
-    r4 &= M48;
-    hi = (hi >> 52) + c[5];
-    u = (uint64_t)hi & M52; /* digit at 2^260 */
-    lo = c[0] + (spn_u128)((u << 4) | top) * FE_C;
-    r[0] = (uint64_t)lo & M52;
-    hi = (hi >> 52) + c[6];
-    u = (uint64_t)hi & M52;
-    lo = (lo >> 52) + c[1] + (spn_u128)u * FE_R;
-    r[1] = (uint64_t)lo & M52;
-    hi = (hi >> 52) + c[7];
-    u = (uint64_t)hi & M52;
-    lo = (lo >> 52) + c[2] + (spn_u128)u * FE_R;
-    r[2] = (uint64_t)lo & M52;
-    lo = (lo >> 52) + r3 + (spn_u128)(uint64_t)(hi >> 52) * FE_R;
-    r[3] = (uint64_t)lo & M52;
-    r[4] = r4 + (uint64_t)(lo >> 52);
-}
-
-/* r = a·b for lazy a, b with m_a·m_b ≤ 120 (the lane API's m ≤ 8 each), or carried ones with m ≤ 15.
- * r may alias a or b. */
-LV_INLINE void fe_mul(fe *r, const fe *a, const fe *b) {
-    LV_EACH {
-        uint64_t x[5], y[5], o[5];
-        spn_u128 c[9] = {0};
-        SPN_UNROLL
-        for (int i = 0; i < 5; i++) {
-            x[i] = a->l[i].v[q_];
-            y[i] = b->l[i].v[q_];
-        }
-        SPN_UNROLL
-        for (int i = 0; i < 5; i++)
-            SPN_UNROLL
-            for (int j = 0; j < 5; j++) c[i + j] += (spn_u128)x[i] * y[j];
-        fe52_columns_reduce(o, c);
-        SPN_UNROLL
-        for (int i = 0; i < 5; i++) r->l[i].v[q_] = o[i];
-    }
-}
-
-/* r = a² for lazy a with m_a ≤ 10, or carried with m_a ≤ 15. The cross products take one doubled
- * factor (below 2^56). */
-LV_INLINE void fe_sqr(fe *r, const fe *a) {
-    LV_EACH {
-        uint64_t x[5], o[5];
-        spn_u128 c[9] = {0};
-        SPN_UNROLL
-        for (int i = 0; i < 5; i++) x[i] = a->l[i].v[q_];
-        SPN_UNROLL
-        for (int i = 0; i < 5; i++) {
-            c[2 * i] += (spn_u128)x[i] * x[i];
-            SPN_UNROLL
-            for (int j = i + 1; j < 5; j++) c[i + j] += (spn_u128)(2 * x[i]) * x[j];
-        }
-        fe52_columns_reduce(o, c);
-        SPN_UNROLL
-        for (int i = 0; i < 5; i++) r->l[i].v[q_] = o[i];
-    }
-}
+#else
+#include "core_fe64.h"
 #endif
 
 #endif
