@@ -1,11 +1,12 @@
 """Every EC core's field arithmetic mod p agrees with Python integers (the cores this CPU runs and
 the emulated IFMA core, so the IFMA schedule is checked on any CPU).
 
-Inputs are raw limbs in the core's layout (radix 2^52 for ifma, ifma-emu and scalar), so values at
-and above p (up to 2^260, the largest a carried element can hold) are tested, not only reduced ones:
-0, 1, p−1, p, p+1, 2^256−1, 2^256+2^208−1 and 2^256+2^248−1 (the largest outputs of IFMA's and the
-scalar backend's multiplications), limbs all 0 or all ones, and random values; and products of the
-largest sums the group code forms (magnitude 8).
+Inputs are raw limbs in the core's layout (radix 2^52 for ifma and ifma-emu, 2^26 for avx2 and
+avx2-emu, four 64-bit words for scalar), so values at and above p (up to 2^260, the largest a carried
+radix-2^52 element can hold; below 2^256 on scalar) are tested, not only reduced ones: 0, 1, p−1, p,
+p+1, 2^256−1, 2^256+2^208−1 and 2^256+2^248−1 (bounds of what IFMA's multiplication may return), a
+value whose product with 2^256−1 takes the scalar core's reduction through its rarest carry, limbs all
+0 or all ones, and random values; and products of the largest sums the group code forms (magnitude 8).
 """
 
 from __future__ import annotations
@@ -20,8 +21,23 @@ from sp_scan.native import _testing
 pytestmark = pytest.mark.skipif(os.environ.get("SP_SCAN_BACKEND") == "reference", reason="SP_SCAN_BACKEND=reference")
 
 P = 2**256 - 2**32 - 977
+C = 2**256 - P
+
+
+def fold_carry_value() -> int:
+    """x such that x·(2^256 − 1) takes the scalar core's reduction (core_fe64.h) through its rarest
+    step, which random inputs never reach: folding the product's high half in (2^256 ≡ C) leaves
+    2^32 over 2^256; folding that in wraps the sum again, to a value whose word 0 carries when the
+    last C is added."""
+    over = 2**32
+    num = over * 2**256 - over * C + C  # x·(C − 1) = num + w for the wrapped value w
+    w = 2**64 - C  # word 0 of w must be at least 2^64 − C
+    w += -(num + w) % (C - 1)
+    return (num + w) // (C - 1)
+
+
 EDGE = [0, 1, 2, 7, P - 7, P - 1, P, P + 1, 2**256 - 1, 2**256, 2 * P - 1, 2**256 + 2**208 - 1, 2**256 + 2**248 - 1, 2**259,
-        2**260 - 1]
+        2**260 - 1, fold_carry_value()]
 # Values below 2^256 + 2^248 (what a multiplication may return): the subtrahend of `sub` and input of `neg`.
 EDGE_WEAK = [0, 1, P - 1, P, P + 1, 2**256 - 1, 2**256, 2**256 + 2**208 - 1, 2**256 + 2**248 - 1]
 ROUNDS = 300
@@ -71,8 +87,7 @@ OPS = {
     "sub": ("any_lane", "weak_lane", lambda a, b: (a - b) % P),
     "neg": ("weak_lane", "any_lane", lambda a, b: -a % P),
     "mul21": ("any_lane", "any_lane", lambda a, b: 21 * a % P),
-    # the largest multiplicands the group code may form (m = 8: three doublings of an m = 1 value),
-    # whose limbs exceed 2^52 on the scalar engine (its add skips the carry)
+    # the largest multiplicands the group code may form (m = 8: three doublings of an m = 1 value)
     "mul8": ("weak_lane", "weak_lane", lambda a, b: 64 * a * b % P),
     "sqr8": ("weak_lane", "weak_lane", lambda a, b: 64 * a * a % P),
 }
