@@ -182,10 +182,9 @@ FE64_INLINE void fe64_sqr(uint64_t r[4], const uint64_t x[4]) {
  * and C is added to word 0 alone. */
 FE64_INLINE void fe64_add(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) {
     uint64_t s[4];
-    fe64_carry c = fe64_adc(0, a[0], b[0], &s[0]);
-    c = fe64_adc(c, a[1], b[1], &s[1]);
-    c = fe64_adc(c, a[2], b[2], &s[2]);
-    c = fe64_adc(c, a[3], b[3], &s[3]);
+    fe64_carry c = 0;
+    FE64_UNROLL
+    for (int i = 0; i < 4; i++) c = fe64_adc(c, a[i], b[i], &s[i]);
     c = fe64_add_word(r, s, fe64_mask(c) & FE_C);
     r[0] += fe64_mask(c) & FE_C;
 }
@@ -193,15 +192,14 @@ FE64_INLINE void fe64_add(uint64_t r[4], const uint64_t a[4], const uint64_t b[4
 /* r = a − b: a borrow means 2^256 was added, so C comes off (2^256 − C = p); if that borrows again,
  * the difference was below C, word 0 is now above 2^64 − 2^33, and C comes off word 0 alone. */
 FE64_INLINE void fe64_sub(uint64_t r[4], const uint64_t a[4], const uint64_t b[4]) {
-    uint64_t d[4];
-    fe64_carry c = fe64_sbb(0, a[0], b[0], &d[0]);
-    c = fe64_sbb(c, a[1], b[1], &d[1]);
-    c = fe64_sbb(c, a[2], b[2], &d[2]);
-    c = fe64_sbb(c, a[3], b[3], &d[3]);
-    c = fe64_sbb(0, d[0], fe64_mask(c) & FE_C, &r[0]);
-    c = fe64_sbb(c, d[1], 0, &r[1]);
-    c = fe64_sbb(c, d[2], 0, &r[2]);
-    c = fe64_sbb(c, d[3], 0, &r[3]);
+    uint64_t d[4], k;
+    fe64_carry c = 0;
+    FE64_UNROLL
+    for (int i = 0; i < 4; i++) c = fe64_sbb(c, a[i], b[i], &d[i]);
+    k = fe64_mask(c) & FE_C;
+    c = 0;
+    FE64_UNROLL
+    for (int i = 0; i < 4; i++) c = fe64_sbb(c, d[i], i == 0 ? k : 0, &r[i]);
     r[0] -= fe64_mask(c) & FE_C;
 }
 
@@ -230,63 +228,51 @@ FE64_INLINE void fe64_mul_small(uint64_t r[4], const uint64_t a[4], uint64_t k) 
     fe64_fold(r, t, (uint64_t)(p >> 64));
 }
 
-/* ---- the lane API ---- */
-
-/* r = a·b. r may alias a or b. */
-FE64_INLINE void fe_mul(fe *r, const fe *a, const fe *b) {
-    LV_EACH {
-        FE64_IN(x, a);
-        FE64_IN(y, b);
-        fe64_mul(x, x, y);
-        FE64_OUT(r, x);
-    }
+/* r = −a. */
+FE64_INLINE void fe64_neg(uint64_t r[4], const uint64_t a[4]) {
+    static const uint64_t zero[4] = {0};
+    fe64_sub(r, zero, a);
 }
 
-FE64_INLINE void fe_sqr(fe *r, const fe *a) {
-    LV_EACH {
-        FE64_IN(x, a);
-        fe64_sqr(x, x);
-        FE64_OUT(r, x);
-    }
-}
+/* ---- the lane API: each lane's words through the functions above ---- */
 
-FE64_INLINE void fe_add(fe *r, const fe *a, const fe *b) {
-    LV_EACH {
-        FE64_IN(x, a);
-        FE64_IN(y, b);
-        fe64_add(x, x, y);
-        FE64_OUT(r, x);
+#define FE64_LANEWISE2(name, op)                                 \
+    FE64_INLINE void name(fe *r, const fe *a, const fe *b) {     \
+        LV_EACH {                                                \
+            FE64_IN(x, a);                                       \
+            FE64_IN(y, b);                                       \
+            op(x, x, y);                                         \
+            FE64_OUT(r, x);                                      \
+        }                                                        \
     }
-}
+#define FE64_LANEWISE1(name, op)                                 \
+    FE64_INLINE void name(fe *r, const fe *a) {                  \
+        LV_EACH {                                                \
+            FE64_IN(x, a);                                       \
+            op(x, x);                                            \
+            FE64_OUT(r, x);                                      \
+        }                                                        \
+    }
+FE64_LANEWISE2(fe_mul, fe64_mul) /* r may alias a or b, here and below */
+FE64_LANEWISE1(fe_sqr, fe64_sqr)
+FE64_LANEWISE2(fe_add, fe64_add)
+FE64_LANEWISE2(fe64_sub_lanes, fe64_sub)
+FE64_LANEWISE1(fe64_neg_lanes, fe64_neg)
+FE64_LANEWISE1(fe_half, fe64_half)
+#undef FE64_LANEWISE1
+#undef FE64_LANEWISE2
 
 FE64_INLINE void fe_sub(fe *r, const fe *a, const fe *b, int c) {
     (void)c;
-    LV_EACH {
-        FE64_IN(x, a);
-        FE64_IN(y, b);
-        fe64_sub(x, x, y);
-        FE64_OUT(r, x);
-    }
+    fe64_sub_lanes(r, a, b);
 }
 
 FE64_INLINE void fe_neg(fe *r, const fe *a, int c) {
     (void)c;
-    LV_EACH {
-        uint64_t z[4] = {0};
-        FE64_IN(x, a);
-        fe64_sub(x, z, x);
-        FE64_OUT(r, x);
-    }
+    fe64_neg_lanes(r, a);
 }
 
-FE64_INLINE void fe_half(fe *r, const fe *a) {
-    LV_EACH {
-        FE64_IN(x, a);
-        fe64_half(x, x);
-        FE64_OUT(r, x);
-    }
-}
-
+/* r = k·a for k < 2^32. */
 FE64_INLINE void fe_mul_small(fe *r, const fe *a, uint64_t k) {
     LV_EACH {
         FE64_IN(x, a);
