@@ -50,9 +50,6 @@ FE64_INLINE fe64_carry fe64_sbb(fe64_carry c, uint64_t a, uint64_t b, uint64_t *
 }
 #endif
 
-/* All ones when c (0 or 1) is 1, opaque to the optimiser. */
-FE64_INLINE uint64_t fe64_mask(uint64_t c) { return lv_word_of_bit(c); }
-
 /* r = a + k for a 4-word a and k < 2^64; returns the carry out of 2^256. */
 FE64_INLINE fe64_carry fe64_add_word(uint64_t r[4], const uint64_t a[4], uint64_t k) {
     fe64_carry c = fe64_adc(0, a[0], k, &r[0]);
@@ -71,7 +68,7 @@ FE64_INLINE void fe64_fold(uint64_t r[4], const uint64_t a[4], uint64_t hi) {
     c = fe64_adc(c, a[1], (uint64_t)(m >> 64), &t[1]);
     c = fe64_adc(c, a[2], 0, &r[2]);
     c = fe64_adc(c, a[3], 0, &r[3]);
-    c = fe64_adc(0, t[0], fe64_mask(c) & FE_C, &r[0]);
+    c = fe64_adc(0, t[0], lv_word_of_bit(c) & FE_C, &r[0]);
     r[1] = t[1] + c;
 }
 
@@ -185,8 +182,8 @@ FE64_INLINE void fe64_add(uint64_t r[4], const uint64_t a[4], const uint64_t b[4
     fe64_carry c = 0;
     FE64_UNROLL
     for (int i = 0; i < 4; i++) c = fe64_adc(c, a[i], b[i], &s[i]);
-    c = fe64_add_word(r, s, fe64_mask(c) & FE_C);
-    r[0] += fe64_mask(c) & FE_C;
+    c = fe64_add_word(r, s, lv_word_of_bit(c) & FE_C);
+    r[0] += lv_word_of_bit(c) & FE_C;
 }
 
 /* r = a − b: a borrow means 2^256 was added, so C comes off (2^256 − C = p); if that borrows again,
@@ -196,16 +193,16 @@ FE64_INLINE void fe64_sub(uint64_t r[4], const uint64_t a[4], const uint64_t b[4
     fe64_carry c = 0;
     FE64_UNROLL
     for (int i = 0; i < 4; i++) c = fe64_sbb(c, a[i], b[i], &d[i]);
-    k = fe64_mask(c) & FE_C;
+    k = lv_word_of_bit(c) & FE_C;
     c = 0;
     FE64_UNROLL
     for (int i = 0; i < 4; i++) c = fe64_sbb(c, d[i], i == 0 ? k : 0, &r[i]);
-    r[0] -= fe64_mask(c) & FE_C;
+    r[0] -= lv_word_of_bit(c) & FE_C;
 }
 
 /* r = a/2: p is added where a is odd (a 257-bit sum), then the words shift right by one. */
 FE64_INLINE void fe64_half(uint64_t r[4], const uint64_t a[4]) {
-    uint64_t m = fe64_mask(a[0] & 1), t[4];
+    uint64_t m = lv_word_of_bit(a[0] & 1), t[4];
     fe64_carry c = fe64_adc(0, a[0], FE64_P[0] & m, &t[0]);
     c = fe64_adc(c, a[1], FE64_P[1] & m, &t[1]);
     c = fe64_adc(c, a[2], FE64_P[2] & m, &t[2]);
