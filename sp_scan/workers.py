@@ -25,6 +25,11 @@ R = TypeVar("R")
 _HELD = (signal.SIGINT, signal.SIGTERM)
 JOIN_TIMEOUT = 5.0
 """Seconds `Workers.close` waits for a killed worker to be reaped."""
+_START = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
+"""Workers start from a single-threaded server process (or a fresh interpreter), never as a fork of
+this one: a fork copies the locks other threads hold (an HTTP server's, a node library's, the
+allocator's) and the child can wait on them forever. Like any such start, it imports the main
+script again in each worker: a script that starts workers needs `if __name__ == "__main__":`."""
 
 
 @contextlib.contextmanager
@@ -88,7 +93,7 @@ class Workers(Generic[T, R]):
     Args:
         n: worker processes, >= 1.
         fn: a picklable function of one item (it is sent to each worker once, not with every item).
-        initializer, initargs: called in each worker before its first item.
+        initializer, initargs: picklable; called in each worker before its first item.
     """
 
     def __init__(self, n: int, fn: Callable[[T], R], initializer: Callable | None = None, initargs: tuple = ()) -> None:
@@ -97,10 +102,12 @@ class Workers(Generic[T, R]):
         self._conns: list[multiprocessing.connection.Connection] = []
         self._procs: list[multiprocessing.Process] = []
         self._stale = [0] * n  # answers still to come for items of an abandoned `in_order`
+        if _START.get_start_method() == "forkserver":  # its server imports these once, when the first pool starts it
+            _START.set_forkserver_preload([getattr(f, "func", f).__module__ for f in (fn, initializer) if f is not None])
         try:
             for _ in range(n):
-                ours, theirs = multiprocessing.Pipe()
-                proc = multiprocessing.Process(target=_serve, args=(theirs, fn, initializer, initargs), daemon=True)
+                ours, theirs = _START.Pipe()
+                proc = _START.Process(target=_serve, args=(theirs, fn, initializer, initargs), daemon=True)
                 proc.start()
                 theirs.close()
                 self._conns.append(ours)

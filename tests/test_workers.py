@@ -26,6 +26,18 @@ def hang_on_minus_one(x: int) -> int:
     return x * x
 
 
+HELD = threading.Lock()
+"""Held by a thread of the test process while workers start (see the test below)."""
+
+
+def lock_is_free(_: object) -> bool:
+    """Whether this process can take HELD. The timeout only bounds a failure: a free lock is taken at once."""
+    taken = HELD.acquire(timeout=30)
+    if taken:
+        HELD.release()
+    return taken
+
+
 def test_in_order_yields_every_result_in_item_order():
     with Workers(2, square) as workers:
         assert list(workers.in_order(range(20), 3)) == [x * x for x in range(20)]
@@ -65,6 +77,27 @@ def test_closing_kills_workers_stuck_in_a_call_that_never_returns():
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # reaped: no such process
+
+
+def test_workers_do_not_inherit_a_lock_another_thread_holds():
+    # A fork of this process would copy HELD as locked, by a thread the copy does not have: it would
+    # wait forever (as an allocator's lock made a forked worker under AddressSanitizer do).
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with HELD:
+            taken.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    taken.wait()
+    try:
+        with Workers(2, lock_is_free) as workers:
+            assert list(workers.in_order(range(4), 4)) == [True] * 4
+    finally:
+        release.set()
+        holder.join()
 
 
 def test_signals_held_delivers_ctrl_c_after_the_block_not_inside_it():
