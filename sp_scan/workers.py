@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -25,11 +26,26 @@ R = TypeVar("R")
 _HELD = (signal.SIGINT, signal.SIGTERM)
 JOIN_TIMEOUT = 5.0
 """Seconds `Workers.close` waits for a killed worker to be reaped."""
-_START = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
-"""Workers start from a single-threaded server process (or a fresh interpreter), never as a fork of
-this one: a fork copies the locks other threads hold (an HTTP server's, a node library's, the
-allocator's) and the child can wait on them forever. Like any such start, it imports the main
-script again in each worker: a script that starts workers needs `if __name__ == "__main__":`."""
+
+
+def start_method() -> str:
+    """How the next `Workers` start: "fork" while this process runs a single thread (workers then share
+    its imports: no start-up cost), else "forkserver" ("spawn" where there is none).
+
+    A fork of a process with other threads copies the locks those threads hold (an HTTP server's, a
+    node library's or pyzmq's threads, the allocator's) and the child can wait on them forever. Threads
+    are counted in /proc/self/task; without it (not Linux) the answer is never "fork". A server or spawn
+    start imports the main script again in each worker: a script that starts workers needs
+    `if __name__ == "__main__":`.
+    """
+    methods = multiprocessing.get_all_start_methods()
+    try:
+        alone = len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        alone = False
+    if alone and "fork" in methods:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
 
 
 @contextlib.contextmanager
@@ -102,12 +118,13 @@ class Workers(Generic[T, R]):
         self._conns: list[multiprocessing.connection.Connection] = []
         self._procs: list[multiprocessing.Process] = []
         self._stale = [0] * n  # answers still to come for items of an abandoned `in_order`
-        if _START.get_start_method() == "forkserver":  # its server imports these once, when the first pool starts it
-            _START.set_forkserver_preload([getattr(f, "func", f).__module__ for f in (fn, initializer) if f is not None])
+        start = multiprocessing.get_context(start_method())
+        if start.get_start_method() == "forkserver":  # its server imports these once, when the first pool starts it
+            start.set_forkserver_preload([getattr(f, "func", f).__module__ for f in (fn, initializer) if f is not None])
         try:
             for _ in range(n):
-                ours, theirs = _START.Pipe()
-                proc = _START.Process(target=_serve, args=(theirs, fn, initializer, initargs), daemon=True)
+                ours, theirs = start.Pipe()
+                proc = start.Process(target=_serve, args=(theirs, fn, initializer, initargs), daemon=True)
                 proc.start()
                 theirs.close()
                 self._conns.append(ours)

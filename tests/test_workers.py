@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -77,6 +79,18 @@ def test_closing_kills_workers_stuck_in_a_call_that_never_returns():
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # reaped: no such process
+
+
+def test_workers_are_forked_only_from_a_single_threaded_process():
+    code = (
+        "import threading\n"
+        "from sp_scan import workers\n"
+        "print(workers.start_method())\n"
+        "threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
+        "print(workers.start_method())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["fork", "forkserver"]
 
 
 def test_workers_do_not_inherit_a_lock_another_thread_holds():

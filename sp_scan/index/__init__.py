@@ -461,8 +461,8 @@ class Index:
             stop: the last height (default: the source's tip, re-read every round).
             follow: poll for new blocks every `interval` seconds until interrupted (and wait for a node
                 whose chain is shorter than the index's).
-            jobs: worker processes (started by a server process, not forked from this one: a script
-                that syncs with jobs > 1 needs `if __name__ == "__main__":`).
+            jobs: worker processes (forked while this process runs one thread, else started by a
+                server process: see `sp_scan.workers.start_method`).
             retry: how a failing source is retried before giving up.
             progress: called with the stats after each committed block (and while waiting).
             mempool: with follow, keep the index's mempool table in step with the node's mempool
