@@ -3,8 +3,7 @@
  * The glue is here: points cross as secp256k1_pubkey, whose data the cores read as x, y little-endian
  * (checked against the bound libsecp256k1 before a core can be picked), and the scanner's recoded
  * scan key. A vector core handed fewer items than MIN_VECTOR (public) passes them to the scalar core:
- * a lone tx does not pay for a vector of idle lanes. The public tweaks (input_hash·A) of a single lane
- * go to libsecp256k1's multiplication (lanes_tweaks). */
+ * a lone tx does not pay for a vector of idle lanes. */
 #include "core.h"
 
 #include <stdio.h>
@@ -53,12 +52,11 @@ static void lanes_label_sums(const spn_ec_core *c, const spn_scanner *sc, const 
     sized(c, n * sc->n_labels)->label_sums(as_cpt64(p_k), n, as_cpt64(sc->label_point), sc->n_labels, sums33);
 }
 
-/* input_hash·A is public: a vector core runs its variable-time ladder (ecmult_odd on public digits); one lane goes to
- * libsecp256k1's multiplication (ec_pubkey_tweak_mul), faster than the scalar core's ladder. */
+/* input_hash·A is public: every core runs its variable-time ladder (ecmult_odd on public digits). One lane of the
+ * scalar core beats libsecp256k1's ec_pubkey_tweak_mul since its field is four 64-bit words. */
 static void lanes_tweaks(const spn_ec_core *c, const secp256k1_pubkey *sums, const unsigned char (*input_hash32)[32],
                          size_t n, secp256k1_pubkey *tweak, unsigned char (*tweak33)[33]) {
-    if (sized(c, n)->lanes == 1) spn_engine_secp.tweaks(sums, input_hash32, n, tweak, tweak33);
-    else c->tweaks(as_cpt64(sums), input_hash32, n, tweak33, as_pt64(tweak));
+    sized(c, n)->tweaks(as_cpt64(sums), input_hash32, n, tweak33, as_pt64(tweak));
 }
 
 static int lanes_key_sums(const spn_ec_core *c, const unsigned char (*keys33)[33], const size_t *first, size_t n,
