@@ -118,8 +118,9 @@ class Workers(Generic[T, R]):
         self._conns: list[multiprocessing.connection.Connection] = []
         self._procs: list[multiprocessing.Process] = []
         self._stale = [0] * n  # answers still to come for items of an abandoned `in_order`
-        start = multiprocessing.get_context(start_method())
-        if start.get_start_method() == "forkserver":  # its server imports these once, when the first pool starts it
+        method = start_method()
+        start = multiprocessing.get_context(method)
+        if method == "forkserver":  # its server imports these once, when the first pool starts it
             start.set_forkserver_preload([getattr(f, "func", f).__module__ for f in (fn, initializer) if f is not None])
         try:
             for _ in range(n):
