@@ -339,6 +339,19 @@ def test_a_signal_stops_a_sync_with_jobs_2_while_the_node_hangs(tmp_path, kind, 
     assert committed_tip(path) == 2
 
 
+def test_kill_9_of_a_sync_with_jobs_2_ends_its_workers_while_the_node_still_hangs(tmp_path):
+    path = tmp_path / "k.db"
+    with NodeServer(RestHandler, CHAIN) as server:
+        proc = hanging_sync(path, server, "rest", 3)
+        workers = living_children(proc.pid)
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()  # not read to its end: a worker that outlived the sync would hold it
+        wait_until(lambda: all(ended(w) for w in workers), what="the workers ended", bound=60)
+        assert not server.httpd.released.is_set()  # they ended while one of them still waited on the node
+    assert committed_tip(path) == 2
+
+
 def test_serve_with_its_sync_stuck_on_a_hanging_node_stops_at_sigterm(tmp_path):
     path = tmp_path / "served.db"
     with NodeServer(RestHandler, CHAIN) as server:
