@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import formats, wire
-from .errors import MalformedDataError, NodeError
+from .errors import MalformedDataError, NodeConfigError, NodeError
 
 DEFAULT_TIMEOUT = 120.0
 MAX_GETUTXOS_OUTPOINTS = 15
@@ -230,7 +230,9 @@ class RpcNode:
 
     Args:
         url: e.g. http://127.0.0.1:8332 (user:password@ in it is used as auth).
-        cookie_file: path of Core's `.cookie`, read on each request.
+        cookie_file: path of Core's `.cookie`, read on each request. Core writes it when it starts and
+            deletes it when it stops: a file that cannot be read is a NodeConfigError until it has been
+            read once, then a NodeError (the node restarting), retried like a network fault.
         user, password: rpcuser / rpcpassword.
         timeout: seconds per request.
 
@@ -251,18 +253,28 @@ class RpcNode:
         self._auth = (user, password or "") if user is not None else url_auth
         self.timeout = timeout
         self._last_id = 0
+        self._cookie_read = False
 
     def __repr__(self) -> str:
         return f"RpcNode({self.url!r})"
 
     def _authorization(self) -> str | None:
+        """The Authorization header's value, or None without credentials.
+
+        Raises:
+            NodeConfigError: the cookie file cannot be read, or is not user:password, and never was.
+            NodeError: so, after it was read once (the node restarting).
+        """
         if self.cookie_file is not None:
+            error = NodeError if self._cookie_read else NodeConfigError
             try:
                 cookie = Path(self.cookie_file).read_text().strip()
-            except OSError as exc:
-                raise NodeError(f"cannot read the RPC cookie file: {exc.strerror}") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) else "not text"
+                raise error(f"cannot read the RPC cookie file {self.cookie_file}: {reason}") from None
             if ":" not in cookie:
-                raise NodeError("the RPC cookie file is not user:password")
+                raise error(f"the RPC cookie file {self.cookie_file} is not user:password")
+            self._cookie_read = True
             credentials = cookie
         elif self._auth is not None:
             credentials = f"{self._auth[0]}:{self._auth[1]}"

@@ -8,7 +8,7 @@ import pytest
 
 from cli_support import Chain, NodeServer, RestHandler, RpcHandler, closed_port_url
 from sp_scan import formats
-from sp_scan.errors import NodeError
+from sp_scan.errors import NodeConfigError, NodeError
 from sp_scan.node import RestNode, RpcNode
 
 CHAIN = Chain(length=3, per_block=3)
@@ -88,6 +88,24 @@ def test_rpc_with_a_cookie_file(rpc, tmp_path):
     cookie = tmp_path / ".cookie"
     cookie.write_text(f"alice:{PASSWORD}")
     assert RpcNode(rpc.url, cookie_file=str(cookie)).block_hash(0) == CHAIN.blocks[0].hash_hex
+
+
+def test_a_cookie_file_never_read_is_a_config_error_and_one_gone_after_a_read_is_a_node_restarting(rpc, tmp_path):
+    cookie = tmp_path / ".cookie"
+    node = RpcNode(rpc.url, cookie_file=str(cookie))
+    with pytest.raises(NodeConfigError, match=f"cannot read the RPC cookie file {cookie}: No such file"):
+        node.tip_height()
+    cookie.write_text("no colon")
+    with pytest.raises(NodeConfigError, match="is not user:password"):
+        node.tip_height()
+    cookie.write_text(f"alice:{PASSWORD}")
+    assert node.tip_height() == 2
+    cookie.unlink()  # Core deletes it when it stops, and writes a new one when it starts
+    with pytest.raises(NodeError) as info:
+        node.tip_height()
+    assert type(info.value) is NodeError and "cannot read the RPC cookie file" in str(info.value)
+    cookie.write_text(f"alice:{PASSWORD}")
+    assert node.tip_height() == 2
 
 
 def test_rpc_with_credentials_in_the_url(rpc):
