@@ -357,10 +357,11 @@ class RpcNode:
 
     def transactions(self, txids32: Sequence[bytes]) -> dict[bytes, bytes]:
         """The raw txs the node has of `txids32` (`getrawtransaction txid`, batched: mempool txs, and
-        confirmed ones with -txindex); a txid it does not have (error -5) is left out.
+        confirmed ones with -txindex); a txid it does not have (error -5) is left out, and a result
+        that is not hex is given as b"" (like any bytes that are not the tx, the caller skips it).
 
         Raises:
-            NodeError: as `call`, another error, or a result that is not hex.
+            NodeError: as `call`, or another error.
         """
         found = {}
         for txid32, (result, error) in zip(txids32, self.batch("getrawtransaction", [(t[::-1].hex(),) for t in txids32])):
@@ -370,8 +371,8 @@ class RpcNode:
                 raise NodeError(f"RPC getrawtransaction: {error.get('message', error)}")
             try:
                 found[txid32] = formats.from_hex(result if isinstance(result, str) else "", "getrawtransaction result")
-            except MalformedDataError as exc:
-                raise NodeError(str(exc)) from None
+            except MalformedDataError:
+                found[txid32] = b""
         return found
 
     def utxos(self, outpoints36: Sequence[bytes]) -> list[wire.TxOut | None]:

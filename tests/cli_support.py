@@ -20,7 +20,7 @@ from typing import Protocol
 import blockfactory as bf
 from bitcoin.core import CTransaction
 from bitcoin.core.serialize import SerializationError
-from node_mempool import MEMPOOL_HEIGHT
+from node_mempool import GARBAGE, MEMPOOL_HEIGHT
 from sp_scan.extract import ScriptType, script_type
 from sp_scan.wire import compact_size, parse_spent
 
@@ -472,7 +472,7 @@ class RpcHandler(_Base):
         raw = mempool.raw(txid32)
         if raw is None:
             raise LookupError(-5, "No such mempool transaction. Use -txindex or provide a block hash to enable blockchain transaction queries. Use gettransaction for wallet transactions.")
-        return raw.hex()
+        return raw.decode() if raw == GARBAGE else raw.hex()
 
     def gettxout(self, chain: ChainView, mempool, params: list) -> object:
         txid32 = _hash32(params[0]) if params and isinstance(params[0], str) else None

@@ -185,6 +185,21 @@ def test_a_missing_parent_is_skipped_counted_and_retried(kernel_copy, tmp_path):
         assert f.stats.mempool.missing == 0
 
 
+@pytest.mark.parametrize("rpc", [False, True], ids=["rest", "rpc"])
+def test_a_tx_the_node_answers_with_garbage_is_skipped_with_one_line_and_the_rest_listed(kernel_copy, tmp_path, rpc):
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    bad = chain.transaction("garbled", [chain.reserve.pop()], [("wallet", None)])
+    good = chain.transaction("fine", [chain.reserve.pop()], [("wallet", 1)])
+    pool.garbled.add(bad.txid32)
+    pool.accept(bad.tx.serialize())
+    pool.accept(good.tx.serialize())
+    with following(tmp_path / "b.db", chain, pool, rpc=rpc) as f:
+        assert f.listed() == {good.txid32}
+        polls = f.stats.mempool.polls
+        wait_for("two more listings", lambda: f.stats.mempool.polls > polls + 1)
+        assert f.logged == [f"sp-scan: mempool tx {bad.txid32[::-1].hex()}: the node's answer is not this transaction; skipped"]
+
+
 def test_a_node_restarted_with_an_empty_mempool_empties_the_table(kernel_copy, tmp_path):
     chain, pool = kernel_copy, NodeMempool(kernel_copy)
     with following(tmp_path / "e.db", chain, pool) as f:

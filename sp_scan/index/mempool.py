@@ -19,7 +19,8 @@ Two ways to learn of changes:
   A connection that drops means polling every `interval` until it is back (logged once).
 
 The table is never trusted across runs: the first call empties it and lists everything again.
-A tx whose parent cannot be found is skipped, counted in `MempoolStats.missing` and tried again
+A tx the node answers with bytes that are not that tx is skipped with one log line. A tx whose
+parent cannot be found is skipped, counted in `MempoolStats.missing` and tried again
 at the next poll. Txs that confirm leave the table in their block's commit (`Store.append`);
 replaced or evicted ones when the node no longer lists them (or at their R message); a reorg's
 disconnected txs come back when the node lists them again.
@@ -127,7 +128,7 @@ class MempoolFollower:
         source: the node.
         retry: how failing node calls are retried (a sync.Retry).
         zmq_url: Core's -zmqpubsequence endpoint, e.g. tcp://127.0.0.1:28332, or None to poll.
-        log: where one-line notices go (a ZMQ connection that drops or comes back).
+        log: where one-line notices go (a ZMQ connection that drops or comes back, a tx skipped).
 
     Raises:
         NodeError: zmq_url given without pyzmq installed, or not a ZMQ endpoint.
@@ -262,7 +263,8 @@ class MempoolFollower:
             except MalformedDataError:
                 tx = None
             if tx is None or tx.txid32 != txid32:
-                self.known[txid32] = False  # the node's bytes are not this tx: nothing to compute
+                self.known[txid32] = False  # nothing to compute
+                self.log(f"sp-scan: mempool tx {txid32[::-1].hex()}: the node's answer is not this transaction; skipped")
                 continue
             self._remember(txid32, tx.outputs)
             if any(_is_taproot(o.script) for o in tx.outputs):
