@@ -14,8 +14,9 @@ Two ways to learn of changes:
   RPC getrawmempool) and compared with what is known;
 - ZMQ (`zmq_url`, Core's `-zmqpubsequence`): each A(cceptance)/R(emoval) message is applied as
   it arrives; C/D (a block (dis)connected) hands back to the sync loop. The full listing still
-  runs every SAFETY_POLLS intervals, after each block, after a (re)connection (at its first
-  message, once the subscription is live) and after a gap in the messages' sequence numbers.
+  runs every SAFETY_POLLS intervals, after each block, at a reconnection (the node may have
+  restarted with an empty mempool: then no message comes) and again at its first message (once
+  the subscription is live), and after a gap in the messages' numbers (a restart numbers from 0).
   A connection that drops means polling every `interval` until it is back (logged once).
 
 The table is never trusted across runs: the first call empties it and lists everything again.
@@ -348,8 +349,9 @@ class ZmqSequence:
         url: the endpoint.
         connected: True while the TCP connection is up.
         dropped: True once a connection was lost.
-        resync: set when messages may have been missed (first message after a (re)connection, or
-            a gap in message numbers): the caller lists the mempool again and clears it.
+        resync: set when messages may have been missed or the node restarted (a reconnection, the first
+            message after a (re)connection, a gap in message numbers): the caller lists the mempool
+            again and clears it.
 
     Raises:
         NodeError: pyzmq is not installed, or the URL is not a ZMQ endpoint.
@@ -399,6 +401,7 @@ class ZmqSequence:
                 event = recv_monitor_message(self._monitor)["event"]
                 if event == zmq.EVENT_CONNECTED:
                     self.connected, self._fresh = True, True
+                    self.resync |= self.dropped  # perhaps a restarted node, whose empty mempool announces nothing
                 elif event == zmq.EVENT_DISCONNECTED:
                     self.connected, self.dropped = False, True
         events = []
