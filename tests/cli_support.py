@@ -159,7 +159,8 @@ class _Server(ThreadingHTTPServer):
 
 class _Base(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out as separate writes: without this a kept-alive client waits 40 ms for each reply
+    disable_nagle_algorithm = True  # a reply larger than the buffer goes out in several writes: without this a kept-alive client waits 40 ms for it
+    wbufsize = 1 << 16  # headers and body in one write (handle_one_request flushes after each request)
     server: _Server
 
     def log_message(self, *args) -> None:  # keep test output quiet
@@ -212,7 +213,8 @@ class RestHandler(_Base):
             return
         chain: ChainView = self.server.chain
         self.server.requests.append(self.path)
-        time.sleep(self.server.delay)
+        if self.server.delay:
+            time.sleep(self.server.delay)
         path = self.path.split("?", 1)[0]
         if path == "/rest/chaininfo.json":
             height, hash32 = chain.best()
@@ -369,7 +371,8 @@ class RpcHandler(_Base):
         if self.headers.get("Authorization") != expected:
             self.server.requests.append("401")
             return self.reply(401, b"", "text/html")
-        time.sleep(self.server.delay)
+        if self.server.delay:
+            time.sleep(self.server.delay)
         request = json.loads(body)
         if isinstance(request, list):  # a batch: one reply per call, HTTP 200 (Core's JSONRPCExecBatch)
             replies = [self._one(chain, r)[1] for r in request]
