@@ -5,7 +5,7 @@ Both clients give the same four calls: `chain()` (Core's chain name),
 (block_bytes, spent_bytes), the spent outputs in Core's REST binary form as
 `sp_scan.wire` parses. For the mempool (`sp_scan.index.mempool`) both also give
 `mempool_txids()`, `transactions(txids32)` and `utxos(outpoints36)`, batched: REST
-over kept-alive connections from a few threads, RPC as JSON-RPC batch requests.
+pipelined over a few kept-alive connections, RPC as JSON-RPC batch requests.
 Only the standard library is used. Every failure raises `NodeError`;
 credentials never appear in messages.
 """
@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
-import http.client
 import json
+import socket
+import ssl
 import threading
 import urllib.error
 import urllib.parse
@@ -31,6 +32,10 @@ MAX_GETUTXOS_OUTPOINTS = 15
 """Core's REST getutxos answers at most this many outpoints per request."""
 REST_THREADS = 4
 """Connections a RestNode keeps open for the mempool's many small requests."""
+PIPELINE = 64
+"""Requests sent on a connection before their replies are read (HTTP/1.1 pipelining, which Core's server
+answers in order)."""
+_MAX_HEADERS = 100
 RPC_BATCH = 1000
 """Calls per JSON-RPC batch request."""
 _MAX_ERROR_TEXT = 200
@@ -144,34 +149,28 @@ class RestNode:
     def __getstate__(self) -> dict:  # workers get the URL, not this process's connections
         return {k: v for k, v in self.__dict__.items() if k not in ("_kept", "_pool")}
 
-    def _kept_get(self, path: str) -> tuple[int, bytes]:
-        """(status, body) of GET url + path on this thread's kept-alive connection (reopened once if it closed)."""
-        kept = self.__dict__.setdefault("_kept", threading.local())
-        parts = urllib.parse.urlsplit(self.url)
-        for attempt in (0, 1):
-            conn = getattr(kept, "conn", None)
-            if conn is None:
-                cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-                conn = kept.conn = cls(parts.hostname, parts.port, timeout=self.timeout)
-            try:
-                conn.request("GET", parts.path + path)
-                reply = conn.getresponse()
-                return reply.status, reply.read()
-            except (http.client.HTTPException, OSError) as exc:
-                conn.close()
-                kept.conn = None
-                if attempt:
-                    raise NodeError(f"cannot reach the node at {self.url}: {exc}") from None
-        raise AssertionError("unreachable")
+    def _get_many(self, paths: Sequence[str]) -> list[tuple[int, bytes]]:
+        """(status, body) of GET url + path for each path, in order: the paths are shared among REST_THREADS
+        kept-alive connections, each sending PIPELINE requests before reading their replies.
 
-    def _many(self, fn, items: Sequence) -> list:
-        """fn(item) for each item, from REST_THREADS threads, in order."""
-        if len(items) <= 1:
-            return [fn(i) for i in items]
+        Raises:
+            NodeError: unreachable, or a reply that is not HTTP.
+        """
+        if len(paths) <= PIPELINE:
+            return self._connection().get_many(paths)
         pool = self.__dict__.get("_pool")
         if pool is None:
             pool = self.__dict__["_pool"] = concurrent.futures.ThreadPoolExecutor(REST_THREADS, thread_name_prefix="sp-scan-rest")
-        return list(pool.map(fn, items))
+        share = -(-len(paths) // REST_THREADS)
+        parts = pool.map(lambda lo: self._connection().get_many(paths[lo : lo + share]), range(0, len(paths), share))
+        return [reply for part in parts for reply in part]
+
+    def _connection(self) -> _Pipelined:
+        """This thread's kept-alive connection to the node."""
+        kept = self.__dict__.setdefault("_kept", threading.local())
+        if getattr(kept, "conn", None) is None:
+            kept.conn = _Pipelined(self.url, self.timeout)
+        return kept.conn
 
     def _ok(self, path: str, status: int, body: bytes) -> bytes:
         if status != 200:
@@ -186,7 +185,7 @@ class RestNode:
         """
         path = "/rest/mempool/contents.json?verbose=false"
         try:
-            listed = formats.load_json(self._ok(path, *self._kept_get(path)), f"REST {path}")
+            listed = formats.load_json(self._ok(path, *self._get_many([path])[0]), f"REST {path}")
         except MalformedDataError as exc:
             raise NodeError(str(exc)) from None
         return _txids(listed, f"REST {path}")
@@ -198,13 +197,8 @@ class RestNode:
         Raises:
             NodeError: unreachable, or another error reply.
         """
-
-        def one(txid32: bytes) -> bytes | None:
-            path = f"/rest/tx/{txid32[::-1].hex()}.bin"
-            status, body = self._kept_get(path)
-            return None if status == 404 else self._ok(path, status, body)
-
-        return {t: raw for t, raw in zip(txids32, self._many(one, list(txids32))) if raw is not None}
+        paths = [f"/rest/tx/{t[::-1].hex()}.bin" for t in txids32]
+        return {t: self._ok(path, status, body) for t, path, (status, body) in zip(txids32, paths, self._get_many(paths)) if status != 404}
 
     def utxos(self, outpoints36: Sequence[bytes]) -> list[wire.TxOut | None]:
         """Each outpoint's output in the UTXO set of the node's tip, or None (`/rest/getutxos/<txid>-<n>/….bin`,
@@ -213,16 +207,117 @@ class RestNode:
         Raises:
             NodeError: unreachable, an error reply, or a reply that does not parse.
         """
-
-        def chunk(ops: Sequence[bytes]) -> list[wire.TxOut | None]:
-            path = "/rest/getutxos/" + "/".join(f"{op[:32][::-1].hex()}-{int.from_bytes(op[32:], 'little')}" for op in ops) + ".bin"
+        chunks = [outpoints36[i : i + MAX_GETUTXOS_OUTPOINTS] for i in range(0, len(outpoints36), MAX_GETUTXOS_OUTPOINTS)]
+        paths = ["/rest/getutxos/" + "/".join(f"{op[:32][::-1].hex()}-{int.from_bytes(op[32:], 'little')}" for op in ops) + ".bin" for ops in chunks]
+        found: list[wire.TxOut | None] = []
+        for ops, path, (status, body) in zip(chunks, paths, self._get_many(paths)):
             try:
-                return wire.parse_getutxos(self._ok(path, *self._kept_get(path)), len(ops))
+                found += wire.parse_getutxos(self._ok(path, status, body), len(ops))
             except MalformedDataError as exc:
                 raise NodeError(f"REST getutxos: {exc}") from None
+        return found
 
-        chunks = [outpoints36[i : i + MAX_GETUTXOS_OUTPOINTS] for i in range(0, len(outpoints36), MAX_GETUTXOS_OUTPOINTS)]
-        return [o for found in self._many(chunk, chunks) for o in found]
+
+class _Pipelined:
+    """One kept-alive HTTP/1.1 connection that pipelines GET requests (stdlib's http.client cannot, and
+    its header parsing costs more than a mempool tx's whole lookup).
+
+    Args:
+        url: the node's base URL (http or https, no user info).
+        timeout: seconds per socket operation.
+    """
+
+    def __init__(self, url: str, timeout: float) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.url, self.timeout = url, timeout
+        self.https = parts.scheme == "https"
+        self.host, self.port = parts.hostname, parts.port or (443 if self.https else 80)
+        self.netloc, self.prefix = parts.netloc, parts.path
+        self.sock: socket.socket | None = None
+        self.reader = None
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+        self.sock = self.reader = None
+
+    def _connect(self) -> None:
+        sock = socket.create_connection((self.host, self.port), self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.https:
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
+        self.sock, self.reader = sock, sock.makefile("rb")
+
+    def get_many(self, paths: Sequence[str]) -> list[tuple[int, bytes]]:
+        """(status, body) of each GET, in order. Requests a closed connection left unanswered are sent
+        again on a new one (GETs are idempotent), as long as each new connection answers one.
+
+        Raises:
+            NodeError: unreachable, closed before any answer, or a reply that is not HTTP.
+        """
+        replies: list[tuple[int, bytes]] = []
+        host = f"Host: {self.netloc}\r\n\r\n"
+        while len(replies) < len(paths):
+            fresh = self.sock is None
+            window = paths[len(replies) : len(replies) + PIPELINE]
+            try:
+                if fresh:
+                    self._connect()
+                self.sock.sendall("".join(f"GET {self.prefix}{p} HTTP/1.1\r\n{host}" for p in window).encode())
+                for _ in window:
+                    status, body, keep = self._reply()
+                    replies.append((status, body))
+                    fresh = False
+                    if not keep:
+                        self.close()
+                        break
+            except (OSError, EOFError) as exc:
+                self.close()
+                if fresh:
+                    raise NodeError(f"cannot reach the node at {self.url}: {exc or 'connection closed'}") from None
+            except NodeError:
+                self.close()
+                raise
+        return replies
+
+    def _reply(self) -> tuple[int, bytes, bool]:
+        """(status, body, whether the connection stays open) of the next reply.
+
+        Raises:
+            EOFError: the connection closed before a whole reply.
+            NodeError: not an HTTP/1.x reply, or one in chunks (Core gives a Content-Length).
+        """
+        line = self.reader.readline(_MAX_ERROR_TEXT)
+        if not line:
+            raise EOFError
+        version, _, rest = line.partition(b" ")
+        status = rest[:3]
+        if not version.startswith(b"HTTP/1.") or not status.isdigit():
+            raise NodeError(f"REST: not an HTTP reply from {self.url}: {_first_line(line)!r}")
+        length, keep = None, version == b"HTTP/1.1"
+        for _ in range(_MAX_HEADERS):
+            line = self.reader.readline(65536)
+            if not line:
+                raise EOFError
+            if line in (b"\r\n", b"\n"):
+                break
+            name, _, value = line.partition(b":")
+            name, value = name.strip().lower(), value.strip().lower()
+            if name == b"content-length" and value.isdigit():
+                length = int(value)
+            elif name == b"transfer-encoding" and value != b"identity":
+                raise NodeError(f"REST: a reply in transfer encoding {value.decode('ascii', 'replace')!r} from {self.url}")
+            elif name == b"connection":
+                keep = value == b"keep-alive" or (keep and value != b"close")
+        else:
+            raise NodeError(f"REST: more than {_MAX_HEADERS} header lines from {self.url}")
+        if length is not None:
+            body = self.reader.read(length)
+            if len(body) != length:
+                raise EOFError
+        else:  # the body ends with the connection
+            body, keep = self.reader.read(), False
+        return int(status), body, keep
 
 
 class RpcNode:
