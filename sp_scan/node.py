@@ -34,7 +34,10 @@ REST_THREADS = 4
 """Connections a RestNode keeps open for the mempool's many small requests."""
 PIPELINE = 64
 """Requests sent on a connection before their replies are read (HTTP/1.1 pipelining, which Core's server
-answers in order)."""
+answers in order), fewer when they would pass PIPELINE_BYTES."""
+PIPELINE_BYTES = 32 << 10
+"""Request bytes sent before replies are read: well within what the kernel buffers, so sending never waits
+for a server that waits for its replies to be read."""
 _MAX_HEADERS = 100
 RPC_BATCH = 1000
 """Calls per JSON-RPC batch request."""
@@ -259,11 +262,17 @@ class _Pipelined:
         host = f"Host: {self.netloc}\r\n\r\n"
         while len(replies) < len(paths):
             fresh = self.sock is None
-            window = paths[len(replies) : len(replies) + PIPELINE]
+            requests = [f"GET {self.prefix}{p} HTTP/1.1\r\n{host}".encode() for p in paths[len(replies) : len(replies) + PIPELINE]]
+            window, size = requests[:1], len(requests[0])
+            for request in requests[1:]:
+                size += len(request)
+                if size > PIPELINE_BYTES:
+                    break
+                window.append(request)
             try:
                 if fresh:
                     self._connect()
-                self.sock.sendall("".join(f"GET {self.prefix}{p} HTTP/1.1\r\n{host}" for p in window).encode())
+                self.sock.sendall(b"".join(window))
                 for _ in window:
                     status, body, keep = self._reply()
                     replies.append((status, body))

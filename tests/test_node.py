@@ -191,8 +191,8 @@ def test_rest_mempool_calls_are_pipelined_answered_in_order_and_sent_again_when_
         unknown = hashlib.sha256(b"not in the mempool").digest()
         assert node.transactions([*txids, unknown]) == {t: pool.raw(t) for t in txids}
         assert node.mempool_txids() == txids
-        outpoints = [t + b"\x00" * 4 for t in txids[:100]]
-        assert node.utxos(outpoints) == [None] * 100
-    replies = len(txids) + 2 + 7  # the txs, the unknown one, the listing, 7 getutxos of 15
+        outpoints = [t + vout.to_bytes(4, "little") for t in txids for vout in range(3)]  # paths of ~1 KB: windows end at PIPELINE_BYTES
+        assert node.utxos(outpoints) == [None] * len(outpoints)
+    replies = len(txids) + 2 + len(outpoints) // 15  # the txs, the unknown one, the listing, getutxos of 15
     assert server.httpd.replies == replies
     assert len(server.httpd.ports) <= REST_THREADS + 1 + replies // 7  # kept connections, one more after each close
