@@ -488,16 +488,19 @@ def test_progress_shows_rate_and_eta():
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_ctrl_c_exits_130_with_a_resume_height_and_valid_output(tmp_path, jobs):
-    server = NodeServer(RestHandler, CHAIN, delay=0.3)
+    held = 3
+    server = NodeServer(RestHandler, CHAIN)
+    server.hold(held)  # the node hangs on the hash of block 3: the run is interrupted mid-range whatever the load
     try:
         code = "from sp_scan.cli import main; main()"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
         args = [sys.executable, "-c", code, "tweaks", "--rest", server.url, "--from", "0", "--json", "--jobs", jobs]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path, text=True)
-        first = proc.stdout.readline()  # a block's output is out: interrupt the run mid-range
+        first = proc.stdout.readline()  # a block's output is out
+        assert server.held.wait(120), "the run never asked for block 3"
         proc.send_signal(signal.SIGINT)
         rest_out, err = proc.stdout.read(), proc.stderr.read()  # not communicate(): readline buffered some
-        proc.wait(timeout=20)
+        proc.wait(timeout=120)
     finally:
         server.stop()
     assert proc.returncode == 130, err
@@ -505,7 +508,7 @@ def test_ctrl_c_exits_130_with_a_resume_height_and_valid_output(tmp_path, jobs):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("sp-scan: interrupted; resume with --from ")
     resume = int(lines[0].rsplit(" ", 1)[1])
-    assert 1 <= resume <= CHAIN.tip
+    assert 1 <= resume <= held
     rows = json_lines(first + rest_out)
     assert rows == CHAIN.expected_tweaks(0, resume - 1)
 
