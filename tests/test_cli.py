@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from coincurve import PrivateKey
 
 import blockfactory as bf
-from cli_support import ROOT, Chain, NodeServer, RestHandler, RpcHandler, closed_port_url
+from cli_support import ROOT, Chain, NodeServer, RestHandler, closed_port_url, node_fixtures
 from sp_scan import address, cli, descriptor
 from sp_scan.cli.run import Progress
 
@@ -407,18 +407,7 @@ def test_an_unreachable_node_exits_2():
 # --- node ranges ---
 
 CHAIN = Chain(length=6, per_block=4)
-
-
-@pytest.fixture(scope="module")
-def rest():
-    with NodeServer(RestHandler, CHAIN) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def rpc():
-    with NodeServer(RpcHandler, CHAIN, credentials=f"__cookie__:{PASSWORD}") as server:
-        yield server
+rest, rpc = node_fixtures(CHAIN, f"__cookie__:{PASSWORD}")
 
 
 def test_rest_range_mode_end_to_end(rest):
