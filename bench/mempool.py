@@ -10,7 +10,8 @@ needs no valid signature) or, one in five, an output of an earlier mempool tx; 7
 output. This process runs one full listing (`MempoolFollower.poll`) into a fresh index: fetching
 every tx, looking up every prevout (getutxos 15 at a time over REST, gettxout batches over RPC), the
 tweaks through block_index, the commits. Reported: wall time, this process's CPU time (its REST
-threads included; the node's CPU is the child's), new txs per second of each, and peak RSS.
+threads included) and the stand-in node's while it served (the two share the machine's cores),
+new txs per second of each, and peak RSS.
 
 Latency: `Index.sync(follow, mempool)` in a thread over an in-process stand-in; a tx is accepted
 and a reader of the index file waits for it (the event is the reader seeing the txid; it checks
@@ -115,7 +116,8 @@ def bench_txs(chain: BenchChain, n: int, pairs: bool = True) -> list[bytes]:
 
 
 def _serve(kind: str, n: int, conn) -> None:
-    """The child: a stand-in node with `n` mempool txs; sends its URL, serves until told to stop."""
+    """The child: a stand-in node with `n` mempool txs; sends its URL, serves until told to stop, then
+    sends the CPU seconds it spent serving (all its threads)."""
     from cli_support import NodeServer, RestHandler, RpcHandler
     from node_mempool import NodeMempool
 
@@ -124,8 +126,10 @@ def _serve(kind: str, n: int, conn) -> None:
     for raw in bench_txs(chain, n):
         pool.accept(raw)
     server = NodeServer(RestHandler if kind == "rest" else RpcHandler, chain, credentials="u:p", mempool=pool)
+    began = time.process_time()
     conn.send(server.url)
     conn.recv()
+    conn.send(time.process_time() - began)
     server.stop()
 
 
@@ -151,8 +155,10 @@ def throughput(kind: str, n: int) -> dict:
             assert stats.txs == n and stats.missing == 0 and len(view.txs) == stats.eligible > 0, stats
     finally:
         parent.send("stop")
+        node_cpu = parent.recv()
         proc.join(30)
-    return {"kind": kind, "txs": n, "eligible": stats.eligible, "wall_s": wall, "cpu_s": cpu, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"kind": kind, "txs": n, "eligible": stats.eligible, "wall_s": wall, "cpu_s": cpu, "node_cpu_s": node_cpu, "rss_mb": rss_mb}
 
 
 def latency(zmq: bool, rounds: int, interval: float) -> list[float]:
@@ -224,7 +230,8 @@ def main() -> None:
             r = throughput(kind, args.txs)
             print(
                 f"{kind}: {r['txs']:,} new txs ({r['eligible']:,} eligible) in {r['wall_s']:.2f} s wall = {r['txs'] / r['wall_s']:,.0f} tx/s; "
-                f"{r['cpu_s']:.2f} s CPU here = {r['txs'] / r['cpu_s']:,.0f} tx/s per core; peak RSS {r['rss_mb']:.0f} MB"
+                f"{r['cpu_s']:.2f} s CPU here = {r['txs'] / r['cpu_s']:,.0f} tx/s per core; the stand-in node "
+                f"{r['node_cpu_s']:.2f} s CPU = {r['txs'] / r['node_cpu_s']:,.0f} tx/s per core; peak RSS {r['rss_mb']:.0f} MB"
             )
     for zmq in (True, False):
         seen = latency(zmq, args.latency_rounds, args.interval)

@@ -51,6 +51,10 @@ class NodeError(SPError):
     """A Bitcoin Core node is unreachable, refuses the request, or answers with an error."""
 
 
+class NodeConfigError(NodeError):
+    """The node cannot be asked as configured (an RPC cookie file that was never readable): retrying cannot help."""
+
+
 class IndexStoreError(SPError):
     """A tweak index file is missing, corrupt, of another format version or network, or busy."""
 

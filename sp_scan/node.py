@@ -5,7 +5,7 @@ Both clients give the same four calls: `chain()` (Core's chain name),
 (block_bytes, spent_bytes), the spent outputs in Core's REST binary form as
 `sp_scan.wire` parses. For the mempool (`sp_scan.index.mempool`) both also give
 `mempool_txids()`, `transactions(txids32)` and `utxos(outpoints36)`, batched: REST
-over kept-alive connections from a few threads, RPC as JSON-RPC batch requests.
+pipelined over a few kept-alive connections, RPC as JSON-RPC batch requests.
 Only the standard library is used. Every failure raises `NodeError`;
 credentials never appear in messages.
 """
@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
-import http.client
 import json
+import socket
+import ssl
 import threading
 import urllib.error
 import urllib.parse
@@ -24,13 +25,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import formats, wire
-from .errors import MalformedDataError, NodeError
+from .errors import MalformedDataError, NodeConfigError, NodeError
 
 DEFAULT_TIMEOUT = 120.0
 MAX_GETUTXOS_OUTPOINTS = 15
 """Core's REST getutxos answers at most this many outpoints per request."""
 REST_THREADS = 4
 """Connections a RestNode keeps open for the mempool's many small requests."""
+PIPELINE = 64
+"""Requests sent on a connection before their replies are read (HTTP/1.1 pipelining, which Core's server
+answers in order), fewer when they would pass PIPELINE_BYTES."""
+PIPELINE_BYTES = 32 << 10
+"""Request bytes sent before replies are read: well within what the kernel buffers, so sending never waits
+for a server that waits for its replies to be read."""
+_MAX_HEADERS = 100
 RPC_BATCH = 1000
 """Calls per JSON-RPC batch request."""
 _MAX_ERROR_TEXT = 200
@@ -144,34 +152,28 @@ class RestNode:
     def __getstate__(self) -> dict:  # workers get the URL, not this process's connections
         return {k: v for k, v in self.__dict__.items() if k not in ("_kept", "_pool")}
 
-    def _kept_get(self, path: str) -> tuple[int, bytes]:
-        """(status, body) of GET url + path on this thread's kept-alive connection (reopened once if it closed)."""
-        kept = self.__dict__.setdefault("_kept", threading.local())
-        parts = urllib.parse.urlsplit(self.url)
-        for attempt in (0, 1):
-            conn = getattr(kept, "conn", None)
-            if conn is None:
-                cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-                conn = kept.conn = cls(parts.hostname, parts.port, timeout=self.timeout)
-            try:
-                conn.request("GET", parts.path + path)
-                reply = conn.getresponse()
-                return reply.status, reply.read()
-            except (http.client.HTTPException, OSError) as exc:
-                conn.close()
-                kept.conn = None
-                if attempt:
-                    raise NodeError(f"cannot reach the node at {self.url}: {exc}") from None
-        raise AssertionError("unreachable")
+    def _get_many(self, paths: Sequence[str]) -> list[tuple[int, bytes]]:
+        """(status, body) of GET url + path for each path, in order: the paths are shared among REST_THREADS
+        kept-alive connections, each sending PIPELINE requests before reading their replies.
 
-    def _many(self, fn, items: Sequence) -> list:
-        """fn(item) for each item, from REST_THREADS threads, in order."""
-        if len(items) <= 1:
-            return [fn(i) for i in items]
+        Raises:
+            NodeError: unreachable, or a reply that is not HTTP.
+        """
+        if len(paths) <= PIPELINE:
+            return self._connection().get_many(paths)
         pool = self.__dict__.get("_pool")
         if pool is None:
             pool = self.__dict__["_pool"] = concurrent.futures.ThreadPoolExecutor(REST_THREADS, thread_name_prefix="sp-scan-rest")
-        return list(pool.map(fn, items))
+        share = -(-len(paths) // REST_THREADS)
+        parts = pool.map(lambda lo: self._connection().get_many(paths[lo : lo + share]), range(0, len(paths), share))
+        return [reply for part in parts for reply in part]
+
+    def _connection(self) -> _Pipelined:
+        """This thread's kept-alive connection to the node."""
+        kept = self.__dict__.setdefault("_kept", threading.local())
+        if getattr(kept, "conn", None) is None:
+            kept.conn = _Pipelined(self.url, self.timeout)
+        return kept.conn
 
     def _ok(self, path: str, status: int, body: bytes) -> bytes:
         if status != 200:
@@ -186,7 +188,7 @@ class RestNode:
         """
         path = "/rest/mempool/contents.json?verbose=false"
         try:
-            listed = formats.load_json(self._ok(path, *self._kept_get(path)), f"REST {path}")
+            listed = formats.load_json(self._ok(path, *self._get_many([path])[0]), f"REST {path}")
         except MalformedDataError as exc:
             raise NodeError(str(exc)) from None
         return _txids(listed, f"REST {path}")
@@ -198,13 +200,8 @@ class RestNode:
         Raises:
             NodeError: unreachable, or another error reply.
         """
-
-        def one(txid32: bytes) -> bytes | None:
-            path = f"/rest/tx/{txid32[::-1].hex()}.bin"
-            status, body = self._kept_get(path)
-            return None if status == 404 else self._ok(path, status, body)
-
-        return {t: raw for t, raw in zip(txids32, self._many(one, list(txids32))) if raw is not None}
+        paths = [f"/rest/tx/{t[::-1].hex()}.bin" for t in txids32]
+        return {t: self._ok(path, status, body) for t, path, (status, body) in zip(txids32, paths, self._get_many(paths)) if status != 404}
 
     def utxos(self, outpoints36: Sequence[bytes]) -> list[wire.TxOut | None]:
         """Each outpoint's output in the UTXO set of the node's tip, or None (`/rest/getutxos/<txid>-<n>/….bin`,
@@ -213,16 +210,123 @@ class RestNode:
         Raises:
             NodeError: unreachable, an error reply, or a reply that does not parse.
         """
-
-        def chunk(ops: Sequence[bytes]) -> list[wire.TxOut | None]:
-            path = "/rest/getutxos/" + "/".join(f"{op[:32][::-1].hex()}-{int.from_bytes(op[32:], 'little')}" for op in ops) + ".bin"
+        chunks = [outpoints36[i : i + MAX_GETUTXOS_OUTPOINTS] for i in range(0, len(outpoints36), MAX_GETUTXOS_OUTPOINTS)]
+        paths = ["/rest/getutxos/" + "/".join(f"{op[:32][::-1].hex()}-{int.from_bytes(op[32:], 'little')}" for op in ops) + ".bin" for ops in chunks]
+        found: list[wire.TxOut | None] = []
+        for ops, path, (status, body) in zip(chunks, paths, self._get_many(paths)):
             try:
-                return wire.parse_getutxos(self._ok(path, *self._kept_get(path)), len(ops))
+                found += wire.parse_getutxos(self._ok(path, status, body), len(ops))
             except MalformedDataError as exc:
                 raise NodeError(f"REST getutxos: {exc}") from None
+        return found
 
-        chunks = [outpoints36[i : i + MAX_GETUTXOS_OUTPOINTS] for i in range(0, len(outpoints36), MAX_GETUTXOS_OUTPOINTS)]
-        return [o for found in self._many(chunk, chunks) for o in found]
+
+class _Pipelined:
+    """One kept-alive HTTP/1.1 connection that pipelines GET requests (stdlib's http.client cannot, and
+    its header parsing costs more than a mempool tx's whole lookup).
+
+    Args:
+        url: the node's base URL (http or https, no user info).
+        timeout: seconds per socket operation.
+    """
+
+    def __init__(self, url: str, timeout: float) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.url, self.timeout = url, timeout
+        self.https = parts.scheme == "https"
+        self.host, self.port = parts.hostname, parts.port or (443 if self.https else 80)
+        self.netloc, self.prefix = parts.netloc, parts.path
+        self.sock: socket.socket | None = None
+        self.reader = None
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+        self.sock = self.reader = None
+
+    def _connect(self) -> None:
+        sock = socket.create_connection((self.host, self.port), self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.https:
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
+        self.sock, self.reader = sock, sock.makefile("rb")
+
+    def get_many(self, paths: Sequence[str]) -> list[tuple[int, bytes]]:
+        """(status, body) of each GET, in order. Requests a closed connection left unanswered are sent
+        again on a new one (GETs are idempotent), as long as each new connection answers one.
+
+        Raises:
+            NodeError: unreachable, closed before any answer, or a reply that is not HTTP.
+        """
+        replies: list[tuple[int, bytes]] = []
+        host = f"Host: {self.netloc}\r\n\r\n"
+        while len(replies) < len(paths):
+            fresh = self.sock is None
+            requests = [f"GET {self.prefix}{p} HTTP/1.1\r\n{host}".encode() for p in paths[len(replies) : len(replies) + PIPELINE]]
+            window, size = requests[:1], len(requests[0])
+            for request in requests[1:]:
+                size += len(request)
+                if size > PIPELINE_BYTES:
+                    break
+                window.append(request)
+            try:
+                if fresh:
+                    self._connect()
+                self.sock.sendall(b"".join(window))
+                for _ in window:
+                    status, body, keep = self._reply()
+                    replies.append((status, body))
+                    fresh = False
+                    if not keep:
+                        self.close()
+                        break
+            except (OSError, EOFError) as exc:
+                self.close()
+                if fresh:
+                    raise NodeError(f"cannot reach the node at {self.url}: {exc or 'connection closed'}") from None
+            except NodeError:
+                self.close()
+                raise
+        return replies
+
+    def _reply(self) -> tuple[int, bytes, bool]:
+        """(status, body, whether the connection stays open) of the next reply.
+
+        Raises:
+            EOFError: the connection closed before a whole reply.
+            NodeError: not an HTTP/1.x reply, or one in chunks (Core gives a Content-Length).
+        """
+        line = self.reader.readline(_MAX_ERROR_TEXT)
+        if not line:
+            raise EOFError
+        version, _, rest = line.partition(b" ")
+        status = rest[:3]
+        if not version.startswith(b"HTTP/1.") or not status.isdigit():
+            raise NodeError(f"REST: not an HTTP reply from {self.url}: {_first_line(line)!r}")
+        length, keep = None, version == b"HTTP/1.1"
+        for _ in range(_MAX_HEADERS):
+            line = self.reader.readline(65536)
+            if not line:
+                raise EOFError
+            if line in (b"\r\n", b"\n"):
+                break
+            name, _, value = line.partition(b":")
+            name, value = name.strip().lower(), value.strip().lower()
+            if name == b"content-length" and value.isdigit():
+                length = int(value)
+            elif name == b"transfer-encoding" and value != b"identity":
+                raise NodeError(f"REST: a reply in transfer encoding {value.decode('ascii', 'replace')!r} from {self.url}")
+            elif name == b"connection":
+                keep = value == b"keep-alive" or (keep and value != b"close")
+        else:
+            raise NodeError(f"REST: more than {_MAX_HEADERS} header lines from {self.url}")
+        if length is not None:
+            body = self.reader.read(length)
+            if len(body) != length:
+                raise EOFError
+        else:  # the body ends with the connection
+            body, keep = self.reader.read(), False
+        return int(status), body, keep
 
 
 class RpcNode:
@@ -230,7 +334,9 @@ class RpcNode:
 
     Args:
         url: e.g. http://127.0.0.1:8332 (user:password@ in it is used as auth).
-        cookie_file: path of Core's `.cookie`, read on each request.
+        cookie_file: path of Core's `.cookie`, read on each request. Core writes it when it starts and
+            deletes it when it stops: a file that cannot be read is a NodeConfigError until it has been
+            read once, then a NodeError (the node restarting), retried like a network fault.
         user, password: rpcuser / rpcpassword.
         timeout: seconds per request.
 
@@ -251,18 +357,28 @@ class RpcNode:
         self._auth = (user, password or "") if user is not None else url_auth
         self.timeout = timeout
         self._last_id = 0
+        self._cookie_read = False
 
     def __repr__(self) -> str:
         return f"RpcNode({self.url!r})"
 
     def _authorization(self) -> str | None:
+        """The Authorization header's value, or None without credentials.
+
+        Raises:
+            NodeConfigError: the cookie file cannot be read, or is not user:password, and never was.
+            NodeError: so, after it was read once (the node restarting).
+        """
         if self.cookie_file is not None:
+            error = NodeError if self._cookie_read else NodeConfigError
             try:
                 cookie = Path(self.cookie_file).read_text().strip()
-            except OSError as exc:
-                raise NodeError(f"cannot read the RPC cookie file: {exc.strerror}") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) else "not text"
+                raise error(f"cannot read the RPC cookie file {self.cookie_file}: {reason}") from None
             if ":" not in cookie:
-                raise NodeError("the RPC cookie file is not user:password")
+                raise error(f"the RPC cookie file {self.cookie_file} is not user:password")
+            self._cookie_read = True
             credentials = cookie
         elif self._auth is not None:
             credentials = f"{self._auth[0]}:{self._auth[1]}"
@@ -345,10 +461,11 @@ class RpcNode:
 
     def transactions(self, txids32: Sequence[bytes]) -> dict[bytes, bytes]:
         """The raw txs the node has of `txids32` (`getrawtransaction txid`, batched: mempool txs, and
-        confirmed ones with -txindex); a txid it does not have (error -5) is left out.
+        confirmed ones with -txindex); a txid it does not have (error -5) is left out, and a result
+        that is not hex is given as b"" (like any bytes that are not the tx, the caller skips it).
 
         Raises:
-            NodeError: as `call`, another error, or a result that is not hex.
+            NodeError: as `call`, or another error.
         """
         found = {}
         for txid32, (result, error) in zip(txids32, self.batch("getrawtransaction", [(t[::-1].hex(),) for t in txids32])):
@@ -358,8 +475,8 @@ class RpcNode:
                 raise NodeError(f"RPC getrawtransaction: {error.get('message', error)}")
             try:
                 found[txid32] = formats.from_hex(result if isinstance(result, str) else "", "getrawtransaction result")
-            except MalformedDataError as exc:
-                raise NodeError(str(exc)) from None
+            except MalformedDataError:
+                found[txid32] = b""
         return found
 
     def utxos(self, outpoints36: Sequence[bytes]) -> list[wire.TxOut | None]:

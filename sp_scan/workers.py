@@ -3,7 +3,8 @@
 `Workers` runs one function over items in worker processes, each worker with its own pipe, so
 that no lock is shared between processes: any worker can be killed at any moment (a stop
 whatever the node does: one stuck in a network call included) without leaving another waiting,
-and a worker that dies is an error, never a wait. Python raises KeyboardInterrupt (or runs a
+and a worker that dies is an error, never a wait. Workers end with the process that made them, even
+when it is killed (kill -9): none is left holding its files. Python raises KeyboardInterrupt (or runs a
 SIGTERM handler) between any two bytecodes; writes that must change together (a block's output
 and the height to resume from) are kept whole by `signals_held`.
 """
@@ -12,11 +13,13 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import itertools
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
@@ -26,6 +29,7 @@ R = TypeVar("R")
 _HELD = (signal.SIGINT, signal.SIGTERM)
 JOIN_TIMEOUT = 5.0
 """Seconds `Workers.close` waits for a killed worker to be reaped."""
+_PR_SET_PDEATHSIG = 1
 
 
 def start_method() -> str:
@@ -77,17 +81,40 @@ class WorkerDiedError(ChildProcessError):
     """A worker process ended while it held an item (killed, out of memory)."""
 
 
-def _serve(conn: multiprocessing.connection.Connection, fn: Callable, initializer: Callable | None, initargs: tuple) -> None:
+def _end_with_owner(owner_is_parent: bool) -> None:
+    """End this worker when the process that made it ends, whatever the worker is doing then.
+
+    On Linux the kernel kills the worker when its parent ends (PR_SET_PDEATHSIG). That parent is the
+    owner when `owner_is_parent` (a fork by its only thread, so by its main thread; or a spawn), else the
+    fork server, which lives as long as any worker it made (each holds the server's lifeline): so a
+    thread also waits on the owner's sentinel and ends the worker, and the server then ends too. Where
+    there is no prctl, that thread is the watch.
+
+    Raises:
+        OSError: prctl refused.
+    """
+    owner = multiprocessing.parent_process()
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+        if owner_is_parent and os.getppid() != owner.pid:  # the owner ended before prctl
+            os._exit(1)
+    threading.Thread(target=lambda: (owner.join(), os._exit(1)), name="sp-scan-owner-watch", daemon=True).start()
+
+
+def _serve(conn: multiprocessing.connection.Connection, owner_is_parent: bool, fn: Callable, initializer: Callable | None, initargs: tuple) -> None:
     """A worker's loop: answer each item read from `conn` with (True, fn(item)) or (False, the exception)."""
     # A terminal's Ctrl-C reaches the whole process group: the parent decides. SIGTERM ends a worker at once.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _end_with_owner(owner_is_parent)
     if initializer is not None:
         initializer(*initargs)
     while True:
         try:
             item = conn.recv()
-        except EOFError:  # the parent closed its end: done
+        except (EOFError, ConnectionResetError):  # the parent closed its end (or ended): done
             return
         try:
             answer = (True, fn(item))
@@ -95,6 +122,8 @@ def _serve(conn: multiprocessing.connection.Connection, fn: Callable, initialize
             answer = (False, exc)
         try:
             conn.send(answer)
+        except (BrokenPipeError, ConnectionResetError):  # the parent ended
+            return
         except Exception as exc:  # noqa: BLE001  (an answer that does not pickle)
             conn.send((False, RuntimeError(f"a worker's answer could not be sent back: {type(exc).__name__}: {exc}")))
 
@@ -125,7 +154,7 @@ class Workers(Generic[T, R]):
         try:
             for _ in range(n):
                 ours, theirs = start.Pipe()
-                proc = start.Process(target=_serve, args=(theirs, fn, initializer, initargs), daemon=True)
+                proc = start.Process(target=_serve, args=(theirs, method != "forkserver", fn, initializer, initargs), daemon=True)
                 proc.start()
                 theirs.close()
                 self._conns.append(ours)

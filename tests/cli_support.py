@@ -22,7 +22,7 @@ import pytest
 import blockfactory as bf
 from bitcoin.core import CTransaction
 from bitcoin.core.serialize import SerializationError
-from node_mempool import MEMPOOL_HEIGHT
+from node_mempool import GARBAGE, MEMPOOL_HEIGHT
 from sp_scan.extract import ScriptType, script_type
 from sp_scan.wire import compact_size, parse_spent
 
@@ -161,7 +161,8 @@ class _Server(ThreadingHTTPServer):
 
 class _Base(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out as separate writes: without this a kept-alive client waits 40 ms for each reply
+    disable_nagle_algorithm = True  # a reply larger than the buffer goes out in several writes: without this a kept-alive client waits 40 ms for it
+    wbufsize = 1 << 16  # headers and body in one write (handle_one_request flushes after each request)
     server: _Server
 
     def log_message(self, *args) -> None:  # keep test output quiet
@@ -214,7 +215,8 @@ class RestHandler(_Base):
             return
         chain: ChainView = self.server.chain
         self.server.requests.append(self.path)
-        time.sleep(self.server.delay)
+        if self.server.delay:
+            time.sleep(self.server.delay)
         path = self.path.split("?", 1)[0]
         if path == "/rest/chaininfo.json":
             height, hash32 = chain.best()
@@ -371,7 +373,8 @@ class RpcHandler(_Base):
         if self.headers.get("Authorization") != expected:
             self.server.requests.append("401")
             return self.reply(401, b"", "text/html")
-        time.sleep(self.server.delay)
+        if self.server.delay:
+            time.sleep(self.server.delay)
         request = json.loads(body)
         if isinstance(request, list):  # a batch: one reply per call, HTTP 200 (Core's JSONRPCExecBatch)
             replies = [self._one(chain, r)[1] for r in request]
@@ -474,7 +477,7 @@ class RpcHandler(_Base):
         raw = mempool.raw(txid32)
         if raw is None:
             raise LookupError(-5, "No such mempool transaction. Use -txindex or provide a block hash to enable blockchain transaction queries. Use gettransaction for wallet transactions.")
-        return raw.hex()
+        return raw.decode() if raw == GARBAGE else raw.hex()
 
     def gettxout(self, chain: ChainView, mempool, params: list) -> object:
         txid32 = _hash32(params[0]) if params and isinstance(params[0], str) else None

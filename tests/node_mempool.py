@@ -23,6 +23,8 @@ from bitcoin.core import CBlock, CTransaction
 from sp_scan.wire import RawTx, TxOut, parse_block, parse_tx, sha256d
 
 MEMPOOL_HEIGHT = 0x7FFFFFFF  # Core's height of a coin that exists only in the mempool
+GARBAGE = b"not a transaction"
+"""What the stand-ins answer for a garbled tx: these bytes over REST, this text (not hex) over RPC."""
 PATIENCE = 120.0  # a failsafe for waits on events (a committed height, a listed tx), never a measured window
 
 
@@ -58,6 +60,7 @@ class NodeMempool:
         self.txs: OrderedDict[bytes, tuple[bytes, RawTx, float]] = OrderedDict()  # txid32 -> (raw, parsed, time)
         self.sequence = 1  # Core's mempool sequence starts at 1
         self.spent_by: dict[bytes, bytes] = {}
+        self.garbled: set[bytes] = set()  # txids whose bytes are answered as garbage (see `raw`)
         self._utxos: tuple[bytes, dict[bytes, tuple[int, TxOut, bool]]] | None = None
         self._seen = self._active()
 
@@ -202,10 +205,11 @@ class NodeMempool:
             return list(self.txs)
 
     def raw(self, txid32: bytes) -> bytes | None:
-        """A mempool tx's bytes (Core finds mempool txs without -txindex; confirmed ones need it: None)."""
+        """A mempool tx's bytes (Core finds mempool txs without -txindex; confirmed ones need it: None);
+        GARBAGE for a txid in `garbled` (a node or proxy answering wrongly)."""
         with self.lock:
             found = self.txs.get(txid32)
-            return found[0] if found else None
+            return None if not found else GARBAGE if txid32 in self.garbled else found[0]
 
     def coins(self, outpoints36: Sequence[bytes], with_mempool: bool) -> list[tuple[int, TxOut, bool] | None]:
         """Each outpoint's coin (height, output, coinbase) or None: the chain's UTXO set as it is

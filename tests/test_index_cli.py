@@ -171,10 +171,22 @@ def test_an_unreachable_node_on_an_existing_index_names_the_resume_height_and_sa
     assert retried[0].endswith("retry 1 of 2 in 0.5 s") and retried[1].endswith("retry 2 of 2 in 1 s")
 
 
-def test_an_unreachable_node_creates_no_index(tmp_path):
+@pytest.mark.parametrize(("start", "said"), [([], "709632 on mainnet, 0 on other networks"), (["--from", "5"], "5")])
+def test_an_unreachable_node_creates_no_index_and_names_the_height_a_new_sync_starts_at(tmp_path, start, said):
     path = tmp_path / "u.db"
-    assert_fails(invoke("index", "sync", "--db", str(path), "--rest", closed_port_url(), "--retries", "0"), "cannot reach the node")
+    line = assert_fails(invoke("index", "sync", "--db", str(path), "--rest", closed_port_url(), "--retries", "0", *start), "cannot reach the node")
+    assert line.endswith(f"(no index was created; sync again to start at height {said})")
     assert not path.exists()
+
+
+def test_a_missing_rpc_cookie_file_is_one_line_at_once_not_retried(tmp_path):
+    cookie = tmp_path / "no-node" / ".cookie"
+    result = invoke("index", "sync", "--db", str(tmp_path / "c.db"), "--rpc", closed_port_url(), "--rpc-cookie", str(cookie), "--retries", "3")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"sp-scan: error: cannot read the RPC cookie file {cookie}: No such file or directory"
+        " (no index was created; sync again to start at height 709632 on mainnet, 0 on other networks)"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -336,6 +348,19 @@ def test_a_signal_stops_a_sync_with_jobs_2_while_the_node_hangs(tmp_path, kind, 
     assert proc.returncode == code, stderr
     assert stderr.strip() == f"sp-scan: {said}; the index is at height 2 (sync again to resume)"
     wait_until(lambda: all(ended(w) for w in workers), what="the workers ended")
+    assert committed_tip(path) == 2
+
+
+def test_kill_9_of_a_sync_with_jobs_2_ends_its_workers_while_the_node_still_hangs(tmp_path):
+    path = tmp_path / "k.db"
+    with NodeServer(RestHandler, CHAIN) as server:
+        proc = hanging_sync(path, server, "rest", 3)
+        workers = living_children(proc.pid)
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()  # not read to its end: a worker that outlived the sync would hold it
+        wait_until(lambda: all(ended(w) for w in workers), what="the workers ended", bound=60)
+        assert not server.httpd.released.is_set()  # they ended while one of them still waited on the node
     assert committed_tip(path) == 2
 
 

@@ -46,7 +46,8 @@ class Following:
 
     def _run(self) -> None:
         try:
-            self.index.sync(self.node, follow=True, interval=INTERVAL, progress=self._progress, mempool=True, log=self.logged.append, **self.options)
+            options = {"interval": INTERVAL, **self.options}
+            self.index.sync(self.node, follow=True, progress=self._progress, mempool=True, log=self.logged.append, **options)
         except KeyboardInterrupt:
             pass
         except BaseException as exc:  # noqa: BLE001  (reported by the test)
@@ -183,6 +184,21 @@ def test_a_missing_parent_is_skipped_counted_and_retried(kernel_copy, tmp_path):
         pool.accept(parent.tx.serialize())
         wait_for("the child retried", lambda: f.listed() == {parent.txid32, child.txid32})
         assert f.stats.mempool.missing == 0
+
+
+@pytest.mark.parametrize("rpc", [False, True], ids=["rest", "rpc"])
+def test_a_tx_the_node_answers_with_garbage_is_skipped_with_one_line_and_the_rest_listed(kernel_copy, tmp_path, rpc):
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    bad = chain.transaction("garbled", [chain.reserve.pop()], [("wallet", None)])
+    good = chain.transaction("fine", [chain.reserve.pop()], [("wallet", 1)])
+    pool.garbled.add(bad.txid32)
+    pool.accept(bad.tx.serialize())
+    pool.accept(good.tx.serialize())
+    with following(tmp_path / "b.db", chain, pool, rpc=rpc) as f:
+        assert f.listed() == {good.txid32}
+        polls = f.stats.mempool.polls
+        wait_for("two more listings", lambda: f.stats.mempool.polls > polls + 1)
+        assert f.logged == [f"sp-scan: mempool tx {bad.txid32[::-1].hex()}: the node's answer is not this transaction; skipped"]
 
 
 def test_a_node_restarted_with_an_empty_mempool_empties_the_table(kernel_copy, tmp_path):
@@ -358,6 +374,26 @@ def test_zmq_lists_a_tx_without_a_poll_falls_back_to_polling_when_it_drops_and_c
             assert f.logged[-1] == f"sp-scan: ZMQ {publisher.url} is back"
             height = mine(chain, pool, [warm, late])  # C: the loop syncs the block, then lists again
             wait_for("the block indexed, the mempool empty", lambda: f.at(height) and not f.listed())
+    finally:
+        publisher.close()
+
+
+def test_under_zmq_a_node_restarted_with_an_empty_mempool_and_no_message_empties_the_table_at_once(kernel_copy, tmp_path, monkeypatch):
+    from node_mempool import ZmqPublisher
+
+    monkeypatch.setattr(mempool, "SAFETY_POLLS", 10**6)  # no safety listing: only noticing the restart lists again
+    chain, publisher = kernel_copy, ZmqPublisher()
+    pool = NodeMempool(chain, zmq=publisher)
+    try:  # intervals long enough for the reconnection to come within one: polling while dropped does not list
+        with following(tmp_path / "zr.db", chain, pool, zmq=publisher.url, interval=3.0) as f:
+            wait_for("the ZMQ connection", lambda: f.stats.mempool.zmq == "connected")
+            tx = chain.transaction("lost", [chain.reserve.pop()], [("wallet", None)])
+            pool.accept(tx.tx.serialize())
+            wait_for("the tx listed", lambda: f.listed() == {tx.txid32})
+            pool.restart()  # empty, its ZMQ socket closed and bound again; it has nothing to announce
+            wait_for("the table emptied", lambda: not f.listed())
+            pool.accept(tx.tx.serialize())  # rebroadcast: announced by A
+            wait_for("the tx listed again", lambda: f.listed() == {tx.txid32})
     finally:
         publisher.close()
 

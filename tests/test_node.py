@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 
 import pytest
 
 from cli_support import Chain, NodeServer, RestHandler, RpcHandler, closed_port_url, node_fixtures
+from node_mempool import NodeMempool
 from sp_scan import formats
-from sp_scan.errors import NodeError
-from sp_scan.node import RestNode, RpcNode
+from sp_scan.errors import NodeConfigError, NodeError
+from sp_scan.node import PIPELINE, REST_THREADS, RestNode, RpcNode
 
 CHAIN = Chain(length=3, per_block=3)
 PASSWORD = "s3cret-pass"
@@ -79,6 +81,24 @@ def test_rpc_with_a_cookie_file(rpc, tmp_path):
     assert RpcNode(rpc.url, cookie_file=str(cookie)).block_hash(0) == CHAIN.blocks[0].hash_hex
 
 
+def test_a_cookie_file_never_read_is_a_config_error_and_one_gone_after_a_read_is_a_node_restarting(rpc, tmp_path):
+    cookie = tmp_path / ".cookie"
+    node = RpcNode(rpc.url, cookie_file=str(cookie))
+    with pytest.raises(NodeConfigError, match=f"cannot read the RPC cookie file {cookie}: No such file"):
+        node.tip_height()
+    cookie.write_text("no colon")
+    with pytest.raises(NodeConfigError, match="is not user:password"):
+        node.tip_height()
+    cookie.write_text(f"alice:{PASSWORD}")
+    assert node.tip_height() == 2
+    cookie.unlink()  # Core deletes it when it stops, and writes a new one when it starts
+    with pytest.raises(NodeError) as info:
+        node.tip_height()
+    assert type(info.value) is NodeError and "cannot read the RPC cookie file" in str(info.value)
+    cookie.write_text(f"alice:{PASSWORD}")
+    assert node.tip_height() == 2
+
+
 def test_rpc_with_credentials_in_the_url(rpc):
     node = RpcNode(rpc.url.replace("http://", f"http://alice:{PASSWORD}@"))
     assert node.tip_height() == 2
@@ -121,3 +141,47 @@ def test_a_hash_argument_must_be_32_bytes_of_hex(rest):
 def test_clients_pickle_for_worker_processes(rpc):
     node = pickle.loads(pickle.dumps(RpcNode(rpc.url, user="alice", password=PASSWORD)))
     assert node.tip_height() == 2
+
+
+class ClosingRestHandler(RestHandler):
+    """A REST stand-in that ends every 7th reply with Connection: close (a server at its keep-alive limit)
+    and notes each connection's port."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        with self.server.lock:
+            self.server.ports.add(self.client_address[1])
+        super().do_GET()
+
+    def reply(self, status: int, body: bytes, content_type: str) -> None:
+        with self.server.lock:
+            self.server.replies += 1
+            closing = self.server.replies % 7 == 0
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        if closing:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _mempool_tx(n: int) -> bytes:
+    """A one-input, one-output tx spending an outpoint no chain has (the stand-in takes it unchecked)."""
+    outpoint = hashlib.sha256(b"outpoint %d" % n).digest() + b"\x00" * 4
+    return b"\x02\x00\x00\x00\x01" + outpoint + b"\x00\xff\xff\xff\xff\x01" + (1000 + n).to_bytes(8, "little") + b"\x16\x00\x14" + bytes(20) + bytes(4)
+
+
+def test_rest_mempool_calls_are_pipelined_answered_in_order_and_sent_again_when_a_connection_closes():
+    pool = NodeMempool(CHAIN)
+    txids = [pool.accept(_mempool_tx(n), check=False) for n in range(10 * PIPELINE)]
+    with NodeServer(ClosingRestHandler, CHAIN, mempool=pool) as server:
+        server.httpd.ports, server.httpd.replies = set(), 0
+        node = RestNode(server.url)
+        unknown = hashlib.sha256(b"not in the mempool").digest()
+        assert node.transactions([*txids, unknown]) == {t: pool.raw(t) for t in txids}
+        assert node.mempool_txids() == txids
+        outpoints = [t + vout.to_bytes(4, "little") for t in txids for vout in range(3)]  # paths of ~1 KB: windows end at PIPELINE_BYTES
+        assert node.utxos(outpoints) == [None] * len(outpoints)
+    replies = len(txids) + 2 + len(outpoints) // 15  # the txs, the unknown one, the listing, getutxos of 15
+    assert server.httpd.replies == replies
+    assert len(server.httpd.ports) <= REST_THREADS + 1 + replies // 7  # kept connections, one more after each close

@@ -138,6 +138,14 @@ def test_trailing_bytes_and_duplicate_keys_are_refused():
         psbt.Psbt.from_bytes(data[:5] + first + data[5:])
 
 
+def test_a_length_or_key_type_that_is_not_a_canonical_compact_size_is_refused():
+    data = _vector_bytes("can finalize: one P2PKH input")
+    with pytest.raises(PSBTError, match="non-canonical compact size"):
+        psbt.Psbt.from_bytes(data[:5] + b"\xfd\x02\x00\xf0\x00\x00" + data[5:])  # a 2-byte key's length in 3 bytes
+    with pytest.raises(PSBTError, match="global map: a key's type is not a canonical compact size"):
+        psbt.Psbt.from_bytes(data[:5] + b"\x03\xfd\x01\x00\x00" + data[5:])
+
+
 def test_psbt_version_0_is_refused_naming_version_2():
     v0 = b"psbt\xff" + b"\x01\x00" + bytes([10]) + bytes.fromhex("02000000000000000000") + b"\x00"
     with pytest.raises(PSBTError, match="psbt structure: PSBT version 0 is not supported: BIP375 needs PSBT version 2"):
@@ -274,6 +282,14 @@ def _one_map_of_tiny_entries(n: int) -> bytes:
     return psbt.MAGIC + _globals(1, 0) + entries + b"\x00"
 
 
+def _global_map_of_tiny_entries(n: int, key: bytes, versioned: bool) -> bytes:
+    """A global map of n unknown keys (`key` then a 3-byte count) with empty values, after the version-2
+    fields when `versioned` (then a PSBT of no inputs and no outputs); the issue: 50 MB of them took 817 MB."""
+    fields = _globals(0, 0)[:-1] if versioned else b""
+    entries = b"".join(bytes([len(key) + 3]) + key + i.to_bytes(3, "little") + b"\x00" for i in range(n))
+    return psbt.MAGIC + fields + entries + b"\x00"
+
+
 def _spaced_base64(data: bytes) -> bytes:
     """Base64 with a space after every character (whitespace is allowed anywhere)."""
     text = base64.b64encode(data)
@@ -303,8 +319,14 @@ def _peak_of_parse(data: bytes) -> tuple[int, PSBTError | None]:
         (_every_map_a_transaction_holds, "too many small maps or entries for the PSBT's size"),
         (lambda: _one_map_of_tiny_entries(500_000), "input 0: too many small maps or entries"),
         (lambda: _spaced_base64(_one_map_of_tiny_entries(300_000)), "input 0: too many small maps or entries"),
+        (lambda: _global_map_of_tiny_entries(200_000, b"\xf0", False), "global map: too many small maps or entries"),
+        (lambda: _global_map_of_tiny_entries(200_000, b"\xf0", True), "global map: too many small maps or entries"),
+        (lambda: base64.b64encode(_global_map_of_tiny_entries(200_000, b"\xfc\x02sp\x00", False)), "global map: too many small maps or entries"),
     ],
-    ids=["the issue's reproduction", "every map a transaction holds, empty", "half a million tiny entries", "spaced base64"],
+    ids=[
+        "the issue's reproduction", "every map a transaction holds, empty", "half a million tiny entries", "spaced base64",
+        "unknown global keys", "unknown global keys after the version fields", "base64 proprietary global keys",
+    ],  # fmt: skip
 )
 def test_a_hostile_psbt_is_refused_within_4x_its_size_plus_a_constant(build, needle):
     data = build()

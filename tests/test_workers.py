@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -79,6 +81,76 @@ def test_closing_kills_workers_stuck_in_a_call_that_never_returns():
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # reaped: no such process
+
+
+OWNER = """
+import sys, threading
+from test_workers import hang_on_minus_one
+from sp_scan.workers import Workers, start_method
+if __name__ == "__main__":
+    if sys.argv[1] == "forkserver":
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
+    results = Workers(2, hang_on_minus_one).in_order([1, -1, 3], 3)  # the second worker hangs in its call
+    assert next(results) == 1 and start_method() == sys.argv[1]
+    print("started", flush=True)
+    threading.Event().wait()
+"""
+
+
+def _state(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of a process from Linux's /proc, or None once it is gone."""
+    try:
+        state, ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+    except (OSError, IndexError, ValueError):
+        return None
+    return state, int(ppid)
+
+
+def descendants(pid: int) -> list[int]:
+    """The pids of the process's running descendants (children, their children, ...)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        got = _state(int(entry.name)) if entry.name.isdigit() else None
+        if got is not None and got[0] != "Z":
+            children.setdefault(got[1], []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether the process still runs (a zombie has ended)."""
+    got = _state(pid)
+    return got is not None and got[0] != "Z"
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_workers_and_their_fork_server_end_when_the_owner_is_killed(method):
+    # kill -9 runs no cleanup: a worker stuck in a call, or a fork server its workers keep alive, would hold
+    # the owner's files (an index and its -wal) for as long as the call lasts.
+    here = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, method], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert owner.stdout.readline() == "started\n"
+        made = descendants(owner.pid)
+    finally:
+        owner.kill()
+        owner.wait()
+        owner.stdout.close()  # not read to its end: the workers hold it too
+    assert len(made) >= 2  # the workers (and, with a fork server, the server and its resource tracker)
+    deadline = time.monotonic() + 60  # a failure bound only: the hung call never returns
+    try:
+        while left := [pid for pid in made if running(pid)]:
+            assert time.monotonic() < deadline, f"{len(left)} of the {len(made)} processes the killed owner made still run"
+            time.sleep(0.05)
+    finally:
+        for pid in made:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_workers_are_forked_only_from_a_single_threaded_process():

@@ -17,7 +17,8 @@ import click
 
 from sp_scan.index import NETWORKS, BlockFiles, Index, Retry, SyncStats
 from sp_scan.index.scan import DASK_PARTITION_BLOCKS, DEFAULT_PARTITION_BLOCKS
-from sp_scan.index.sync import network_of
+from sp_scan.errors import NodeError
+from sp_scan.index.sync import TAPROOT_ACTIVATION, network_of
 from sp_scan.workers import signals_held
 
 from . import output, sources, wallets
@@ -75,6 +76,15 @@ def _source(blocks, network, rest_url, rpc_url, rpc_cookie, rpc_user, existing: 
     if network is None:
         raise click.UsageError("block files do not say their network: give --network N")
     return BlockFiles(sources.file_blocks(blocks, None), network)
+
+
+def _network(source, retry: Retry, start: int | None) -> str:
+    """The network of a new index's source; a NodeError says that nothing was created and where a new sync starts."""
+    try:
+        return network_of(source, retry)
+    except NodeError as exc:
+        first = start if start is not None else f"{TAPROOT_ACTIVATION} on mainnet, 0 on other networks"
+        raise type(exc)(f"{exc} (no index was created; sync again to start at height {first})") from None
 
 
 def _retrying(line: str) -> None:
@@ -138,7 +148,7 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, star
     existing = Index.open(path) if path.exists() else None
     try:
         source = _source(blocks, network, rest_url, rpc_url, rpc_cookie, rpc_user, existing)
-        idx = existing or Index.create(path, network_of(source, retry))
+        idx = existing or Index.create(path, _network(source, retry, start))
     except BaseException:
         if existing:
             existing.close()

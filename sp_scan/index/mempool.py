@@ -14,12 +14,14 @@ Two ways to learn of changes:
   RPC getrawmempool) and compared with what is known;
 - ZMQ (`zmq_url`, Core's `-zmqpubsequence`): each A(cceptance)/R(emoval) message is applied as
   it arrives; C/D (a block (dis)connected) hands back to the sync loop. The full listing still
-  runs every SAFETY_POLLS intervals, after each block, after a (re)connection (at its first
-  message, once the subscription is live) and after a gap in the messages' sequence numbers.
+  runs every SAFETY_POLLS intervals, after each block, at a reconnection (the node may have
+  restarted with an empty mempool: then no message comes) and again at its first message (once
+  the subscription is live), and after a gap in the messages' numbers (a restart numbers from 0).
   A connection that drops means polling every `interval` until it is back (logged once).
 
 The table is never trusted across runs: the first call empties it and lists everything again.
-A tx whose parent cannot be found is skipped, counted in `MempoolStats.missing` and tried again
+A tx the node answers with bytes that are not that tx is skipped with one log line. A tx whose
+parent cannot be found is skipped, counted in `MempoolStats.missing` and tried again
 at the next poll. Txs that confirm leave the table in their block's commit (`Store.append`);
 replaced or evicted ones when the node no longer lists them (or at their R message); a reorg's
 disconnected txs come back when the node lists them again.
@@ -127,7 +129,7 @@ class MempoolFollower:
         source: the node.
         retry: how failing node calls are retried (a sync.Retry).
         zmq_url: Core's -zmqpubsequence endpoint, e.g. tcp://127.0.0.1:28332, or None to poll.
-        log: where one-line notices go (a ZMQ connection that drops or comes back).
+        log: where one-line notices go (a ZMQ connection that drops or comes back, a tx skipped).
 
     Raises:
         NodeError: zmq_url given without pyzmq installed, or not a ZMQ endpoint.
@@ -262,7 +264,8 @@ class MempoolFollower:
             except MalformedDataError:
                 tx = None
             if tx is None or tx.txid32 != txid32:
-                self.known[txid32] = False  # the node's bytes are not this tx: nothing to compute
+                self.known[txid32] = False  # nothing to compute
+                self.log(f"sp-scan: mempool tx {txid32[::-1].hex()}: the node's answer is not this transaction; skipped")
                 continue
             self._remember(txid32, tx.outputs)
             if any(_is_taproot(o.script) for o in tx.outputs):
@@ -346,8 +349,9 @@ class ZmqSequence:
         url: the endpoint.
         connected: True while the TCP connection is up.
         dropped: True once a connection was lost.
-        resync: set when messages may have been missed (first message after a (re)connection, or
-            a gap in message numbers): the caller lists the mempool again and clears it.
+        resync: set when messages may have been missed or the node restarted (a reconnection, the first
+            message after a (re)connection, a gap in message numbers): the caller lists the mempool
+            again and clears it.
 
     Raises:
         NodeError: pyzmq is not installed, or the URL is not a ZMQ endpoint.
@@ -397,6 +401,7 @@ class ZmqSequence:
                 event = recv_monitor_message(self._monitor)["event"]
                 if event == zmq.EVENT_CONNECTED:
                     self.connected, self._fresh = True, True
+                    self.resync |= self.dropped  # perhaps a restarted node, whose empty mempool announces nothing
                 elif event == zmq.EVENT_DISCONNECTED:
                     self.connected, self.dropped = False, True
         events = []

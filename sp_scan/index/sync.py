@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
 from .. import block, wire, workers
-from ..errors import HeightError, IndexStoreError, NodeError, SPError
+from ..errors import HeightError, IndexStoreError, NodeConfigError, NodeError, SPError
 from ..types import BlockData
 from . import filters
 from .store import NETWORKS, Store
@@ -124,11 +124,13 @@ class Retry:
     report: Callable[[str], None] | None = None
 
     def call(self, fn: Callable, *args: object):
-        """fn(*args), retried on NodeError; the last NodeError is raised."""
+        """fn(*args), retried on NodeError; the last NodeError is raised, a NodeConfigError at once."""
         wait, left = self.delay, self.attempts
         while True:
             try:
                 return fn(*args)
+            except NodeConfigError:
+                raise
             except NodeError as exc:
                 if left == 0:
                     raise

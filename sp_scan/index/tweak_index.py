@@ -445,7 +445,7 @@ class Index:
                 be a node (RestNode or RpcNode). The table is emptied when the sync ends.
             zmq: with mempool, Core's -zmqpubsequence endpoint (tcp://HOST:PORT) to learn of
                 mempool changes at once; polled every `interval` without it (or while it is down).
-            log: where the mempool's one-line notices go (a ZMQ connection that drops or comes back).
+            log: where the mempool's one-line notices go (a ZMQ connection that drops or comes back, a tx skipped).
 
         Returns:
             What was done.

@@ -96,7 +96,8 @@ class Psbt:
         try:
             if r.read(5) != MAGIC:
                 raise structure_error("not a PSBT (bad magic bytes)")
-            global_map = _read_map(r, "global map")
+            budget = _Budget(len(r.data))
+            global_map = _read_map(r, "global map", budget)
             version = global_map.get(field_key(GLOBAL_VERSION))
             if version is None:
                 raise structure_error("PSBT version 0 is not supported: BIP375 needs PSBT version 2 (BIP370)")
@@ -109,7 +110,6 @@ class Psbt:
                     raise structure_error(f"{n:,} {what}: more than a transaction can hold ({most:,} in {MAX_TX_WEIGHT:,} weight units)")
             if n_in + n_out > len(r.data) - r.pos:
                 raise structure_error(f"{n_in:,} input and {n_out:,} output maps do not fit in the {len(r.data) - r.pos:,} bytes left")
-            budget = _Budget(len(r.data))
             inputs = tuple(_read_map(r, f"input {i}", budget) for i in range(n_in))
             outputs = tuple(_read_map(r, f"output {i}", budget) for i in range(n_out))
             r.end()
@@ -192,24 +192,41 @@ class _Budget:
             raise structure_error(f"{where}: too many small maps or entries for the PSBT's size (parsed, they would take more than 3× its size in memory)")
 
 
-def _read_map(r: Reader, where: str, budget: _Budget | None = None) -> dict[bytes, bytes]:
+def _read_map(r: Reader, where: str, budget: _Budget) -> dict[bytes, bytes]:
+    """One map, up to its 0x00 separator; each map and entry is charged to `budget` as it is read.
+
+    Raises:
+        PSBTError: a key type that is not a canonical compact size, a duplicate key, or the budget spent.
+        MalformedDataError: truncated, or a length that is not a canonical compact size.
+    """
     m: dict[bytes, bytes] = {}
     r.what = f"PSBT {where}"
-    if budget is not None:
-        budget.charge(_MAP_COST, where)
+    budget.charge(_MAP_COST, where)
+    data, size = r.data, len(r.data)
     while True:
-        key = r.var_bytes()
-        if not key:
+        pos = r.pos
+        n = data[pos] if pos < size else 0xFF
+        if n == 0:
+            r.pos = pos + 1
             return m
-        try:
-            split_key(key)
-        except MalformedDataError:
-            raise structure_error(f"{where}: a key's type is not a canonical compact size") from None
+        at = pos + 1 + n  # the usual entry, read inline (a hostile map is millions of them): one-byte lengths, all there
+        value: bytes | None = None
+        if n < 0xFD and at < size and data[at] < 0xFD and at + 1 + data[at] <= size:
+            key, value = data[pos + 1 : at], data[at + 1 : at + 1 + data[at]]
+            r.pos = at + 1 + len(value)
+        else:
+            key = r.var_bytes()
+        if key[0] >= 0xFD:
+            try:
+                split_key(key)
+            except MalformedDataError:
+                raise structure_error(f"{where}: a key's type is not a canonical compact size") from None
         if key in m:
             raise structure_error(f"{where}: duplicate key {key.hex()}")
-        m[key] = r.var_bytes()
-        if budget is not None:
-            budget.charge(_ENTRY_COST + len(key) + len(m[key]), where)
+        if value is None:
+            value = r.var_bytes()
+        m[key] = value
+        budget.charge(_ENTRY_COST + len(key) + len(value), where)
 
 
 def _count(global_map: Map, key_type: int) -> int:
