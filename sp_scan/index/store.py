@@ -42,6 +42,7 @@ import contextlib
 import fcntl
 import functools
 import itertools
+import operator
 import os
 import sqlite3
 import struct
@@ -62,7 +63,9 @@ APPLICATION_ID = 0x53505358  # "SPSX"
 PAGE_SIZE = 16384
 _PREFIX_SHIFT = 17  # txloc keeps a txid's first 47 bits: 6 bytes in SQLite's record format
 _LOCATOR_CACHE = 512  # blocks whose txids and outputs stay in memory to resolve spends
+_RECENT_BLOCKS = 32  # the writer keeps the txloc rows of the last 32 to 64 blocks it wrote in memory (~16 MB on mainnet)
 _IN_CHUNK = 4096  # values bound in one `IN (...)` (SQLite allows 32,766)
+_VALUES_ROWS = 256  # rows per multi-row INSERT: one statement costs less than executemany's reset and bind per row
 
 # blocks' columns, small and often read ones first (a column behind a large blob costs its pages).
 COLUMNS = (
@@ -101,9 +104,16 @@ _MARK = struct.Struct("<II")
 _TXLOC = struct.Struct("<qII")
 _SEED = struct.Struct("<qB")
 _SUMS = struct.Struct(f"<{len(FIELDS)}I")
+_BOUNDS = (
+    "SELECT (SELECT value FROM meta WHERE key = 'first_height'), (SELECT sum FROM meta WHERE key = 'first_height'),"
+    " (SELECT value FROM meta WHERE key = 'tip'), (SELECT sum FROM meta WHERE key = 'tip'),"
+    " (SELECT MIN(height) FROM blocks), (SELECT MAX(height) FROM blocks)"
+)
 _M31 = 2**31 - 1
 _TXLOC_TERM = f"((prefix & 16777215) * 1000003 + (prefix >> 24)) % {_M31} * ((height * 65599 + tx) % {_M31} + 1) % {_M31}"
 """A txloc row's term of the sum `check` compares with its blocks' (the same arithmetic as `_txloc_term`)."""
+WRITER_CACHE_KIB = 64 << 10
+"""The writer's page cache: txloc's pages stay in it while each block's row (~16 pages on mainnet) passes through."""
 QUICK_CHECK_BYTES = 64 << 20
 """An index up to this size (with its write-ahead log) gets SQLite's `PRAGMA quick_check` on every open."""
 
@@ -244,7 +254,9 @@ def block_row(height: int, data: BlockData, filters: tuple[bytes, ...] | None) -
     )  # fmt: skip
     keys = spent_keys[0] if spent_keys else None
     sums = _SUMS.pack(*(_crc(v, _seed(height, i)) for i, v in enumerate((*values, keys))))
-    txloc = b"".join(_TXLOC.pack(p, height, n) for p, n in sorted(zip(_prefixes(data.txids, 32), itertools.count())))
+    txids = _prefixes(data.txids, 32)
+    order = sorted(range(len(txids)), key=txids.__getitem__)
+    txloc = struct.pack(f"<{'qII' * len(order)}", *itertools.chain.from_iterable(zip(map(txids.__getitem__, order), itertools.repeat(height), order)))
     prefixes = _prefixes(data.spent_outpoints, 36)
     probes = sorted(set(prefixes))
     pack = struct.pack
@@ -350,8 +362,32 @@ def _damage(path: Path, what: str) -> IndexStoreError:
     return IndexStoreError(f"{path} is damaged: {what} (`sp-scan index info --check` checks the whole file)")
 
 
+@functools.lru_cache(maxsize=64)
+def _rows_sql(columns: tuple[str, ...], outputs: bool, spent: bool) -> tuple[tuple[str, ...], str]:
+    """(the names `Store._rows` reads: `columns`, then n_tx and out_counts when Σ is needed; its SELECT).
+
+    Raises:
+        ValueError: an unknown column name.
+    """
+    unknown = set(columns) - set(COLUMNS) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"unknown columns {sorted(unknown)}")
+    names = list(columns)
+    if outputs or any(c in _PER_TX or c in _PER_OUTPUT for c in columns):
+        names += [c for c in ("n_tx", "out_counts") if c not in columns]
+    select = ["k.keys8" if c == "spent_keys" else f"b.{c}" for c in names]
+    joins = "LEFT JOIN sums s ON s.height = b.height"
+    if "spent_keys" in names:
+        joins += " LEFT JOIN spent_keys k ON k.hash = b.hash"
+    if spent:
+        joins += " LEFT JOIN spends p ON p.height = b.height"
+        select += ["p.bits", "p.sum"]
+    return tuple(names), f"SELECT b.height, s.columns, {', '.join(select)} FROM blocks b {joins} WHERE b.height BETWEEN ? AND ? ORDER BY b.height"
+
+
 class _Locator:
-    """Where an indexed block's taproot outputs are: its txids, each tx's first ordinal, the vouts."""
+    """Where an indexed block's taproot outputs are: its txids, each tx's first ordinal (n + 1 of them: the
+    last is Σ), the vouts (read by `Store._mark_spends`)."""
 
     __slots__ = ("txids", "first", "counts", "vouts")
 
@@ -360,16 +396,6 @@ class _Locator:
         self.counts = memoryview(out_counts).cast("I")
         self.first = (0, *itertools.accumulate(self.counts))
         self.vouts = memoryview(out_vouts).cast("I")
-
-    def ordinal(self, tx: int, txid32: bytes, vout: int) -> int | None:
-        """The ordinal of output `vout` of tx number `tx` if that tx is `txid32` and tracks it."""
-        if self.txids[32 * tx : 32 * tx + 32] != txid32:
-            return None
-        first = self.first[tx]
-        for ordinal in range(first, first + self.counts[tx]):
-            if self.vouts[ordinal] == vout:
-                return ordinal
-        return None
 
 
 class _Walk:
@@ -535,6 +561,8 @@ class Store:
         self._lock = threading.RLock()
         self._writer_fd: int | None = None
         self._locators: collections.OrderedDict[int, _Locator] = collections.OrderedDict()
+        self._recent: list[dict[int, tuple[int, int]]] = [{}, {}]  # txloc rows (prefix -> (height, tx)) it wrote: newer, older
+        self._recent_blocks = 0  # blocks in the newer
         if check:
             self._check_pages()
         self.network = self._meta_checked("network")
@@ -623,7 +651,6 @@ class Store:
                     f"version {FORMAT_VERSION} (it reads every block once), then it can be read"
                 )
             if version != FORMAT_VERSION:
-                _refuse_truncated(path)
                 try:
                     _upgrade(conn, path, version)
                 except sqlite3.Error as exc:
@@ -634,6 +661,7 @@ class Store:
             raise
         if not readonly:
             store._execute("PRAGMA synchronous = NORMAL")  # WAL: a commit survives a killed process
+            store._execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
         if network is not None and store.network != network:
             store.close()
             raise IndexStoreError(f"{path} is an index of network {store.network}, not {network}")
@@ -744,11 +772,12 @@ class Store:
         Raises:
             IndexStoreError: a meta row damaged or missing, or the blocks' ends are not the ones meta names.
         """
-        first, tip = self._meta("first_height"), self._meta("tip")
-        for key, value in (("first_height", first), ("tip", tip)):
+        first, first_sum, tip, tip_sum, lo, hi = self._conn.execute(_BOUNDS).fetchone()  # (one statement: every read runs it)
+        for key, value, crc in (("first_height", first, first_sum), ("tip", tip, tip_sum)):
+            if crc is not None and _meta_sum(key, value) != crc:
+                raise self._damaged(f"its meta row {key} does not match its checksum")
             if value is not None and (type(value) is not int or value < 0):
                 raise self._damaged(f"its meta row {key} is {value!r}")
-        lo, hi = self._conn.execute("SELECT (SELECT MIN(height) FROM blocks), (SELECT MAX(height) FROM blocks)").fetchone()
         if tip is None:
             if hi is not None:
                 raise self._damaged(f"its meta row tip is missing (it holds blocks up to {hi})")
@@ -785,23 +814,10 @@ class Store:
             IndexStoreError: a damaged or missing row.
             ValueError: an unknown column name.
         """
-        unknown = set(columns) - set(COLUMNS) - set(FIELDS)
-        if unknown:
-            raise ValueError(f"unknown columns {sorted(unknown)}")
-        names = list(columns)
-        if outputs or spent or any(c in _PER_TX or c in _PER_OUTPUT for c in columns):
-            names += [c for c in ("n_tx", "out_counts") if c not in columns]
-        select = ["k.keys8" if c == "spent_keys" else f"b.{c}" for c in names]
-        joins = "LEFT JOIN sums s ON s.height = b.height"
-        if "spent_keys" in names:
-            joins += " LEFT JOIN spent_keys k ON k.hash = b.hash"
-        if spent:
-            joins += " LEFT JOIN spends p ON p.height = b.height"
-            select += ["p.bits", "p.sum"]
+        names, sql = _rows_sql(tuple(columns), outputs or spent, spent)
         first, tip = self._bounds() if bounds is None else bounds
         expected, last = (max(start, first), min(end, tip)) if tip is not None else (0, -1)
         found = []
-        sql = f"SELECT b.height, s.columns, {', '.join(select)} FROM blocks b {joins} WHERE b.height BETWEEN ? AND ? ORDER BY b.height"
         for height, sums, *values in self._conn.execute(sql, (start, end)):
             if height != expected:
                 raise self._damaged(f"block {expected} is missing")
@@ -987,7 +1003,7 @@ class Store:
             yield
         except BaseException:
             self._conn.execute("ROLLBACK")
-            self._locators.clear()
+            self._forget()
             raise
         self._conn.execute("COMMIT")
 
@@ -1018,7 +1034,9 @@ class Store:
                     raise IndexStoreError(f"{self.path}: block {height} does not link to the tip {tip_hash[::-1].hex()}")
             if first is None:
                 self._set_meta("first_height", height)
-            self._conn.executemany("INSERT OR IGNORE INTO txloc VALUES (?, ?, ?)", _TXLOC.iter_unpack(row.txloc))
+            txloc = struct.unpack(f"<{'qII' * (len(row.txloc) // _TXLOC.size)}", row.txloc)
+            self._insert("txloc", 3, txloc)
+            self._remember_txloc(txloc)
             values = dict(zip(FIELDS, row.values))
             own = self._remember(height, _Locator(values["txids"], values["out_counts"], values["out_vouts"]))
             marks, bits = self._mark_spends(row, own)
@@ -1033,9 +1051,30 @@ class Store:
             if row.spent_keys is not None:
                 self._conn.execute("INSERT OR REPLACE INTO spent_keys VALUES (?, ?)", (row.hash32, row.spent_keys))
             self._set_meta("tip", height)
-            txids = values["txids"]
-            self._mempool_delete([txids[i : i + 32] for i in range(0, len(txids), 32)])
+            self._mempool_delete(values["txids"])
         return len(marks)
+
+    def _insert(self, table: str, width: int, flat: Sequence) -> None:
+        """INSERT OR IGNORE the rows of `width` values each laid end to end in `flat`, _VALUES_ROWS to a statement."""
+        step = width * _VALUES_ROWS
+        for i in range(0, len(flat), step):
+            chunk = flat[i : i + step]
+            values = ", ".join([f"({', '.join('?' * width)})"] * (len(chunk) // width))
+            self._conn.execute(f"INSERT OR IGNORE INTO {table} VALUES {values}", chunk)
+
+    def _remember_txloc(self, txloc: Sequence[int]) -> None:
+        """Keep a block's txloc rows (flat) in memory: `_mark_spends` asks SQLite only for older blocks'."""
+        newer, _ = self._recent
+        if self._recent_blocks == _RECENT_BLOCKS:
+            self._recent, self._recent_blocks = [{}, newer], 0
+            newer = self._recent[0]
+        newer.update(zip(txloc[0::3], zip(txloc[1::3], txloc[2::3])))
+        self._recent_blocks += 1
+
+    def _forget(self) -> None:
+        """Drop what the writer keeps in memory of the rows (after a rollback, or a transaction that failed)."""
+        self._locators.clear()
+        self._recent, self._recent_blocks = [{}, {}], 0
 
     def _locator(self, height: int) -> _Locator:
         loc = self._locators.get(height)
@@ -1055,11 +1094,14 @@ class Store:
             self._locators.popitem(last=False)
         return loc
 
-    def _mark_spends(self, row: BlockRow, own: _Locator) -> tuple[list[tuple[int, int]], bytes]:
+    def _mark_spends(self, row: BlockRow, own: _Locator, recent: bool = True) -> tuple[list[tuple[int, int]], bytes]:
         """Set the spent bit of every output the block's outpoints spend that is tracked and not yet spent.
 
-        The txloc rows of the prefixes are read in one statement (per _IN_CHUNK), each hit confirmed by
-        the full txid; the spends rows of the blocks hit are read once, checked, and written once.
+        The txloc rows of the prefixes are taken from the recent blocks' kept in memory (with `recent`),
+        the others read in one statement (per _IN_CHUNK); each hit is confirmed by the full txid, and
+        the spends row of each block hit is read once, checked, and written once. A recent row that
+        is another tx's (a prefix two txs share) makes the block's marks be found again from SQLite
+        alone, so they are what SQLite's rows give, in input order.
 
         Returns:
             The (height, ordinal) marks made, in input order, and the block's own spends bitmap (its
@@ -1069,37 +1111,59 @@ class Store:
             IndexStoreError: a txloc row names a tx that is not indexed, or a spends row is damaged.
         """
         height = row.height
-        spent = {height: bytearray((own.first[-1] + 7) // 8)}
-        probes = struct.unpack(f"<{len(row.probes) // 8}q", row.probes)
-        where: dict[int, list[tuple[int, int]]] = collections.defaultdict(list)
+        newer, older = self._recent if recent else ({}, {})
+        probes = [p for p in struct.unpack(f"<{len(row.probes) // 8}q", row.probes) if p not in newer and p not in older]
+        hits = []
         for chunk in _chunks(probes, _IN_CHUNK):
-            for prefix, h, tx in self._conn.execute(f"SELECT prefix, height, tx FROM txloc WHERE prefix IN ({', '.join('?' * len(chunk))})", chunk):
-                where[prefix].append((h, tx))
-        found: dict[tuple[int, int], None] = {}  # (height, ordinal) in input order, each once
-        for prefix, (txid32, vout) in zip(memoryview(row.prefixes).cast("q"), struct.iter_unpack("<32sI", row.outpoints)):
-            for h, tx in where.get(prefix, ()):
-                loc = own if h == height else self._locator(h)
-                if type(tx) is not int or not 0 <= tx < len(loc.counts):
-                    raise self._damaged(f"a txloc row names transaction {tx!r} of block {h}, which has {len(loc.counts)}")
-                ordinal = loc.ordinal(tx, txid32, vout)
-                if ordinal is not None:
-                    found[h, ordinal] = None
-                    break
-        targets = sorted({h for h, _ in found} - {height})
-        for chunk in _chunks(targets, _IN_CHUNK):
-            for h, bits, crc in self._conn.execute(f"SELECT height, bits, sum FROM spends WHERE height IN ({', '.join('?' * len(chunk))})", chunk):
-                spent[h] = bytearray(self._bits(h, bits, crc, self._locator(h).first[-1]))
+            hits += self._conn.execute(f"SELECT prefix, height, tx FROM txloc WHERE prefix IN ({', '.join('?' * len(chunk))})", chunk)
+        txs = list(map(operator.itemgetter(2), hits))
+        if set(map(type, txs)) - {int} or min(txs, default=0) < 0:
+            bad = next(r for r in hits if type(r[2]) is not int or r[2] < 0)
+            raise self._damaged(f"a txloc row names transaction {bad[2]!r} of block {bad[1]}")
+        where = dict(zip(map(operator.itemgetter(0), hits), map(operator.itemgetter(slice(1, 3)), hits)))  # prefix -> (height, tx)
+        others: dict[int, list[tuple[int, int]]] = {}  # prefixes several txs share (rare): all their (height, tx)
+        if len(where) < len(hits):
+            for prefix, h, tx in hits:
+                others.setdefault(prefix, []).append((h, tx))
+        locators, spent = {height: own}, {height: bytearray((own.first[-1] + 7) // 8)}
         marks = []
-        for h, ordinal in found:
-            bits = spent.get(h)
-            if bits is None:
-                raise self._damaged(f"block {h}'s spends row is missing")
-            if not bits[ordinal >> 3] >> (ordinal & 7) & 1:  # an output already spent stays marked by its first spend
-                bits[ordinal >> 3] |= 1 << (ordinal & 7)
-                marks.append((h, ordinal))
+        for prefix, (txid32, vout) in zip(memoryview(row.prefixes).cast("q"), struct.iter_unpack("<32sI", row.outpoints)):
+            hit = where.get(prefix) or newer.get(prefix) or older.get(prefix)
+            if hit is None:
+                continue
+            for h, tx in others.get(prefix) or (hit,):  # (the loop inlines _Locator's lookups: it runs for every spend)
+                loc = locators.get(h)
+                if loc is None:
+                    loc = locators[h] = self._locator(h)
+                    spent[h] = self._spent_bits(h, loc.first[-1])
+                if loc.txids[32 * tx : 32 * tx + 32] != txid32:
+                    if tx >= len(loc.counts):
+                        raise self._damaged(f"a txloc row names transaction {tx!r} of block {h}, which has {len(loc.counts)}")
+                    continue  # another tx whose txid starts alike
+                ordinal, end, vouts = loc.first[tx], loc.first[tx + 1], loc.vouts
+                while ordinal < end and vouts[ordinal] != vout:
+                    ordinal += 1
+                if ordinal < end:  # a tracked output of that tx
+                    bits, byte, bit = spent[h], ordinal >> 3, 1 << (ordinal & 7)
+                    if not bits[byte] & bit:  # an output already spent stays marked by its first spend
+                        bits[byte] |= bit
+                        marks.append((h, ordinal))
+                    break
+            else:
+                if prefix not in where and recent:  # a recent tx's row, not this one's: ask SQLite for all rows
+                    return self._mark_spends(row, own, recent=False)
         changed = {h for h, _ in marks} - {height}
         self._conn.executemany("UPDATE spends SET bits = ?, sum = ? WHERE height = ?", [(bytes(spent[h]), _spends_sum(h, spent[h]), h) for h in changed])
         return marks, bytes(spent[height])
+
+    def _spent_bits(self, height: int, outputs: int) -> bytearray:
+        """The spends bitmap of block `height` (of `outputs` taproot outputs), checked.
+
+        Raises:
+            IndexStoreError: missing or damaged.
+        """
+        found = self._conn.execute("SELECT bits, sum FROM spends WHERE height = ?", (height,)).fetchone()
+        return bytearray(self._bits(height, *(found or (None, None)), outputs))
 
     # ---- the mempool table ----
 
@@ -1111,8 +1175,12 @@ class Store:
         self._set_meta("mempool_version", version)
         return version
 
-    def _mempool_delete(self, txids32: Sequence[bytes]) -> int:
-        """Delete the rows of these txids (inside a transaction), bumping the version when any went."""
+    def _mempool_delete(self, txids: Sequence[bytes] | bytes) -> int:
+        """Delete the rows of these txids (32-byte items, or n × 32 bytes; inside a transaction), bumping
+        the version when any went."""
+        if not self._conn.execute("SELECT EXISTS (SELECT 1 FROM mempool)").fetchone()[0]:
+            return 0  # (a sync without --mempool: the IN list's cost saved)
+        txids32 = [txids[i : i + 32] for i in range(0, len(txids), 32)] if isinstance(txids, bytes) else txids
         before = self._conn.total_changes
         for chunk in _chunks(txids32, _IN_CHUNK):
             self._conn.execute(f"DELETE FROM mempool WHERE txid IN ({', '.join('?' * len(chunk))})", chunk)
@@ -1216,7 +1284,7 @@ class Store:
                 self._set_meta("tip", height)
             else:
                 self._conn.execute("DELETE FROM meta WHERE key = 'tip'")
-            self._locators.clear()
+            self._forget()
         return len(rows)
 
 
