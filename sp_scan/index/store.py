@@ -1128,7 +1128,7 @@ class Store:
         locators, spent = {height: own}, {height: bytearray((own.first[-1] + 7) // 8)}
         marks = []
         for prefix, (txid32, vout) in zip(memoryview(row.prefixes).cast("q"), struct.iter_unpack("<32sI", row.outpoints)):
-            hit = where.get(prefix) or newer.get(prefix) or older.get(prefix)
+            hit = newer.get(prefix) or where.get(prefix) or older.get(prefix)  # (no prefix is in two of them)
             if hit is None:
                 continue
             for h, tx in others.get(prefix) or (hit,):  # (the loop inlines _Locator's lookups: it runs for every spend)
@@ -1136,7 +1136,8 @@ class Store:
                 if loc is None:
                     loc = locators[h] = self._locator(h)
                     spent[h] = self._spent_bits(h, loc.first[-1])
-                if loc.txids[32 * tx : 32 * tx + 32] != txid32:
+                at = 32 * tx
+                if loc.txids[at : at + 32] != txid32:
                     if tx >= len(loc.counts):
                         raise self._damaged(f"a txloc row names transaction {tx!r} of block {h}, which has {len(loc.counts)}")
                     continue  # another tx whose txid starts alike
