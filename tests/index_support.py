@@ -16,7 +16,7 @@ from coincurve import PrivateKey
 
 import blockfactory as bf
 from cli_support import Chain, NodeServer
-from sp_scan.index import BlockFiles, Index
+from sp_scan.index import BlockFiles, Index, store
 from sp_scan.scan import Receiver
 
 _KEYS = bf.wallet_cases()[0]["given"]["key_material"]
@@ -74,6 +74,24 @@ def content(path: Path) -> dict[str, list]:
         }
     finally:
         conn.close()
+
+
+def flip(blob: bytes, bit: int) -> bytes:
+    """blob with one bit flipped (bit 0: the least significant bit of the first byte)."""
+    out = bytearray(blob)
+    out[bit >> 3] ^= 1 << (bit & 7)
+    return bytes(out)
+
+
+def damage(path: Path, sql: str) -> None:
+    """Change an index file's rows by the statements `sql`, as a bad disk or a careless hand would; `flip(blob, bit)`
+    and the store's checksums `field_sum(height, field, value)` and `spends_sum(height, bits)` are there."""
+    conn = sqlite3.connect(path)
+    conn.create_function("flip", 2, flip)
+    conn.create_function("field_sum", 3, lambda h, field, value: store._crc(value, store._seed(h, store.FIELDS.index(field))))
+    conn.create_function("spends_sum", 2, store._spends_sum)
+    conn.executescript(sql)
+    conn.close()
 
 
 _V2_MEMPOOL = (

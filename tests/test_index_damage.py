@@ -5,33 +5,16 @@ serve` answers an HTTP error with a JSON body — and none gives a wrong answer.
 from __future__ import annotations
 
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from cli_support import spending_chain
-from index_support import SCAN_HEX, SPEND_HEX, WALLET, synced
+from index_support import SCAN_HEX, SPEND_HEX, WALLET, damage, synced
 from serving import ServerThread, get
 from test_cli import assert_fails, invoke, json_lines
 
 CHAIN = spending_chain(9)
-
-
-def flip(blob: bytes, bit: int) -> bytes:
-    """blob with one bit flipped (bit 0 is the least significant bit of the first byte)."""
-    out = bytearray(blob)
-    out[bit >> 3] ^= 1 << (bit & 7)
-    return bytes(out)
-
-
-def damage(path: Path, sql: str) -> None:
-    """Run one statement on the index file as another program would (`flip(blob, bit)` available)."""
-    conn = sqlite3.connect(path)
-    conn.create_function("flip", 2, flip)
-    with conn:
-        conn.execute(sql)
-    conn.close()
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 
 import blockfactory as bf
 from cli_support import Chain, spending_chain
-from index_support import WALLET, as_old_version, content, files_of, synced
+from index_support import WALLET, as_old_version, content, damage, files_of, synced
 from sp_scan import block
 from sp_scan.errors import HeightError, IndexStoreError, NodeError
 from sp_scan.index import Index, scan_partition, store
@@ -335,13 +335,6 @@ def _split(data: bytes, width: int) -> list[bytes]:
 # ---- a truncated or damaged file: detected, never a wrong answer ----
 
 
-def flip(blob: bytes, bit: int) -> bytes:
-    """blob with one bit flipped (bit 0: the least significant bit of the first byte)."""
-    out = bytearray(blob)
-    out[bit >> 3] ^= 1 << (bit & 7)
-    return bytes(out)
-
-
 def damaged_copy(tmp_path: Path, index: Index, sql: str) -> Path:
     """A copy of the index damaged by `damage`."""
     path = tmp_path / "damaged.db"
@@ -352,17 +345,6 @@ def damaged_copy(tmp_path: Path, index: Index, sql: str) -> Path:
     target.close()
     damage(path, sql)
     return path
-
-
-def damage(path: Path, sql: str) -> None:
-    """Change rows by the statements `sql`, as a bad disk or a careless hand would; `flip(blob, bit)` and the
-    store's checksums `field_sum(height, field, value)` and `spends_sum(height, bits)` are there."""
-    conn = sqlite3.connect(path)
-    conn.create_function("flip", 2, flip)
-    conn.create_function("field_sum", 3, lambda h, field, value: store._crc(value, store._seed(h, store.FIELDS.index(field))))
-    conn.create_function("spends_sum", 2, store._spends_sum)
-    conn.executescript(sql)
-    conn.close()
 
 
 def every_read(idx: Index) -> list:
