@@ -16,7 +16,7 @@ from coincurve import PrivateKey
 
 import blockfactory as bf
 from cli_support import Chain, NodeServer
-from sp_scan.index import BlockFiles, Index
+from sp_scan.index import BlockFiles, Index, store
 from sp_scan.scan import Receiver
 
 _KEYS = bf.wallet_cases()[0]["given"]["key_material"]
@@ -63,15 +63,61 @@ def write_files(directory: Path, chain: Chain) -> list[Path]:
 
 
 def content(path: Path) -> dict[str, list]:
-    """Every row of every table of an index file, in key order: what two equal indexes share."""
+    """Every row of every table of an index file (of any format), in key order: what two equal indexes share."""
     conn = sqlite3.connect(path)
     try:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         return {
             table: conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
-            for table, order in (("meta", "key"), ("blocks", "height"), ("txloc", "prefix, height, tx"), ("spends", "height, ordinal"))
+            for table, order in (("meta", "1"), ("blocks", "1"), ("sums", "1"), ("spends", "1, 2"), ("txloc", "1, 2, 3"), ("spent_keys", "1"))
+            if table in tables
         }
     finally:
         conn.close()
+
+
+def flip(blob: bytes, bit: int) -> bytes:
+    """blob with one bit flipped (bit 0: the least significant bit of the first byte)."""
+    out = bytearray(blob)
+    out[bit >> 3] ^= 1 << (bit & 7)
+    return bytes(out)
+
+
+def damage(path: Path, sql: str) -> None:
+    """Change an index file's rows by the statements `sql`, as a bad disk or a careless hand would; `flip(blob, bit)`
+    and the store's checksums `field_sum(height, field, value)` and `spends_sum(height, bits)` are there."""
+    conn = sqlite3.connect(path)
+    conn.create_function("flip", 2, flip)
+    conn.create_function("field_sum", 3, lambda h, field, value: store._crc(value, store._seed(h, store.FIELDS.index(field))))
+    conn.create_function("spends_sum", 2, store._spends_sum)
+    conn.executescript(sql)
+    conn.close()
+
+
+_V2_MEMPOOL = (
+    "CREATE TABLE mempool(seq INTEGER PRIMARY KEY, txid BLOB NOT NULL UNIQUE, tweak33 BLOB NOT NULL, tweak64 BLOB NOT NULL,"
+    " out_vouts BLOB NOT NULL, out_keys BLOB NOT NULL, out_values BLOB NOT NULL)"
+)
+
+
+def as_old_version(path: Path, version: int = 2) -> None:
+    """Rewrite an index file in the layout sp-scan wrote as format `version` (1 or 2), before the checksums:
+    meta without sums or tip, one spends row (height, ordinal) per spent output, no sums table, and (version 1)
+    no mempool table. The blocks, txloc and spent_keys rows stay as they are: those formats shared them."""
+    conn = sqlite3.connect(path)
+    spent = [(h, 8 * i + j) for h, bits in conn.execute("SELECT height, bits FROM spends") for i, byte in enumerate(bits) for j in range(8) if byte >> j & 1]
+    meta = [(k, version if k == "format" else v) for k, v in conn.execute("SELECT key, value FROM meta") if k != "tip"]
+    conn.executescript(
+        "DROP TABLE sums; DROP TABLE spends; DROP TABLE meta; DROP TABLE mempool;"
+        " CREATE TABLE meta(key TEXT PRIMARY KEY, value NOT NULL) WITHOUT ROWID;"
+        " CREATE TABLE spends(height INTEGER NOT NULL, ordinal INTEGER NOT NULL, PRIMARY KEY(height, ordinal)) WITHOUT ROWID;"
+        + (_V2_MEMPOOL if version == 2 else "")
+    )
+    with conn:
+        conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
+        conn.executemany("INSERT INTO spends VALUES (?, ?)", spent)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
 
 
 def living_children(pid: int) -> list[int]:

@@ -17,6 +17,7 @@ import threading
 import pytest
 
 import kernelchain as kc
+from index_support import as_old_version
 from node_mempool import MEMPOOL_HEIGHT, PATIENCE, NodeMempool, wait_for
 from sp_scan.errors import IndexStoreError
 from sp_scan.index import Index, mempool, store
@@ -251,15 +252,14 @@ def test_the_table_is_rebuilt_after_a_restart_and_a_killed_syncs_rows_are_not_tr
         assert f.listed() == {tx.txid32}  # the first listing replaced the stale row
 
 
-def test_a_version_1_index_is_upgraded_by_a_writer_and_read_as_is_by_a_reader(kernel_index, tmp_path):
+def test_a_version_1_index_is_upgraded_by_a_writer_and_refused_by_a_reader_until_then(kernel_index, tmp_path):
     path = tmp_path / "v1.db"
     path.write_bytes(kernel_index.read_bytes())
-    conn = sqlite3.connect(path)
-    conn.executescript("DROP TABLE mempool; UPDATE meta SET value = 1 WHERE key = 'format'; PRAGMA user_version = 1;")
-    conn.close()
     with Index.open(path, readonly=True) as idx:
-        assert idx.mempool_tweaks().txs == () and idx.tip() is not None
         before = [(m.height, m.txid32, m.vout) for m in idx.scan(kc.TEST_WALLET.receiver(), mempool=True)]
+    as_old_version(path, 1)
+    with pytest.raises(IndexStoreError, match="v1.db is an index of format version 1: `sp-scan index sync` upgrades it in place"):
+        Index.open(path, readonly=True)
     with Index.open(path):
         pass
     conn = sqlite3.connect(path)
@@ -268,7 +268,7 @@ def test_a_version_1_index_is_upgraded_by_a_writer_and_read_as_is_by_a_reader(ke
     assert conn.execute("SELECT COUNT(*) FROM mempool").fetchone()[0] == 0
     conn.close()
     with Index.open(path, readonly=True) as idx:
-        assert [(m.height, m.txid32, m.vout) for m in idx.scan(kc.TEST_WALLET.receiver())] == before
+        assert [(m.height, m.txid32, m.vout) for m in idx.scan(kc.TEST_WALLET.receiver(), mempool=True)] == before
 
 
 def test_the_pseudo_block_gives_the_blocks_own_rows(kernel_chain):

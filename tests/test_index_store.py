@@ -6,13 +6,15 @@ import pickle
 import re
 import sqlite3
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import blockfactory as bf
 from cli_support import Chain, spending_chain
-from index_support import WALLET, content, files_of, synced
+from index_support import WALLET, as_old_version, content, damage, files_of, synced
 from sp_scan import block
 from sp_scan.errors import HeightError, IndexStoreError, NodeError
 from sp_scan.index import Index, scan_partition, store
@@ -110,11 +112,23 @@ def test_colliding_txid_prefixes_are_told_apart_by_the_full_txid(index, tmp_path
             assert collided.tweaks(h, cut_through=True) == index.tweaks(h, cut_through=True)
 
 
-def test_the_spend_lookup_cache_keeps_its_bound_while_blocks_are_appended(index, tmp_path, monkeypatch):
+def test_the_spend_lookup_caches_keep_their_bounds_while_blocks_are_appended(index, tmp_path, monkeypatch):
     monkeypatch.setattr(store, "_LOCATOR_CACHE", 2)
+    monkeypatch.setattr(store, "_RECENT_BLOCKS", 1)
     with synced(tmp_path / "small-cache.db", CHAIN) as small:
         assert len(small._store._locators) <= 2
+        assert 0 < sum(map(len, small._store._recent)) <= 2 * max(len(index.tweaks(h)) for h in range(len(CHAIN.blocks)))
     assert content(tmp_path / "small-cache.db") == content(index.path)
+
+
+def test_spends_are_marked_alike_from_the_rows_the_writer_keeps_and_from_sqlite(index, tmp_path):
+    """One run keeps every recent block's txloc rows in memory; one run per block starts without them."""
+    with Index.create(tmp_path / "one-by-one.db", "regtest") as idx:
+        for h in range(len(CHAIN.blocks)):
+            with Index.open(idx.path) as run:
+                run.sync(files_of(CHAIN, stop=h))
+                assert sum(map(len, run._store._recent)) == len(run.tweaks(h))
+    assert content(tmp_path / "one-by-one.db") == content(index.path)
 
 
 def test_a_rollback_removes_blocks_their_txloc_entries_and_their_marks(tmp_path):
@@ -159,9 +173,9 @@ def test_the_store_refuses_a_block_that_does_not_follow_or_link_to_the_tip(index
     data = block.block_index(CHAIN.blocks[1].raw, CHAIN.blocks[1].spent_bytes)
     with synced(tmp_path / "x.db", CHAIN, stop=1) as idx:
         with pytest.raises(IndexStoreError, match="block 5 does not follow the index"):
-            idx._store.append(5, data, None)
+            idx._store.append(store.block_row(5, data, None))
         with pytest.raises(IndexStoreError, match="does not link to the tip"):
-            idx._store.append(2, data, None)
+            idx._store.append(store.block_row(2, data, None))
         assert idx.tip()[0] == 1
 
 
@@ -250,10 +264,10 @@ def test_a_damaged_index_raises_index_store_error_not_sqlite_errors(tmp_path):
 
 
 def test_another_format_version_is_refused(tmp_path):
-    path = tmp_path / "v3.db"
+    path = tmp_path / "v4.db"
     Index.create(path, "regtest").close()
-    sqlite3.connect(path).execute("PRAGMA user_version = 3").connection.close()
-    with pytest.raises(IndexStoreError, match="format version 3; this sp-scan reads version 2"):
+    sqlite3.connect(path).execute("PRAGMA user_version = 4").connection.close()
+    with pytest.raises(IndexStoreError, match="format version 4; this sp-scan reads version 3"):
         Index.open(path)
 
 
@@ -321,25 +335,25 @@ def _split(data: bytes, width: int) -> list[bytes]:
 # ---- a truncated or damaged file: detected, never a wrong answer ----
 
 
-def damaged_copy(tmp_path: Path, index: Index, sql: str, *params) -> Path:
-    """A copy of the index with one row changed by `sql` (as a bad disk or a careless hand would)."""
+def damaged_copy(tmp_path: Path, index: Index, sql: str) -> Path:
+    """A copy of the index damaged by `damage`."""
     path = tmp_path / "damaged.db"
     source = sqlite3.connect(index.path)
     target = sqlite3.connect(path)
     source.backup(target)
     source.close()
-    target.execute(sql, params)
-    target.commit()
     target.close()
+    damage(path, sql)
     return path
 
 
 def every_read(idx: Index) -> list:
     """What each read API answers over every height, and a scan."""
-    answers = [idx.first_height, idx.tip(), list(idx.scan(WALLET)), idx.info()]
+    tip = idx.tip()
+    answers = [idx.first_height, tip, list(idx.scan(WALLET)), idx.info(), idx.block_hashes(0, tip[0])]
     for h in range(len(CHAIN.blocks)):
         answers += [idx.block_hash(h), idx.block_time(h), idx.tweaks(h), idx.tweaks(h, cut_through=True), idx.utxos(h)]
-        answers += [idx.filter(h, "new-utxos"), idx.filter(h, "spent"), idx.spent_index(h)]
+        answers += [idx.eligible_txs(h, cut_through=True), idx.filter(h, "new-utxos"), idx.filter(h, "spent"), idx.spent_index(h), idx.spent_keys(h)]
     return answers
 
 
@@ -353,32 +367,54 @@ def test_a_truncated_copy_is_refused_on_open_by_every_reader_and_writer(tmp_path
             Index.open(path, readonly=readonly)
 
 
-FIRST_SPENT = "(SELECT MIN(height) FROM spends)"  # a block some of whose outputs are spent
+SPENT_AT = min(h for h, tb in enumerate(CHAIN.blocks) if any((t, v) in spent_outpoints() for t, v, _ in bf.taproot_outputs(tb)))
+"""A block some of whose taproot outputs later blocks spent."""
+SPENDER = SPEND_HEIGHTS[0]
+"""A block that spends taproot outputs (it has marks and spent keys)."""
+FLIPS = ("hash", "prev", "max_values", "out_counts", "out_vouts", "txids", "tweaks33", "spent_hashes", "filter_new", "filter_spent", "out_values", "out_keys", "tweaks64")
 DAMAGE = {
-    "a text first height": ("UPDATE meta SET value = '0' WHERE key = 'first_height'", "its first height is '0'"),
-    "an unknown network": ("UPDATE meta SET value = 'mainnet' WHERE key = 'network'", "its network is 'mainnet'"),
-    "a spends ordinal beyond the block's outputs": (f"UPDATE spends SET ordinal = 99999 WHERE height = {FIRST_SPENT} AND ordinal = (SELECT MIN(ordinal) FROM spends WHERE height = {FIRST_SPENT})", "names output 99999 of block"),
-    "a spends row of no block": ("INSERT INTO spends VALUES (999, 0)", "names block 999, which is not indexed"),
-    "a 3-byte marks blob": (f"UPDATE blocks SET marks = x'010203' WHERE height = {SPEND_HEIGHTS[0]}", "marks is 3 bytes"),
-    "a short tweak column": ("UPDATE blocks SET tweaks33 = substr(tweaks33, 2) WHERE height = 3", "tweaks33 holds"),
-    "a short output column": ("UPDATE blocks SET out_values = substr(out_values, 9) WHERE height = 3", "out_values holds"),
-    "out_counts that do not add up": ("UPDATE blocks SET out_counts = zeroblob(length(out_counts)) WHERE height = 3", "holds"),
-    "a text hash": ("UPDATE blocks SET hash = 'abc' WHERE height = 4", "hash is str, not bytes"),
-    "a negative transaction count": ("UPDATE blocks SET n_tx = -1 WHERE height = 4", "n_tx is -1, not a count"),
-    "a text filter": ("UPDATE blocks SET filter_new = 'x' WHERE height = 4", "filter_new is str"),
-    "a 7-byte spent index": ("UPDATE blocks SET spent_hashes = x'00000000000000' WHERE height = 4", "spent_hashes is 7 bytes"),
+    "a changed first height": ("UPDATE meta SET value = 1 WHERE key = 'first_height'", "its meta row first_height does not match its checksum"),
+    "a text first height": ("UPDATE meta SET value = '0' WHERE key = 'first_height'", "its meta row first_height does not match its checksum"),
+    "an unknown network": ("UPDATE meta SET value = 'mainnet' WHERE key = 'network'", "its meta row network does not match its checksum"),
+    "a missing network": ("DELETE FROM meta WHERE key = 'network'", "its meta row network is missing"),
+    "a missing first height": ("DELETE FROM meta WHERE key = 'first_height'", "its meta row first_height is missing"),
+    "a missing tip": ("DELETE FROM meta WHERE key = 'tip'", "its meta row tip is missing"),
+    "a changed tip": ("UPDATE meta SET value = 7, sum = 0 WHERE key = 'tip'", "its meta row tip does not match its checksum"),
+    "a deleted block between": ("DELETE FROM blocks WHERE height = 4", "block 4 is missing"),
+    "a deleted first block": ("DELETE FROM blocks WHERE height = 0", "block 0 is missing"),
+    "a deleted tip block": (f"DELETE FROM blocks WHERE height = {CHAIN.tip}", f"block {CHAIN.tip} is missing"),
+    "a block moved up": ("UPDATE blocks SET height = 99 WHERE height = 4", f"holds blocks 0..99, not its heights 0..{CHAIN.tip}"),
+    "two blocks swapped": ("UPDATE blocks SET height = 99 WHERE height = 5; UPDATE blocks SET height = 5 WHERE height = 7; UPDATE blocks SET height = 7 WHERE height = 99", "block 5's"),
+    **{f"a flipped bit in {c}": (f"UPDATE blocks SET {c} = flip({c}, 13) WHERE height = {SPENDER}", f"block {SPENDER}'s {c} does not match its checksum") for c in FLIPS},
+    "a changed time": ("UPDATE blocks SET time = time + 1 WHERE height = 3", "block 3's time does not match its checksum"),
+    "a changed transaction count": ("UPDATE blocks SET block_txs = block_txs + 1 WHERE height = 3", "block 3's block_txs does not match its checksum"),
+    "a negative eligible count": ("UPDATE blocks SET n_tx = -1 WHERE height = 4", "block 4's n_tx does not match its checksum"),
+    "a text hash": ("UPDATE blocks SET hash = 'abc' WHERE height = 4", "block 4's hash does not match its checksum"),
+    "a short tweak column": ("UPDATE blocks SET tweaks33 = substr(tweaks33, 2) WHERE height = 3", "block 3's tweaks33 does not match its checksum"),
+    "a flipped bit in marks": (f"UPDATE blocks SET marks = flip(marks, 3) WHERE height = {SPENDER}", f"block {SPENDER}'s marks does not match its checksum"),
+    "a deleted sums row": ("DELETE FROM sums WHERE height = 3", "block 3's sums row is missing"),
+    "a flipped bit in a sums row": ("UPDATE sums SET columns = flip(columns, 9) WHERE height = 3", "block 3's hash does not match its checksum"),
+    "a stray sums row": ("INSERT INTO sums VALUES (99, x'00')", "sums has 10 rows for 9 blocks"),
+    "a deleted spends row": (f"DELETE FROM spends WHERE height = {SPENT_AT}", f"block {SPENT_AT}'s spends row is missing"),
+    "a cleared spent bit": (f"UPDATE spends SET bits = zeroblob(length(bits)) WHERE height = {SPENT_AT}", f"block {SPENT_AT}'s spent outputs do not match their checksum"),
+    "a stray spends row": ("INSERT INTO spends VALUES (99, x'', 0)", "spends has 10 rows for 9 blocks"),
+    "a flipped bit in a spent key": (
+        f"UPDATE spent_keys SET keys8 = flip(keys8, 5) WHERE hash = (SELECT hash FROM blocks WHERE height = {SPENDER})",
+        f"block {SPENDER}'s spent_keys does not match its checksum",
+    ),
+    "a deleted spent keys row": (f"DELETE FROM spent_keys WHERE hash = (SELECT hash FROM blocks WHERE height = {SPENDER})", f"block {SPENDER}'s spent_keys does not match its checksum"),
 }
 
 
 @pytest.mark.parametrize(("sql", "needle"), DAMAGE.values(), ids=DAMAGE.keys())
-def test_every_read_path_turns_a_malformed_row_into_index_store_error_and_check_names_it(tmp_path, index, sql, needle):
+def test_every_read_path_turns_damage_into_index_store_error_and_check_names_it(tmp_path, index, sql, needle):
     path = damaged_copy(tmp_path, index, sql)
     try:
         with Index.open(path, readonly=True) as idx:
             answers = every_read(idx)
     except IndexStoreError as exc:
         assert re.search("damaged.db is damaged: .*" + re.escape(needle), str(exc)), exc
-    else:  # rows no read answer depends on (marks, a stray spends row): the answers stay right
+    else:  # rows no read answer depends on (marks, a stray row): the answers stay right
         intact = every_read(index)
         assert answers[:3] + answers[4:] == intact[:3] + intact[4:]  # (info's size on disk differs: no WAL in the copy)
     with pytest.raises(IndexStoreError, match=re.escape(needle)):
@@ -386,30 +422,66 @@ def test_every_read_path_turns_a_malformed_row_into_index_store_error_and_check_
             idx.check()
 
 
-def test_a_malformed_row_is_refused_by_a_sync_and_a_rollback_too(tmp_path, index):
+def test_a_damaged_row_is_refused_by_a_sync_and_a_rollback_too(tmp_path, index):
     path = damaged_copy(tmp_path, index, f"UPDATE blocks SET marks = x'010203' WHERE height = {CHAIN.tip}")
     with Index.open(path) as idx:
-        with pytest.raises(IndexStoreError, match="marks is 3 bytes"):
+        with pytest.raises(IndexStoreError, match=f"block {CHAIN.tip}'s marks does not match its checksum"):
             idx._store.rollback(CHAIN.tip - 1)
         assert idx.tip()[0] == CHAIN.tip
     path.unlink()
-    spent_at = min(h for h in range(len(CHAIN.blocks)) if any(u.spent for u in index.utxos(h)))
-    path = damaged_copy(tmp_path, index, f"UPDATE txloc SET tx = tx + 999 WHERE height = {spent_at}")
+    path = damaged_copy(tmp_path, index, f"UPDATE txloc SET tx = tx + 999 WHERE height = {SPENT_AT}")
     with Index.open(path) as idx:
-        idx._store.rollback(spent_at)
-        with pytest.raises(IndexStoreError, match=f"a txloc row names transaction 99\\d of block {spent_at}, which has"):
+        idx._store.rollback(SPENT_AT)
+        with pytest.raises(IndexStoreError, match=f"a txloc row names transaction 99\\d of block {SPENT_AT}, which has"):
             idx.sync(files_of(CHAIN))
         assert idx.tip()[0] == SPEND_HEIGHTS[0] - 1  # the first block spending from it was not stored
+    path.unlink()
+    path = damaged_copy(tmp_path, index, "SELECT 1")
+    with Index.open(path) as idx:
+        idx._store.rollback(SPENDER - 1)
+    damage(path, f"UPDATE spends SET bits = flip(bits, 0) WHERE height = {SPENT_AT}")
+    with Index.open(path) as idx:  # the marks of a new block never rewrite a damaged spends row with a fresh sum
+        with pytest.raises(IndexStoreError, match=f"block {SPENT_AT}'s spent outputs do not match their checksum"):
+            idx.sync(files_of(CHAIN))
+        assert idx.tip()[0] == SPENDER - 1
+
+
+def rewrite(path: Path, height: int, field: str, value) -> None:
+    """Change one field of a block row and its sum together, as someone who knows the format would."""
+    conn = sqlite3.connect(path)
+    sums = list(struct.unpack(f"<{len(store.FIELDS)}I", conn.execute("SELECT columns FROM sums WHERE height = ?", (height,)).fetchone()[0]))
+    i = store.FIELDS.index(field)
+    sums[i] = store._crc(value, store._seed(height, i))
+    with conn:
+        conn.execute(f"UPDATE blocks SET {field} = ? WHERE height = ?", (value, height))
+        conn.execute("UPDATE sums SET columns = ? WHERE height = ?", (struct.pack(f"<{len(sums)}I", *sums), height))
+    conn.close()
 
 
 def test_check_finds_what_only_a_whole_file_read_shows(tmp_path, index):
+    """Rows changed together with their sums read as they are; the whole file's check finds them."""
     assert Index.open(index.path, readonly=True).check() == len(CHAIN.blocks)
-    unlinked = damaged_copy(tmp_path, index, "UPDATE blocks SET prev = zeroblob(32) WHERE height = 5")
+    unlinked = damaged_copy(tmp_path, index, "SELECT 1")
+    rewrite(unlinked, 5, "prev", bytes(32))
     with Index.open(unlinked, readonly=True) as idx, pytest.raises(IndexStoreError, match="block 5 does not link to block 4"):
         idx.check()
     unlinked.unlink()
+    unmarked = damaged_copy(tmp_path, index, f"UPDATE spends SET bits = zeroblob(length(bits)), sum = spends_sum(height, zeroblob(length(bits))) WHERE height = {SPENT_AT}")
+    with Index.open(unmarked, readonly=True) as idx, pytest.raises(IndexStoreError, match=f"block {SPENT_AT}'s spent outputs are not the marks the blocks above it made"):
+        idx.check()
+    unmarked.unlink()
+    twice = damaged_copy(tmp_path, index, "SELECT 1")
+    marks = index._store.row(SPENDER, ("marks",))[0]
+    rewrite(twice, SPENDER, "marks", marks + marks[:8])
+    with Index.open(twice, readonly=True) as idx, pytest.raises(IndexStoreError, match=f"is marked spent twice \\(again by block {SPENDER}\\)"):
+        idx.check()
+    twice.unlink()
     lost = damaged_copy(tmp_path, index, "DELETE FROM txloc WHERE height = 3")
     with Index.open(lost, readonly=True) as idx, pytest.raises(IndexStoreError, match="txloc has \\d+ rows for \\d+ eligible transactions"):
+        idx.check()
+    lost.unlink()
+    moved = damaged_copy(tmp_path, index, "UPDATE txloc SET prefix = prefix + 1 WHERE height = 3 AND tx = 0")
+    with Index.open(moved, readonly=True) as idx, pytest.raises(IndexStoreError, match="a txloc row does not name its transaction"):
         idx.check()
 
 
@@ -424,3 +496,79 @@ def test_a_damaged_page_is_found_on_open_when_small_and_by_check_at_any_size(tmp
     monkeypatch.setattr(store, "QUICK_CHECK_BYTES", 0)  # as for a file too large to check on every open
     with Index.open(path, readonly=True) as idx, pytest.raises(IndexStoreError, match="quick_check says"):
         idx.check()
+
+
+# ---- older formats: upgraded in place by a writer, refused by a reader ----
+
+
+def old_copy(tmp_path: Path, index: Index, version: int = 2, sql: str = "") -> Path:
+    """A copy of the index in the layout of format `version`, then changed by `sql`."""
+    path = tmp_path / f"v{version}.db"
+    with sqlite3.connect(index.path) as source, sqlite3.connect(path) as target:
+        source.backup(target)
+    as_old_version(path, version)
+    if sql:
+        with sqlite3.connect(path) as conn:
+            conn.execute(sql)
+    return path
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_index_is_upgraded_in_place_to_the_rows_a_sync_writes(tmp_path, index, version):
+    path = old_copy(tmp_path, index, version)
+    with pytest.raises(IndexStoreError, match=f"v{version}.db is an index of format version {version}: `sp-scan index sync` upgrades it in place to version 3"):
+        Index.open(path, readonly=True)
+    Index.open(path).close()
+    assert content(path) == content(index.path)
+    with Index.open(path, readonly=True) as idx:
+        assert idx.check() == len(CHAIN.blocks) and every_read(idx)[:3] == every_read(index)[:3]
+
+
+OLD_DAMAGE = {
+    "a spends row deleted": (f"DELETE FROM spends WHERE height = {SPENT_AT}", f"the spends rows of block {SPENT_AT} are not the marks the blocks above it made"),
+    "a spends row added": ("INSERT INTO spends VALUES ({unspent[0]}, {unspent[1]})", "the spends rows of block {unspent[0]} are not the marks the blocks above it made"),
+    "a malformed marks blob": (f"UPDATE blocks SET marks = x'010203' WHERE height = {SPEND_HEIGHTS[0]}", f"block {SPEND_HEIGHTS[0]}'s marks is 3 bytes"),
+    "a block deleted": ("DELETE FROM blocks WHERE height = 4", f"its 8 blocks at 0..{CHAIN.tip} are not the heights from its first height 0 on"),
+    "an unlinked block": ("UPDATE blocks SET prev = zeroblob(32) WHERE height = 5", "block 5 does not link to block 4"),
+    "a txloc row moved": ("UPDATE txloc SET prefix = prefix + 1 WHERE height = 3 AND tx = 0", "a txloc row does not name its transaction"),
+}
+
+
+@pytest.mark.parametrize(("sql", "needle"), OLD_DAMAGE.values(), ids=OLD_DAMAGE.keys())
+def test_a_damaged_older_index_is_not_upgraded_and_stays_as_it_was(tmp_path, index, sql, needle):
+    unspent = next((h, o) for h in range(len(CHAIN.blocks)) for o in range(len(index.utxos(h))) if o not in index._store.row_with_spends(h, ())[1])
+    sql, needle = sql.format(unspent=unspent), needle.format(unspent=unspent)
+    path = old_copy(tmp_path, index, 2, sql)
+    before = content(path)
+    with pytest.raises(IndexStoreError, match=re.escape(f"v2.db stays at format version 2, not upgraded to 3: {path} is damaged: {needle}")):
+        Index.open(path)
+    assert content(path) == before and sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+_KILLED_UPGRADE = """
+import sys, time
+from sp_scan.index import Index, store
+
+def hold(walk, conn):  # the upgrade has rewritten meta and written every sums row: hold it there
+    print("upgrading", flush=True)
+    time.sleep(600)
+
+store._Walk.check_txloc = hold
+Index.open(sys.argv[1])
+"""
+
+
+def test_an_upgrade_killed_midway_leaves_the_older_file_as_it_was(tmp_path, index):
+    path = old_copy(tmp_path, index)
+    before = content(path)
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_UPGRADE, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "upgrading\n"
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert content(path) == before
+    with pytest.raises(IndexStoreError, match="format version 2"):
+        Index.open(path, readonly=True)
+    Index.open(path).close()
+    assert content(path) == content(index.path)

@@ -15,7 +15,9 @@ from bitcoin.core import CBlock
 from google.protobuf import empty_pb2
 
 import kernelchain
+from index_support import as_old_version
 from serving import ServerThread, ok
+from sp_scan.index import Index
 from sp_scan.node import RestNode
 from sp_scan.server.proto import blindbit_oracle_pb2 as pb
 from sp_scan.wire import parse_spent
@@ -167,13 +169,15 @@ def test_a_cancelled_stream_ends_and_the_server_serves_on(served):
 
 
 def test_an_index_from_before_the_spent_keys_serves_the_compute_index_and_says_what_is_missing(kernel_index, tmp_path):
-    """An index written before the spent_keys table existed (dropped here): read-only serving still works, and
+    """An index written before the spent_keys table existed (format 2 without it), upgraded: serving works, and
     StreamBlockScanDataShort says those blocks were stored without their spent keys."""
     old = tmp_path / "old.db"
     with sqlite3.connect(kernel_index) as source, sqlite3.connect(old) as copy:
         source.backup(copy)
+    as_old_version(old)
     with sqlite3.connect(old) as conn:
         conn.execute("DROP TABLE spent_keys")
+    Index.open(old).close()  # a writer upgrades it
     with ServerThread(old, grpc_port=0) as server:
         oracle = Oracle(server.server.urls["grpc"])
         request = pb.RangedBlockHeightRequestFiltered(start=100, end=101)

@@ -34,7 +34,7 @@ from .. import block, wire, workers
 from ..errors import HeightError, IndexStoreError, NodeConfigError, NodeError, SPError
 from ..types import BlockData
 from . import filters
-from .store import NETWORKS, Store
+from .store import NETWORKS, BlockRow, Store, block_row
 
 TAPROOT_ACTIVATION = 709_632
 """The default first height on mainnet; other networks start at 0."""
@@ -145,9 +145,8 @@ class Fetched:
     """One block fetched and computed, ready to commit (pickled back from a worker)."""
 
     height: int
-    data: BlockData
-    filters: tuple[bytes, bytes, bytes, bytes] | None
-    """(new-UTXO filter, spent filter, spent hashes, spent P2TR keys' 8-byte prefixes), as Store.append takes."""
+    row: BlockRow
+    """The block as Store.append takes it: its index data, filters, spent hashes and spent P2TR keys' prefixes."""
     fetch_s: float
     compute_s: float
 
@@ -169,8 +168,8 @@ def fetch(source: Source, height: int, retry: Retry) -> Fetched:
         raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
     if data.hash32[::-1].hex() != hash_hex:
         raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
-    filters = (*block_filters(data), wire.spent_taproot_prefixes(spent))
-    return Fetched(height, data, filters, fetched - start, time.perf_counter() - fetched)
+    row = block_row(height, data, (*block_filters(data), wire.spent_taproot_prefixes(spent)))
+    return Fetched(height, row, fetched - start, time.perf_counter() - fetched)
 
 
 def block_filters(data: BlockData) -> tuple[bytes, bytes, bytes]:
@@ -305,7 +304,7 @@ class Syncer:
             NodeError: block files that do not link to the tip.
             _Unlinked: the node's block at tip + 1 does not link to the node's own block at the tip.
         """
-        block = f"block {got.height} ({got.data.hash32[::-1].hex()}) names {got.data.prev32[::-1].hex()} as its parent"
+        block = f"block {got.height} ({got.row.hash32[::-1].hex()}) names {got.row.prev32[::-1].hex()} as its parent"
         if self._files:
             self._refuse_files(f"the block file at height {got.height} does not link to the index's tip {tip[1][::-1].hex()}: {block}")
         if self._source_hash(tip[0]) == tip[1]:
@@ -317,16 +316,16 @@ class Syncer:
         try:
             for got in fetched:
                 tip = self.store.tip()
-                if tip is not None and got.data.prev32 != tip[1]:
+                if tip is not None and got.row.prev32 != tip[1]:
                     self._not_linked(got, tip)
                     return
                 began = time.perf_counter()
-                self.store.append(got.height, got.data, got.filters)
+                self.store.append(got.row)
                 s = self.stats
                 s.store_s += time.perf_counter() - began
                 s.fetch_s += got.fetch_s
                 s.compute_s += got.compute_s
-                s.height, s.blocks, s.txs, s.eligible = got.height, s.blocks + 1, s.txs + got.data.block_txs, s.eligible + got.data.n_tx
+                s.height, s.blocks, s.txs, s.eligible = got.height, s.blocks + 1, s.txs + got.row.block_txs, s.eligible + got.row.n_tx
                 self.progress(s)
         finally:
             if pool is not None:

@@ -220,21 +220,18 @@ class Index:
 
     def partition(self, start: int, end: int) -> Partition:
         """Heights start..end packed for scanning (one consistent read; heights not indexed are absent)."""
-        rows, spends = self._store.scan_rows(start, end, _PARTITION_COLUMNS)
-        heights, tx_starts, out_starts, n, o = [], [], [], 0, 0
-        for height, n_tx, _, _, _, _, out_vouts, _ in rows:
+        rows = self._store.scan_rows(start, end, _PARTITION_COLUMNS)
+        heights, tx_starts, out_starts, n, o, spent = [], [], [], 0, 0, 0
+        for (height, n_tx, _, _, _, _, out_vouts, _), bits in rows:
             heights.append(height)
             tx_starts.append(n)
             out_starts.append(o)
+            spent |= int.from_bytes(bits, "little") << o
             n, o = n + n_tx, o + len(out_vouts) // 4
-        spent = bytearray((o + 7) // 8)
-        first_out = dict(zip(heights, out_starts))
-        for height, ordinal in spends:
-            j = first_out[height] + ordinal
-            spent[j >> 3] |= 1 << (j & 7)
-        columns = list(zip(*rows)) if rows else [()] * len(_PARTITION_COLUMNS)
+        columns = list(zip(*(values for values, _ in rows))) if rows else [()] * len(_PARTITION_COLUMNS)
         txids, tweaks64, counts, keys, vouts, values = (b"".join(c) for c in columns[2:])
-        return Partition(start, end, _u32(heights), _u32(tx_starts), _u32(out_starts), txids, tweaks64, counts, keys, vouts, values, bytes(spent))
+        spent_bits = spent.to_bytes((o + 7) // 8, "little")
+        return Partition(start, end, _u32(heights), _u32(tx_starts), _u32(out_starts), txids, tweaks64, counts, keys, vouts, values, spent_bits)
 
     def mempool_version(self) -> int:
         """A number that changes whenever `mempool_tweaks()` may answer differently (one cheap read):
