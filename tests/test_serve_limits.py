@@ -459,6 +459,24 @@ def test_grpc_connections_and_calls_are_limited_per_address_while_another_is_ser
             sock.close()
 
 
+def test_grpc_clients_that_make_one_call_and_close_are_no_longer_counted(kernel_index):
+    """30 channels one after another, each one call then closed: each leaves the count, none locks the address out."""
+    limits = Limits(per_ip_connections=10, per_ip_exempt=())
+    with ServerThread(kernel_index, limits=limits, grpc_port=0, log=lambda line: None) as server:
+        gate = server.server.gate
+        for _ in range(30):
+            with grpc.insecure_channel(server.server.urls["grpc"], options=[("grpc.enable_http_proxy", 0)]) as channel:
+                height = channel.unary_unary(
+                    "/blindbit.oracle.v1.OracleService/GetBestBlockHeight",
+                    request_serializer=empty_pb2.Empty.SerializeToString,
+                    response_deserializer=pb.BlockHeightResponse.FromString,
+                )
+                assert height(empty_pb2.Empty(), timeout=30).block_height == TIP
+            wait_until(lambda: gate.stats.open["grpc"] == 0 and not server.server.grpc.clients, 60)
+        assert gate.stats.refused_per_ip == 0
+        assert get_from(server.url, "/block-height", "127.0.0.1") == 200
+
+
 # ---- the access log ----
 def test_the_access_log_has_a_line_per_request_and_no_query_values_but_dust(kernel_index, tmp_path):
     log = tmp_path / "access.log"

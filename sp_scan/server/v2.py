@@ -261,12 +261,18 @@ def _serialize(message) -> bytes:
 
 
 class _Pipe(asyncio.Protocol):
-    """One side of a relayed connection: what it receives is written to its peer, with backpressure."""
+    """One side of a relayed connection: what it receives is written to its peer, with backpressure.
+
+    An end of stream is passed on as one (a half-close); once both sides have ended theirs the
+    connection is over and both are closed. asyncio stops reading a half-closed side, so a socket
+    left in that state would otherwise never be noticed again (nor its Gate ticket given back).
+    """
 
     def __init__(self) -> None:
         self.peer: _Pipe | None = None
         self.transport: asyncio.Transport | None = None
         self.waiting: list[bytes] = []
+        self.ended = False
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         self.transport = transport
@@ -278,8 +284,12 @@ class _Pipe(asyncio.Protocol):
             self.waiting.append(data)
 
     def eof_received(self) -> bool:
-        if self.peer is not None and self.peer.transport is not None and self.peer.transport.can_write_eof():
-            self.peer.transport.write_eof()
+        self.ended = True
+        if self.peer is None:
+            return True  # passed on by `link`
+        if self.peer.ended or not self.peer.transport.can_write_eof():
+            return False  # both directions are done: close (connection_lost closes the peer)
+        self.peer.transport.write_eof()
         return True
 
     def pause_writing(self) -> None:
@@ -299,6 +309,8 @@ class _Pipe(asyncio.Protocol):
         for data in self.waiting:
             peer.transport.write(data)
         self.waiting.clear()
+        if self.ended and peer.transport.can_write_eof():
+            peer.transport.write_eof()
 
 
 class _ClientSide(_Pipe):
