@@ -787,16 +787,14 @@ class _Probe:
 
     Methods: "sub" answers "ok" and, after its reply, records aiorpcx's count of sent messages and sends
     a "note" notification; "after-sub" waits until a "sub" of the same batch has returned, then answers;
-    "big" answers 4 MB.
+    "big" answers 4 MB (counted in `built`). `limits` are set on each session (max_in_flight, max_unsent).
     """
 
-    def __init__(self, max_send_delay: float = 30.0) -> None:
-        from aiorpcx import serve_rs
+    def __init__(self, max_send_delay: float = 30.0, **limits) -> None:
+        from sp_scan.server.electrum.rpc import LineSession, serve_lines
 
-        from sp_scan.server.electrum.rpc import LineSession
-
-        seen, sessions = [], set()
-        self.seen, self.sessions = seen, sessions
+        seen, sessions, built = [], set(), []
+        self.seen, self.sessions, self.built = seen, sessions, built
 
         class Session(LineSession):
             max_line = 1000
@@ -804,6 +802,8 @@ class _Probe:
             def __init__(self, transport) -> None:
                 super().__init__(transport)
                 self.max_send_delay = max_send_delay
+                for name, value in limits.items():
+                    setattr(self, name, value)
                 self.returned = asyncio.Event()
                 sessions.add(self)
 
@@ -818,6 +818,7 @@ class _Probe:
                         await asyncio.sleep(0)  # the "sub" task finishes: its part of the batch reply is built
                     return "later"
                 if request.method == "big":
+                    built.append(request.method)
                     return "b" * 4_000_000
                 return None
 
@@ -832,7 +833,7 @@ class _Probe:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.server = asyncio.run_coroutine_threadsafe(serve_rs(Session, "127.0.0.1", 0), self.loop).result(10)
+        self.server = asyncio.run_coroutine_threadsafe(serve_lines(Session, "127.0.0.1", 0), self.loop).result(10)
         self.port = self.server.sockets[0].getsockname()[1]
 
     def __enter__(self):
@@ -891,3 +892,21 @@ def test_aiorpcx_aborts_a_client_that_does_not_read_after_max_send_delay_and_the
                 pass
             raise ConnectionResetError  # EOF: closed too
         sock.close()
+
+
+def test_no_answer_is_built_while_a_connections_unsent_bytes_are_at_max_unsent():
+    """Ten 4 MB answers asked at once by a client that never reads: once one waits unsent (1 MiB allowed),
+    the others are not built; the socket itself takes at most tcp_wmem's maximum."""
+    with _Probe(max_send_delay=1.0, max_in_flight=100, max_unsent=1 << 20) as probe:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(30)
+        sock.connect(("127.0.0.1", probe.port))
+        sock.sendall(b'{"jsonrpc": "2.0", "id": 1, "method": "big"}\n' * 10)
+        deadline = time.monotonic() + 60
+        while probe.seen != [("drop", "it does not read what it is sent")]:
+            assert time.monotonic() < deadline, probe.seen
+            time.sleep(0.02)
+        sock.close()
+    wmem_max = int(open("/proc/sys/net/ipv4/tcp_wmem").read().split()[2])
+    assert len(probe.built) <= 1 + -(-(wmem_max + 65536) // 4_000_000)
