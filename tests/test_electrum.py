@@ -53,7 +53,8 @@ def expected(chain, labels=(1, 7), start=0, end=None, wallet=WALLET) -> list[dic
 
 
 def address(wallet=WALLET) -> str:
-    return sp_address.encode(wallet.scan_pubkey33, wallet.spend_pubkey33, "tsp")
+    """The wallet's address on the sample chain: regtest's "sprt" (rust-silentpayments, spdk, drongo)."""
+    return sp_address.encode(wallet.scan_pubkey33, wallet.spend_pubkey33, "sprt")
 
 
 def flat(notes: list[dict]) -> list[dict]:
