@@ -133,6 +133,7 @@ def test_without_a_backend_the_version_is_local_and_below_1_4_is_frigates_unsupp
         features = c.result("server.features")
         assert features["genesis_hash"] == GENESIS_REGTEST
         assert features["silent_payments"] == [0] and features["protocol_min"] == "1.4" and features["hash_function"] == "sha256"
+        assert features["hosts"] == {"127.0.0.1": {"tcp_port": server.port}}
 
 
 def test_server_features_are_the_backends_with_silent_payments_added(electrum, electrumx):
@@ -141,7 +142,9 @@ def test_server_features_are_the_backends_with_silent_payments_added(electrum, e
         theirs = direct.result("server.features")
     with negotiated(electrum.port) as c:
         ours = c.result("server.features")
-    assert ours == {**theirs, "hosts": {}, "silent_payments": [0]}
+    here = {"127.0.0.1": {"tcp_port": electrum.port}}  # this server, never the backend's port
+    assert theirs["hosts"] == {"127.0.0.1": {"tcp_port": electrumx.port}} and theirs["services"] == [f"tcp://127.0.0.1:{electrumx.port}"]
+    assert ours == {**theirs, "hosts": here, "services": [f"tcp://127.0.0.1:{electrum.port}"], "silent_payments": [0]}
     assert ours["genesis_hash"] == GENESIS_REGTEST
 
 
@@ -584,6 +587,7 @@ def test_the_listener_speaks_tls_with_a_given_certificate(kernel_index, tmp_path
         raw = socket.create_connection(("127.0.0.1", server.port))
         with RawClient(server.port, sock=context.wrap_socket(raw)) as c:
             assert c.result("server.version", ["t", "1.4"])[1] == "1.4"
+            assert c.result("server.features")["hosts"] == {"127.0.0.1": {"ssl_port": server.port}}
 
 
 def test_unsubscribe_and_disconnect_wipe_the_native_copy_of_the_keys(kernel_index):
@@ -605,8 +609,9 @@ def test_unsubscribe_and_disconnect_wipe_the_native_copy_of_the_keys(kernel_inde
             time.sleep(0.05)
 
 
-def test_a_mempool_payment_is_notified_once_at_height_0_and_not_again_when_it_confirms(kernel_copy, tmp_path):
-    """The index's mempool table, kept by a following sync over the stand-in node's mempool (kernel-signed txs)."""
+def test_a_mempool_payment_is_notified_once_at_height_0_and_again_with_its_height_when_it_confirms(kernel_copy, tmp_path):
+    """The index's mempool table, kept by a following sync over the stand-in node's mempool (kernel-signed txs).
+    Frigate's new-block scan reports every paying tx of the new blocks, those first sent from the mempool too."""
     from node_mempool import NodeMempool, wait_for
     from sp_scan.index import Index
     from sp_scan.node import RestNode
@@ -634,8 +639,9 @@ def test_a_mempool_payment_is_notified_once_at_height_0_and_not_again_when_it_co
                 other = chain.transaction("confirmed-directly", [chain.reserve.pop()], [("wallet", None), ("p2wpkh",)])
                 height = chain.mine([tx, other]).height
                 pool.chain_moved()
-                note = c.notification(SP)["params"]  # the block: only the tx not seen in the mempool
-                assert note["history"] == [{"height": height, "tx_hash": other.txid32[::-1].hex(), "tweak_key": other.tweak33.hex()}]
+                note = c.notification(SP)["params"]  # the block: both its payments, the one seen in the mempool again
+                mined = [{"height": height, "tx_hash": t.txid32[::-1].hex(), "tweak_key": t.tweak33.hex()} for t in (tx, other)]
+                assert note["history"] == sorted(mined, key=lambda e: e["tx_hash"])
                 wait_for("the mempool emptied", lambda: not index.mempool_tweaks().txs)
                 assert c.call("server.ping")["result"] is None and not [n for n in c.notifications if n["method"] == SP]
         finally:

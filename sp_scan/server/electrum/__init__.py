@@ -99,7 +99,7 @@ class ElectrumServer:
             network = index.network
         self.gate = gate if gate is not None else Gate(Limits(), (LISTENER,))
         scans = ScanService(self.db, threads=self.threads, partition_blocks=self.partition_blocks, mempool=self.mempool)
-        self.state = ServerState(self.db, network, scans, Readers(self.db, READER_THREADS), self.gate, self.limits, self.backend)
+        self.state = ServerState(self.db, network, scans, Readers(self.db, READER_THREADS), self.gate, self.limits, self.backend, context is not None)
         scans.start()
         state = self.state
         try:

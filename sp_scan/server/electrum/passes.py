@@ -9,8 +9,8 @@ the last one, then around again), so no watch waits for ever. A watch delivers
 its history in height order, then `progress` 1.0, then each new block as the index's sync commits
 it. A reorg sends every watch whose scan reached the fork back to it. The mempool the index holds
 (`Index.mempool_tweaks`, kept by `sync --follow --mempool`) is scanned for caught-up watches: each
-paying transaction is delivered once at height 0, and not again when it confirms (Frigate's rule:
-the wallet follows it through its scripthash subscription).
+paying transaction is delivered once at height 0 while it stays there, and again with its height
+once a block confirms it (Frigate's new-block scan reports every paying tx of the new blocks).
 
 Keys stay in the watches (connection memory) only; the native copy of a watch's keys is wiped by
 the worker once the watch is dropped (`native.release_scanner`), never while a scan uses it.
@@ -79,7 +79,6 @@ class Watch:
     target: int | None = field(init=False, default=None)
     live: bool = field(init=False, default=False)
     cancelled: bool = field(init=False, default=False)
-    mempool_sent: set[bytes] = field(init=False, default_factory=set)
     mempool_seen: set[bytes] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
@@ -310,9 +309,8 @@ class ScanService:
             if watch.cancelled:
                 continue
             watch.cursor = min(hi, self._limit(watch, tip_height)) + 1
-            fresh = [e for e in mine.values() if e.txid32 not in watch.mempool_sent]
-            if fresh or not watch.live:
-                watch.deliver(sorted(fresh, key=Entry.sort_key), watch.progress())
+            if mine or not watch.live:
+                watch.deliver(sorted(mine.values(), key=Entry.sort_key), watch.progress())
 
     # --- mempool ---
 
@@ -332,15 +330,14 @@ class ScanService:
                     watch.deliver(entries, 1.0)
 
     def _mempool_entries(self, watch: Watch) -> list[Entry]:
-        """The mempool transactions paying `watch` that it was not given before (each is then marked sent)."""
+        """The mempool transactions paying `watch` that it was not given while they were in the mempool."""
         txs = self._mempool_txs
         new = [t for t in txs if t.txid32 not in watch.mempool_seen]
-        watch.mempool_seen = {t.txid32 for t in txs}  # forget the txs that left the mempool
+        watch.mempool_seen = {t.txid32 for t in txs}  # forget the txs that left it: one back (a reorg) is sent again
         if not new:
             return []
         found = scan_tweaks([t.tweak33 for t in new], [[key for _, key, _ in t.outputs] for t in new], watch.receiver, threads=self.threads)
-        entries = [Entry(0, t.txid32, t.tweak33) for t, outs in zip(new, found) if outs and t.txid32 not in watch.mempool_sent]
-        watch.mempool_sent.update(e.txid32 for e in entries)
+        entries = [Entry(0, t.txid32, t.tweak33) for t, outs in zip(new, found) if outs]
         return sorted(entries, key=Entry.sort_key)
 
 

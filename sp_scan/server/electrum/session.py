@@ -130,6 +130,7 @@ class ServerState:
     gate: Gate
     limits: ElectrumLimits
     backend: BackendUrl | None
+    tls: bool = False
     caps: SubscriptionCaps = field(init=False)
     sessions: set = field(default_factory=set)
     requests: int = 0
@@ -279,7 +280,12 @@ class ElectrumSession(LineSession):
                 "protocol_max": _version_text(self.version),
                 "pruning": None,
             }
-        return {**features, "hosts": {}, "silent_payments": [0]}
+        # this listener, as the address and port this client reached it at, never the backend's
+        scheme = "ssl" if self.state.tls else "tcp"
+        host, port = self.transport.socket.get_extra_info("sockname")[:2]
+        if "services" in features:  # ElectrumX lists its own services
+            features = {**features, "services": [f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"]}
+        return {**features, "hosts": {host: {f"{scheme}_port": port}}, "silent_payments": [0]}
 
     async def ping(self, args):
         return None
