@@ -330,10 +330,26 @@ def taproot_outputs(chain, height):
     return out
 
 
+def spending_inputs(chain) -> dict[bytes, dict]:
+    """outpoint36 -> electrs's SpendingInput of the active-chain input that spends it: {"txid", "vin", "confirmed"}."""
+    out = {}
+    for b in chain.active():
+        confirmed = {"height": b.height, "hash": b.hash32[::-1].hex(), "time": int.from_bytes(chain.block(b.height)[68:72], "little")}
+        for t in b.txs:
+            for vin, op in enumerate(t.inputs36):
+                out[op] = {"txid": t.txid32[::-1].hex(), "vin": vin, "confirmed": confirmed}
+    return out
+
+
 def cake_v1(chain, height, historical):
+    """electrs's message for one block: with `historical` every output, a spent one with its SpendingInput;
+    without, spent outputs left out below tip - 5 (and kept, unmarked, above)."""
+    spenders = spending_inputs(chain)
+    keep_spent = historical or height >= chain.tip_height - 5
     txs = {}
     for txid32, tweak33, outs in taproot_outputs(chain, height):
-        kept = {str(v): [k.hex(), a, *([True] if s else [])] for v, k, a, s in outs if historical or not s}
+        marker = lambda v: [spenders[kernelchain.outpoint36(txid32, v)]] if historical else []  # noqa: E731
+        kept = {str(v): [k.hex(), a, *(marker(v) if s else [])] for v, k, a, s in outs if keep_spent or not s}
         if kept:
             txs[txid32[::-1].hex()] = {"tweak": tweak33.hex(), "output_pubkeys": kept}
     return txs
@@ -395,6 +411,19 @@ def test_tweaks_subscribe_streams_the_index_tweaks_per_block_then_done(electrum,
             got[height] = txs
         assert got == want
         assert any(len(o) == 3 for txs in got.values() for t in txs.values() for o in t["output_pubkeys"].values()) == historical
+        spent_recent = [h for h in range(kernelchain.SAMPLE_TIP - 5, kernelchain.SAMPLE_TIP + 1) for _, _, outs in taproot_outputs(kernel_chain, h) for o in outs if o[3]]
+        assert spent_recent  # the rule for the last blocks is exercised
+
+
+def test_cake_errors_are_electrs_strings_and_historical_markers_need_the_backend(electrum, kernel_index):
+    with negotiated(electrum.port) as c:
+        for method, params in [(cake.TWEAKS_SUBSCRIBE, [0, 10, True, 3]), (cake.TWEAKS_SUBSCRIBE, ["x", 10]), (cake.BLOCK_TWEAKS, [5000]), (cake.TWEAKS_GET, ["xx", 0, 101])]:
+            error = c.call(method, params)["error"]
+            assert isinstance(error, str) and error, (method, params, error)  # electrs: "error": "<message>"
+        assert c.result("server.ping") is None
+    with ElectrumThread(kernel_index) as bare, negotiated(bare.port) as c:
+        assert "backend" in c.call(cake.TWEAKS_SUBSCRIBE, [95, 10, True])["error"]
+        assert c.call(cake.TWEAKS_SUBSCRIBE, [95, 10, False])["result"]["params"][0]["message"] == "done"
 
 
 def test_tweaks_subscribe_protocol_2_sends_one_compact_record_per_block(electrum, kernel_chain):
@@ -404,7 +433,6 @@ def test_tweaks_subscribe_protocol_2_sends_one_compact_record_per_block(electrum
         records = [decode_compact(base64.b64decode(n["params"][0]["tweaks_v2"])) for n in c.notifications if "tweaks_v2" in n["params"][0]]
         want = {h: [(t, w, [(v, k) for v, k, _, _ in outs]) for t, w, outs in taproot_outputs(kernel_chain, h)] for h in range(kernelchain.SAMPLE_TIP + 1)}
         assert dict(records) == {h: txs for h, txs in want.items() if txs or h == kernelchain.SAMPLE_TIP}
-        assert c.call(cake.TWEAKS_SUBSCRIBE, [0, 10, True, 3])["error"]["code"] == -32602
 
 
 def test_block_tweaks_and_tweaks_get(electrum, kernel_chain):
@@ -415,10 +443,8 @@ def test_block_tweaks_and_tweaks_get(electrum, kernel_chain):
             for vout, _, amount, spent in outs:
                 assert c.result(cake.TWEAKS_GET, [txid32[::-1].hex(), vout, 101]) == {"amount": amount, "spent": spent}
         txid32, _, outs = taproot_outputs(kernel_chain, 101)[0]
-        assert c.call(cake.TWEAKS_GET, [txid32[::-1].hex(), 99, 101])["error"]["code"] == 1
-        assert c.call(cake.TWEAKS_GET, [txid32[::-1].hex(), outs[0][0], 102])["error"]["code"] == 1
-        assert c.call(cake.TWEAKS_GET, ["xx", 0, 101])["error"]["code"] == -32602
-        assert c.call(cake.BLOCK_TWEAKS, [5000])["error"]["code"] == 1
+        assert "no tweak row" in c.call(cake.TWEAKS_GET, [txid32[::-1].hex(), 99, 101])["error"]
+        assert "no tweak row" in c.call(cake.TWEAKS_GET, [txid32[::-1].hex(), outs[0][0], 102])["error"]
 
 
 # --- load and hostile input ---
@@ -502,7 +528,7 @@ def test_a_client_that_never_reads_is_disconnected_and_the_others_are_served(ker
         sleeper.connect(("127.0.0.1", server.port))
         sleeper.sendall(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "server.version", "params": ["s", "1.4"]}).encode() + b"\n")
         sleeper.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": SP, "params": [*keys(), 0, [1, 7]]}).encode() + b"\n")
-        request = json.dumps({"jsonrpc": "2.0", "id": 2, "method": cake.TWEAKS_SUBSCRIBE, "params": [0, 1000, True]}).encode() + b"\n"
+        request = json.dumps({"jsonrpc": "2.0", "id": 2, "method": cake.TWEAKS_SUBSCRIBE, "params": [0, 1000, False]}).encode() + b"\n"
         sleeper.settimeout(5)
         for _ in range(2000):  # each streams every block's tweaks: far more than the socket buffers hold
             try:

@@ -5,8 +5,8 @@ aiorpcx (0.25) runs a connection as an `RPCSession`: a framer cuts the byte stre
 `handle_request` and writes the reply. What the listener needs beyond that, and how it is had
 through aiorpcx's public classes, attributes and overridable methods:
 
-- error objects with `data` (Frigate's -32003 and -32000): `_Json.error_payload`, the override point
-  JSONRPCv2 itself uses;
+- error objects with `data` (Frigate's -32003 and -32000), and errors as electrs writes them (a
+  string, `PlainError`): `_Json.error_payload`, the override point JSONRPCv2 itself uses;
 - bounded queues per connection, as the HTTP listener has: the next line is read only while the
   connection's requests in flight (received, reply not yet handed to the socket) are below
   `max_in_flight` and its unsent bytes (messages waiting to be written, and the socket's buffer) are
@@ -96,13 +96,23 @@ class _Connection(JSONRPCConnection):
         return items
 
 
+class PlainError(RPCError):
+    """An error answered as electrs answers its errors: the message alone, a string where JSON-RPC has an object."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(-32000, message)
+
+
 class _Json(JSONRPCv2):
-    """JSON-RPC 2.0 whose error objects carry `data` when the error has it (Frigate's -32003, -32000)."""
+    """JSON-RPC 2.0 whose error objects carry `data` when the error has it (Frigate's -32003, -32000);
+    a `PlainError` is its message alone."""
 
     @classmethod
     def error_payload(cls, error, request_id):
         payload = super().error_payload(error, request_id)
-        if getattr(error, "data", None) is not None:
+        if isinstance(error, PlainError):
+            payload["error"] = error.message
+        elif getattr(error, "data", None) is not None:
             payload["error"]["data"] = error.data
         return payload
 

@@ -34,7 +34,7 @@ from . import cake, frigate
 from .caps import SubscriptionCaps
 from .passes import ScanService, Watch
 from .proxy import METHOD_NOT_FOUND, Backend, BackendUrl, DataError, unavailable
-from .rpc import LineSession
+from .rpc import LineSession, PlainError
 
 log = logging.getLogger("sp_scan.server.electrum")
 
@@ -429,6 +429,9 @@ class ElectrumSession(LineSession):
 
     async def tweaks_subscribe(self, args):
         height, count, historical, protocol = cake.parse_subscribe(args)
+        marked = historical and protocol == 1
+        if marked and self.backend is None:
+            raise PlainError("historical mode needs the server's backend Electrum server (--electrum-backend): it says which input spent an output")
         span = await self.state.readers.run(cake.stream_range, height, count)
         if span is not None:
             lo, last = span
@@ -436,7 +439,10 @@ class ElectrumSession(LineSession):
                 chunk_hi = min(chunk_lo + cake.READ_BLOCKS - 1, last)
                 if self.is_closing():  # dropped: nothing more is read for it
                     break
-                for params in await self.state.readers.run(cake.stream_chunk, chunk_lo, chunk_hi, last, historical, protocol):
+                messages, spent = await self.state.readers.run(cake.stream_chunk, chunk_lo, chunk_hi, last, historical, protocol)
+                if marked:
+                    await cake.spend_markers(self.backend.request, spent)
+                for params in messages:
                     await self.send_notification(cake.TWEAKS_SUBSCRIBE, [params])
         done = {"jsonrpc": "2.0", "method": cake.TWEAKS_SUBSCRIBE, "params": [cake.done_message()]}
         await self.send_notification(cake.TWEAKS_SUBSCRIBE, done["params"])
@@ -448,11 +454,25 @@ class ElectrumSession(LineSession):
         try:
             return await self.state.readers.run(cake.block_tweaks, height)
         except HeightError as exc:
-            raise RPCError(cake.NOT_FOUND, str(exc)) from None
+            raise PlainError(str(exc)) from None
 
     async def tweaks_get(self, args):
         txid32, vout, height = cake.parse_get(args)
         return await self.state.readers.run(cake.tweak_output, txid32, vout, height)
+
+
+def _electrs_errors(method):
+    """A Cake method whose errors are electrs's: the message alone (`PlainError`)."""
+
+    async def call(session, args):
+        try:
+            return await method(session, args)
+        except PlainError:
+            raise
+        except RPCError as exc:
+            raise PlainError(exc.message) from None
+
+    return call
 
 
 def _package_version() -> str:
@@ -490,7 +510,7 @@ LOCAL = {
     SCRIPTHASH_UNSUBSCRIBE: ElectrumSession.scripthash_unsubscribe,
     frigate.SUBSCRIBE: ElectrumSession.sp_subscribe,
     frigate.UNSUBSCRIBE: ElectrumSession.sp_unsubscribe,
-    cake.TWEAKS_SUBSCRIBE: ElectrumSession.tweaks_subscribe,
-    cake.BLOCK_TWEAKS: ElectrumSession.block_tweaks,
-    cake.TWEAKS_GET: ElectrumSession.tweaks_get,
+    cake.TWEAKS_SUBSCRIBE: _electrs_errors(ElectrumSession.tweaks_subscribe),
+    cake.BLOCK_TWEAKS: _electrs_errors(ElectrumSession.block_tweaks),
+    cake.TWEAKS_GET: _electrs_errors(ElectrumSession.tweaks_get),
 }
