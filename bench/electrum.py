@@ -38,7 +38,7 @@ from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS
 from sp_scan.scan import Receiver
 from sp_scan.server.electrum import ElectrumServer
 
-from .index import ROOT, LinkedChain
+from .index import ROOT, BlockList, LinkedChain
 from .test_block import _receiver
 
 SP = "blockchain.silentpayments.subscribe"
@@ -58,10 +58,10 @@ def build_index(chain, db: Path) -> Path:
 DENSE_TXS, DENSE_SHARE = 1_500, 0.17
 
 
-class DenseChain:
-    """`blocks` blocks of DENSE_TXS generated txs, ~DENSE_SHARE of them paying `wallet` (a cli_support.ChainView)."""
+class DenseChain(BlockList):
+    """`count` blocks of DENSE_TXS generated txs, ~DENSE_SHARE of them paying `wallet` (a cli_support.ChainView)."""
 
-    def __init__(self, blocks: int) -> None:
+    def __init__(self, count: int) -> None:
         import blockfactory
         import txgen
         from bitcoin.core import COutPoint, CScript, CScriptWitness, CTxIn, CTxInWitness, CTxOut, CTxWitness, CMutableTransaction
@@ -70,8 +70,8 @@ class DenseChain:
 
         target, *others = txgen.wallets(7)
         self.wallet = target.receiver
-        self.blocks, prev = [], b"\x00" * 32
-        for h in range(blocks):
+        blocks, prev = [], b"\x00" * 32
+        for h in range(count):
             paying = round(DENSE_TXS * DENSE_SHARE)
             generated = txgen.generate(2 * h, paying, [target]) + txgen.generate(2 * h + 1, DENSE_TXS - paying, others)
             txs, spent = [], []
@@ -84,18 +84,8 @@ class DenseChain:
                 spent.append([TxOut(5000, i.prevout_script) for i in g.inputs])
             block = blockfactory.assemble(txs, spent, h, prev)
             prev = block.header.GetHash()
-            self.blocks.append((prev, block.raw, block.spent_bytes))
-        self.heights = {hash32: h for h, (hash32, _, _) in enumerate(self.blocks)}
-
-    def best(self) -> tuple[int, bytes]:
-        return len(self.blocks) - 1, self.blocks[-1][0]
-
-    def hash_at(self, height: int) -> bytes | None:
-        return self.blocks[height][0] if 0 <= height < len(self.blocks) else None
-
-    def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes] | None:
-        h = self.heights.get(hash32)
-        return None if h is None else (h, self.blocks[h][1], self.blocks[h][2])
+            blocks.append((prev, block.raw, block.spent_bytes))
+        super().__init__(blocks)
 
 
 def wallets(n: int) -> list[Receiver]:

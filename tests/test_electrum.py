@@ -909,17 +909,23 @@ def test_aiorpcx_reports_a_line_over_max_line_which_is_answered_and_closed():
         assert probe.seen == []
 
 
+def _asks_and_never_reads(probe: _Probe, lines: bytes) -> socket.socket:
+    """A client that sends `lines` to the probe and reads nothing; returned once the probe has dropped it."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(30)
+    sock.connect(("127.0.0.1", probe.port))
+    sock.sendall(lines)
+    deadline = time.monotonic() + 60
+    while probe.seen != [("drop", "it does not read what it is sent")]:
+        assert time.monotonic() < deadline, probe.seen
+        time.sleep(0.02)
+    return sock
+
+
 def test_aiorpcx_aborts_a_client_that_does_not_read_after_max_send_delay_and_the_session_reports_it():
     with _Probe(max_send_delay=0.5) as probe:
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.settimeout(30)
-        sock.connect(("127.0.0.1", probe.port))
-        sock.sendall(b'{"jsonrpc": "2.0", "id": 1, "method": "big"}\n{"jsonrpc": "2.0", "id": 2, "method": "big"}\n' * 2)
-        deadline = time.monotonic() + 30
-        while probe.seen != [("drop", "it does not read what it is sent")]:
-            assert time.monotonic() < deadline, probe.seen
-            time.sleep(0.02)
+        sock = _asks_and_never_reads(probe, b'{"jsonrpc": "2.0", "id": 1, "method": "big"}\n{"jsonrpc": "2.0", "id": 2, "method": "big"}\n' * 2)
         with pytest.raises((ConnectionResetError, TimeoutError)):
             while sock.recv(1 << 20):
                 pass
@@ -931,16 +937,7 @@ def test_no_answer_is_built_while_a_connections_unsent_bytes_are_at_max_unsent()
     """Ten 4 MB answers asked at once by a client that never reads: once one waits unsent (1 MiB allowed),
     the others are not built; the socket itself takes at most tcp_wmem's maximum."""
     with _Probe(max_send_delay=1.0, max_in_flight=100, max_unsent=1 << 20) as probe:
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.settimeout(30)
-        sock.connect(("127.0.0.1", probe.port))
-        sock.sendall(b'{"jsonrpc": "2.0", "id": 1, "method": "big"}\n' * 10)
-        deadline = time.monotonic() + 60
-        while probe.seen != [("drop", "it does not read what it is sent")]:
-            assert time.monotonic() < deadline, probe.seen
-            time.sleep(0.02)
-        sock.close()
+        _asks_and_never_reads(probe, b'{"jsonrpc": "2.0", "id": 1, "method": "big"}\n' * 10).close()
     wmem_max = int(open("/proc/sys/net/ipv4/tcp_wmem").read().split()[2])
     assert len(probe.built) <= 1 + -(-(wmem_max + 65536) // 4_000_000)
 
