@@ -9,7 +9,9 @@ Rows (wall time, best of --repeat):
   `progress` 1.0 notification, against `Index.scan` (what `sp-scan index scan` runs) over the same
   range with the same receiver, native threads and partition size (goal ≤ 1.2×);
 - 10 subscriptions sent at once on 10 connections until each has its 1.0, against one
-  `Index.scan_wallets` pass (`index scan --wallets`) for the same 10 wallets (goal ≤ 1.5×).
+  `Index.scan_wallets` pass (`index scan --wallets`) for the same 10 wallets (goal ≤ 1.5×);
+- with `--dense N`: the first row again over a chain of N blocks of 1,500 generated txs (tests/txgen.py:
+  every input kind) of which ~17% pay one wallet (labels 1, 2, 1001337), the cost per history entry.
 The index is bench.index's chain (copies of the mainnet-sized sample block; copy 0 pays the test
 wallet), built once in a temporary directory. Client and server share the machine's cores.
 """
@@ -36,22 +38,54 @@ from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS
 from sp_scan.scan import Receiver
 from sp_scan.server.electrum import ElectrumServer
 
-from .index import ROOT, LinkedChain
+from .index import ROOT, BlockList, LinkedChain
 from .test_block import _receiver
 
 SP = "blockchain.silentpayments.subscribe"
 
 
-def build_index(blocks: int, workdir: Path) -> Path:
-    sys.path.insert(0, str(ROOT / "tests"))
+def build_index(chain, db: Path) -> Path:
+    """An index of `chain` (a cli_support.ChainView) at `db`."""
     from cli_support import NodeServer, RestHandler
 
     from sp_scan.node import RestNode
 
-    db = workdir / "electrum-bench.db"
-    with NodeServer(RestHandler, LinkedChain(blocks)) as server, Index.create(db, "regtest") as idx:
+    with NodeServer(RestHandler, chain) as server, Index.create(db, "regtest") as idx:
         idx.sync(RestNode(server.url), jobs=2)
     return db
+
+
+DENSE_TXS, DENSE_SHARE = 1_500, 0.17
+
+
+class DenseChain(BlockList):
+    """`count` blocks of DENSE_TXS generated txs, ~DENSE_SHARE of them paying `wallet` (a cli_support.ChainView)."""
+
+    def __init__(self, count: int) -> None:
+        import blockfactory
+        import txgen
+        from bitcoin.core import COutPoint, CScript, CScriptWitness, CTxIn, CTxInWitness, CTxOut, CTxWitness, CMutableTransaction
+
+        from sp_scan.wire import TxOut
+
+        target, *others = txgen.wallets(7)
+        self.wallet = target.receiver
+        blocks, prev = [], b"\x00" * 32
+        for h in range(count):
+            paying = round(DENSE_TXS * DENSE_SHARE)
+            generated = txgen.generate(2 * h, paying, [target]) + txgen.generate(2 * h + 1, DENSE_TXS - paying, others)
+            txs, spent = [], []
+            for n, g in enumerate(generated):
+                vin = [CTxIn(COutPoint(i.outpoint.txid32, i.outpoint.vout), CScript(i.script_sig), 0xFFFFFFFD) for i in g.inputs]
+                tx = CMutableTransaction(vin, [CTxOut(1000 + n, CScript(b"\x51\x20" + x)) for x in g.outputs32], nVersion=2)
+                if any(i.witness for i in g.inputs):
+                    tx.wit = CTxWitness([CTxInWitness(CScriptWitness(list(i.witness))) for i in g.inputs])
+                txs.append(tx)
+                spent.append([TxOut(5000, i.prevout_script) for i in g.inputs])
+            block = blockfactory.assemble(txs, spent, h, prev)
+            prev = block.header.GetHash()
+            blocks.append((prev, block.raw, block.spent_bytes))
+        super().__init__(blocks)
 
 
 def wallets(n: int) -> list[Receiver]:
@@ -59,14 +93,14 @@ def wallets(n: int) -> list[Receiver]:
     return [_receiver()] + [Receiver(PrivateKey().secret, PrivateKey().public_key.format(), (1,)) for _ in range(n - 1)]
 
 
-def subscribe_until_done(port: int, receiver: Receiver, ready: threading.Barrier, out: list, i: int) -> None:
+def subscribe_until_done(port: int, receiver: Receiver, ready: threading.Barrier, out: list, i: int, start=0) -> None:
     with socket.create_connection(("127.0.0.1", port)) as sock, sock.makefile("rb") as lines:
         send = lambda obj: sock.sendall(json.dumps(obj).encode() + b"\n")  # noqa: E731
         send({"jsonrpc": "2.0", "id": 0, "method": "server.version", "params": ["bench", "1.4"]})
         lines.readline()
         ready.wait()
         began = time.perf_counter()
-        params = [receiver.scan_key32.hex(), receiver.spend_pubkey33.hex(), 0, [m for m in receiver.labels if m]]
+        params = [receiver.scan_key32.hex(), receiver.spend_pubkey33.hex(), start, [m for m in receiver.labels if m]]
         send({"jsonrpc": "2.0", "id": 1, "method": SP, "params": params})
         found = 0
         while True:
@@ -86,6 +120,11 @@ def electrum_time(db: Path, receivers: list[Receiver], threads: int) -> tuple[fl
     runner.start()
     asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
     try:
+        # Warm-up, untimed: a subscribe over the tip block alone has the scanner and the reader threads open
+        # the index (an index Index.scan is timed over is open already too).
+        with Index.open(db, readonly=True) as idx:
+            tip = idx.tip()[0]
+        subscribe_until_done(server.port, wallets(2)[1], threading.Barrier(1), [None], 0, f"{tip}-{tip}")
         out: list = [None] * len(receivers)
         ready = threading.Barrier(len(receivers))
         clients = [threading.Thread(target=subscribe_until_done, args=(server.port, r, ready, out, i)) for i, r in enumerate(receivers)]
@@ -119,23 +158,38 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=71)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, os.cpu_count() or 1])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dense", type=int, default=0, metavar="N", help="Also the dense-wallet row over N generated blocks (0: none).")
+    parser.add_argument("--only-dense", action="store_true", help="Only the dense-wallet row.")
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "tests"))
     print(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, EC engine: {native.ec_engine()}")
+    print("| row | threads | sp-scan index scan | electrum subscribe(s) to progress 1.0 | ratio | goal |")
+    print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        db = build_index(args.blocks, Path(tmp))
-        with Index.open(db, readonly=True) as idx:
-            eligible = idx.info()["eligible_transactions"]
-        print(f"Index: {args.blocks} linked copies of mainnet.bin, {eligible:,} eligible txs\n")
-        print("| row | threads | sp-scan index scan | electrum subscribe(s) to progress 1.0 | ratio | goal |")
-        print("|---|---|---|---|---|---|")
-        for n, goal in ((1, 1.2), (10, 1.5)):
-            receivers = wallets(n)
-            for threads in sorted(set(args.threads)):
-                scan = min((index_scan_time(db, receivers, threads) for _ in range(args.repeat)), key=lambda r: r[0])
-                sub = min((electrum_time(db, receivers, threads) for _ in range(args.repeat)), key=lambda r: r[0])
-                assert sub[1] == scan[1], f"the subscriptions reported {sub[1]} txs, index scan found {scan[1]}"
+        if not args.only_dense:
+            db = build_index(LinkedChain(args.blocks), Path(tmp) / "linked.db")
+            print(f"| (index: {args.blocks} linked copies of mainnet.bin, {_eligible(db):,} eligible txs) |||||")
+            for n, goal in ((1, 1.2), (10, 1.5)):
                 name = "1 full-history subscribe" if n == 1 else f"{n} concurrent subscribes vs one --wallets pass"
-                print(f"| {name} ({scan[1]} txs) | {threads} | {scan[0]:.2f} s | {sub[0]:.2f} s | {sub[0] / scan[0]:.2f} | ≤ {goal} |")
+                _rows(name, db, wallets(n), args, goal)
+        if args.dense:
+            chain = DenseChain(args.dense)
+            db = build_index(chain, Path(tmp) / "dense.db")
+            print(f"| (index: {args.dense} generated blocks, {_eligible(db):,} eligible txs) |||||")
+            _rows("1 subscribe, dense wallet", db, [chain.wallet], args, 1.2)
+
+
+def _eligible(db: Path) -> int:
+    with Index.open(db, readonly=True) as idx:
+        return idx.info()["eligible_transactions"]
+
+
+def _rows(name: str, db: Path, receivers: list[Receiver], args, goal: float) -> None:
+    for threads in sorted(set(args.threads)):
+        scan = min((index_scan_time(db, receivers, threads) for _ in range(args.repeat)), key=lambda r: r[0])
+        sub = min((electrum_time(db, receivers, threads) for _ in range(args.repeat)), key=lambda r: r[0])
+        assert sub[1] == scan[1], f"the subscriptions reported {sub[1]} txs, index scan found {scan[1]}"
+        print(f"| {name} ({scan[1]:,} txs) | {threads} | {scan[0]:.2f} s | {sub[0]:.2f} s | {sub[0] / scan[0]:.2f} | ≤ {goal} |", flush=True)
 
 
 if __name__ == "__main__":

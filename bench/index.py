@@ -31,7 +31,25 @@ MAINNET_BLOCKS = 270_000  # taproot activation (709,632) to mid-2025
 MAINNET_ELIGIBLE = 200_000_000  # the issue's 150-250 million eligible txs since taproot
 
 
-class LinkedChain:
+class BlockList:
+    """A cli_support.ChainView over `blocks`: (hash32, raw block, raw spent outputs) in height order."""
+
+    def __init__(self, blocks: list[tuple[bytes, bytes, bytes]]) -> None:
+        self.blocks = blocks
+        self.heights = {hash32: h for h, (hash32, _, _) in enumerate(blocks)}
+
+    def best(self) -> tuple[int, bytes]:
+        return len(self.blocks) - 1, self.blocks[-1][0]
+
+    def hash_at(self, height: int) -> bytes | None:
+        return self.blocks[height][0] if 0 <= height < len(self.blocks) else None
+
+    def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes] | None:
+        h = self.heights.get(hash32)
+        return None if h is None else (h, self.blocks[h][1], self.blocks[h][2])
+
+
+class LinkedChain(BlockList):
     """n copies of the sample block, each header linked to the one before (a cli_support.ChainView).
 
     Copy 0 is the sample (it pays the test wallet 84 outputs). Copy h > 0's inputs spend other
@@ -47,24 +65,14 @@ class LinkedChain:
         raw, self.spent = BLOCK.read_bytes(), SPENT.read_bytes()
         taproot = set(_split(block.block_index(raw, self.spent).spent_outpoints, 36))
         inputs = [i.outpoint.to_bytes() for tx in wire.parse_block(raw).txs[1:] for i in tx.inputs]
-        self.blocks, prev, targets = [], b"\x00" * 32, []
+        blocks, prev, targets = [], b"\x00" * 32, []
         for h in range(n):
             body = _repoint(raw[80:], inputs, taproot, targets, h) if h else raw[80:]
             header = raw[:4] + prev + raw[36:76] + h.to_bytes(4, "little")
             prev = wire.sha256d(header)
-            self.blocks.append((prev, header + body))
+            blocks.append((prev, header + body, self.spent))
             targets = _outpoints(block.block_index(header + body, self.spent))
-        self.heights = {hash32: h for h, (hash32, _) in enumerate(self.blocks)}
-
-    def best(self) -> tuple[int, bytes]:
-        return len(self.blocks) - 1, self.blocks[-1][0]
-
-    def hash_at(self, height: int) -> bytes | None:
-        return self.blocks[height][0] if 0 <= height < len(self.blocks) else None
-
-    def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes] | None:
-        h = self.heights.get(hash32)
-        return None if h is None else (h, self.blocks[h][1], self.spent)
+        super().__init__(blocks)
 
 
 def _outpoints(data) -> list[bytes]:

@@ -1,4 +1,4 @@
-"""Silent-payments addresses: bech32m `sp` / `tsp` encoding and decoding (BIP352)."""
+"""Silent-payments addresses: bech32m `sp` / `tsp` / `sprt` (regtest) encoding and decoding (BIP352)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class SPAddress:
     """A decoded silent-payments address.
 
     Attributes:
-        hrp: "sp" or "tsp".
+        hrp: "sp", "tsp" or "sprt".
         version: 0..30.
         scan_pubkey33: B_scan, compressed.
         spend_pubkey33: B_m (B_spend, or labelled), compressed.
@@ -38,7 +38,7 @@ def encode(scan_pubkey33: bytes, spend_pubkey33: bytes, hrp: str = "sp") -> str:
 
     Raises:
         InvalidKeyError: a key is not a 33-byte valid compressed point.
-        InvalidAddressError: hrp is not "sp" or "tsp".
+        InvalidAddressError: hrp is not "sp", "tsp" or "sprt".
     """
     if hrp not in HRPS:
         raise InvalidAddressError(f"hrp must be one of {HRPS}")
@@ -54,7 +54,7 @@ def decode(address: str, hrp: str | None = None) -> SPAddress:
 
     Args:
         address: the address string, at most 1023 characters, one case.
-        hrp: the expected hrp, or None to accept "sp" and "tsp".
+        hrp: the expected hrp, or None to accept "sp", "tsp" and "sprt".
 
     Raises:
         InvalidAddressError: on any violation, including an invalid key.

@@ -352,9 +352,10 @@ class SPDescriptor:
         """B_scan."""
         return PrivateKey(self.scan_key32).public_key.format()
 
-    def address(self) -> str:
-        """The wallet's unlabelled address (sp1… on mainnet, tsp1… otherwise)."""
-        return address.encode(self.scan_pubkey33, self.spend_pubkey33, get_network(self.network).hrp)
+    def address(self, chain: str | None = None) -> str:
+        """The wallet's unlabelled address: on `chain` (a network name: sprt1… on regtest) when given,
+        else on its family's first network (sp1… on mainnet, tsp1… otherwise)."""
+        return address.encode(self.scan_pubkey33, self.spend_pubkey33, get_network(chain or self.network).hrp)
 
     def receiver(self) -> Receiver:
         """The receiver to scan with: labels 1..ml (and the change label 0, always scanned).

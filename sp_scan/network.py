@@ -20,7 +20,8 @@ class Network:
     Attributes:
         name: Core's chain name.
         family: MAIN or TEST.
-        hrp: the silent-payments address prefix, "sp" or "tsp".
+        hrp: the silent-payments address prefix: "sp" and "tsp" (BIP352), "sprt" for regtest (as
+            rust-silentpayments/spdk and Sparrow's drongo write it).
         coin: the BIP44 coin type of its keys (0 mainnet, 1 the test networks).
     """
 
@@ -35,7 +36,7 @@ _TABLE = (
     Network("test", TEST, "tsp", 1),
     Network("testnet4", TEST, "tsp", 1),
     Network("signet", TEST, "tsp", 1),
-    Network("regtest", TEST, "tsp", 1),
+    Network("regtest", TEST, "sprt", 1),
 )
 NETWORKS: tuple[str, ...] = tuple(n.name for n in _TABLE)
 """Core's chain names, the networks an index can be built for."""
@@ -43,8 +44,8 @@ NETWORKS: tuple[str, ...] = tuple(n.name for n in _TABLE)
 ALIASES = {"mainnet": "main", "bitcoin": "main", "testnet": "test", "testnet3": "test"}
 """Other names people use for them (accepted by `get`, never stored)."""
 
-HRPS = ("sp", "tsp")
-"""The address prefixes: mainnet, then every test network."""
+HRPS = ("sp", "tsp", "sprt")
+"""The address prefixes: mainnet, the public test networks, regtest."""
 
 _BY_NAME = {n.name: n for n in _TABLE}
 

@@ -167,7 +167,7 @@ class ElectrumX:
         self.env = {
             **os.environ,
             "COIN": "Bitcoin", "NET": "regtest", "DB_ENGINE": "leveldb", "DB_DIRECTORY": str(datadir),
-            "DAEMON_URL": f"http://user:pass@127.0.0.1:{rpc_port}/", "SERVICES": f"tcp://127.0.0.1:{self.port}",
+            "DAEMON_URL": f"http://user:pass@127.0.0.1:{rpc_port}/", "SERVICES": f"tcp://127.0.0.1:{self.port}", "REPORT_SERVICES": f"tcp://127.0.0.1:{self.port}",
             "ALLOW_ROOT": "1", "PEER_DISCOVERY": "off", "PEER_ANNOUNCE": "", "DAEMON_POLL_INTERVAL_BLOCKS": "200",
             "DAEMON_POLL_INTERVAL_MEMPOOL": "1000", "COST_SOFT_LIMIT": "0", "COST_HARD_LIMIT": "0", "MAX_SESSIONS": "2000",
             "INITIAL_CONCURRENT": "100", "LOG_LEVEL": "info", "CACHE_MB": "100",

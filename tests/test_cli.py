@@ -313,6 +313,19 @@ def test_address_encode_from_a_scan_pubkey_for_a_test_network():
     assert text.startswith("tsp1") and address.decode(text).scan_pubkey33.hex() == scan_pub
 
 
+def test_address_encode_for_regtest_is_sprt_and_decode_reads_it_with_or_without_options():
+    scan_pub = PrivateKey(bytes.fromhex(SCAN_HEX)).public_key.format().hex()
+    result = invoke("address", "encode", "--scan-pubkey", scan_pub, "--spend-pubkey", SPEND_PUB, "--network", "regtest")
+    assert result.exit_code == 0, result.output
+    text = result.stdout.split()[-1]
+    assert text.startswith("sprt1")
+    for options in ([], ["--network", "regtest"], ["--hrp", "sprt"]):
+        decoded = invoke("address", "decode", text, "--json", *options)
+        assert decoded.exit_code == 0, decoded.output
+        assert json.loads(decoded.stdout)["hrp"] == "sprt"
+    assert_fails(invoke("address", "decode", text, "--network", "signet"), "hrp")
+
+
 def test_address_errors_are_one_line():
     assert_fails(invoke("address", "decode", "sp1qqqqqq"), "bech32m")
     good = CASES[0]["expected"]["addresses"][0]

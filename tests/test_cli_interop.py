@@ -213,6 +213,10 @@ def test_descriptor_create_from_key_files_writes_the_backup_the_other_commands_r
     assert watch.exit_code == 0, watch.output
     watching = descriptor.decode(watch.stdout)
     assert (watching.network, watching.spend_key32, watching.scan_key32) == ("test", None, pf.RECEIVER_SCAN)
+    assert f"the sp() descriptor of {watching.address()}" in watch.stderr and watching.address().startswith("tsp1")
+    regtest = invoke("descriptor", "create", "--scan-key-file", "-", "--spend-pubkey", WALLET.spend_pubkey33.hex(), "--network", "regtest", "-o", "-", input=pf.RECEIVER_SCAN.hex())
+    assert regtest.exit_code == 0 and regtest.stdout == watch.stdout  # tspscan: BIP392 names the test networks alike
+    assert f"the sp() descriptor of sprt1{watching.address()[4:-6]}" in regtest.stderr  # the same keys, regtest's prefix
 
 
 def test_descriptor_create_from_an_xprv_file_derives_bip352s_paths(tmp_path):

@@ -53,7 +53,8 @@ def expected(chain, labels=(1, 7), start=0, end=None, wallet=WALLET) -> list[dic
 
 
 def address(wallet=WALLET) -> str:
-    return sp_address.encode(wallet.scan_pubkey33, wallet.spend_pubkey33, "tsp")
+    """The wallet's address on the sample chain: regtest's "sprt" (rust-silentpayments, spdk, drongo)."""
+    return sp_address.encode(wallet.scan_pubkey33, wallet.spend_pubkey33, "sprt")
 
 
 def flat(notes: list[dict]) -> list[dict]:
@@ -132,6 +133,7 @@ def test_without_a_backend_the_version_is_local_and_below_1_4_is_frigates_unsupp
         features = c.result("server.features")
         assert features["genesis_hash"] == GENESIS_REGTEST
         assert features["silent_payments"] == [0] and features["protocol_min"] == "1.4" and features["hash_function"] == "sha256"
+        assert features["hosts"] == {"127.0.0.1": {"tcp_port": server.port}}
 
 
 def test_server_features_are_the_backends_with_silent_payments_added(electrum, electrumx):
@@ -140,7 +142,9 @@ def test_server_features_are_the_backends_with_silent_payments_added(electrum, e
         theirs = direct.result("server.features")
     with negotiated(electrum.port) as c:
         ours = c.result("server.features")
-    assert ours == {**theirs, "hosts": {}, "silent_payments": [0]}
+    here = {"127.0.0.1": {"tcp_port": electrum.port}}  # this server, never the backend's port
+    assert theirs["hosts"] == {"127.0.0.1": {"tcp_port": electrumx.port}} and theirs["services"] == [f"tcp://127.0.0.1:{electrumx.port}"]
+    assert ours == {**theirs, "hosts": here, "services": [f"tcp://127.0.0.1:{electrum.port}"], "silent_payments": [0]}
     assert ours["genesis_hash"] == GENESIS_REGTEST
 
 
@@ -326,10 +330,26 @@ def taproot_outputs(chain, height):
     return out
 
 
+def spending_inputs(chain) -> dict[bytes, dict]:
+    """outpoint36 -> electrs's SpendingInput of the active-chain input that spends it: {"txid", "vin", "confirmed"}."""
+    out = {}
+    for b in chain.active():
+        confirmed = {"height": b.height, "hash": b.hash32[::-1].hex(), "time": int.from_bytes(chain.block(b.height)[68:72], "little")}
+        for t in b.txs:
+            for vin, op in enumerate(t.inputs36):
+                out[op] = {"txid": t.txid32[::-1].hex(), "vin": vin, "confirmed": confirmed}
+    return out
+
+
 def cake_v1(chain, height, historical):
+    """electrs's message for one block: with `historical` every output, a spent one with its SpendingInput;
+    without, spent outputs left out below tip - 5 (and kept, unmarked, above)."""
+    spenders = spending_inputs(chain)
+    keep_spent = historical or height >= chain.tip_height - 5
     txs = {}
     for txid32, tweak33, outs in taproot_outputs(chain, height):
-        kept = {str(v): [k.hex(), a, *([True] if s else [])] for v, k, a, s in outs if historical or not s}
+        marker = lambda v: [spenders[kernelchain.outpoint36(txid32, v)]] if historical else []  # noqa: E731
+        kept = {str(v): [k.hex(), a, *(marker(v) if s else [])] for v, k, a, s in outs if keep_spent or not s}
         if kept:
             txs[txid32[::-1].hex()] = {"tweak": tweak33.hex(), "output_pubkeys": kept}
     return txs
@@ -391,6 +411,19 @@ def test_tweaks_subscribe_streams_the_index_tweaks_per_block_then_done(electrum,
             got[height] = txs
         assert got == want
         assert any(len(o) == 3 for txs in got.values() for t in txs.values() for o in t["output_pubkeys"].values()) == historical
+        spent_recent = [h for h in range(kernelchain.SAMPLE_TIP - 5, kernelchain.SAMPLE_TIP + 1) for _, _, outs in taproot_outputs(kernel_chain, h) for o in outs if o[3]]
+        assert spent_recent  # the rule for the last blocks is exercised
+
+
+def test_cake_errors_are_electrs_strings_and_historical_markers_need_the_backend(electrum, kernel_index):
+    with negotiated(electrum.port) as c:
+        for method, params in [(cake.TWEAKS_SUBSCRIBE, [0, 10, True, 3]), (cake.TWEAKS_SUBSCRIBE, ["x", 10]), (cake.BLOCK_TWEAKS, [5000]), (cake.TWEAKS_GET, ["xx", 0, 101])]:
+            error = c.call(method, params)["error"]
+            assert isinstance(error, str) and error, (method, params, error)  # electrs: "error": "<message>"
+        assert c.result("server.ping") is None
+    with ElectrumThread(kernel_index) as bare, negotiated(bare.port) as c:
+        assert "backend" in c.call(cake.TWEAKS_SUBSCRIBE, [95, 10, True])["error"]
+        assert c.call(cake.TWEAKS_SUBSCRIBE, [95, 10, False])["result"]["params"][0]["message"] == "done"
 
 
 def test_tweaks_subscribe_protocol_2_sends_one_compact_record_per_block(electrum, kernel_chain):
@@ -400,7 +433,6 @@ def test_tweaks_subscribe_protocol_2_sends_one_compact_record_per_block(electrum
         records = [decode_compact(base64.b64decode(n["params"][0]["tweaks_v2"])) for n in c.notifications if "tweaks_v2" in n["params"][0]]
         want = {h: [(t, w, [(v, k) for v, k, _, _ in outs]) for t, w, outs in taproot_outputs(kernel_chain, h)] for h in range(kernelchain.SAMPLE_TIP + 1)}
         assert dict(records) == {h: txs for h, txs in want.items() if txs or h == kernelchain.SAMPLE_TIP}
-        assert c.call(cake.TWEAKS_SUBSCRIBE, [0, 10, True, 3])["error"]["code"] == -32602
 
 
 def test_block_tweaks_and_tweaks_get(electrum, kernel_chain):
@@ -411,10 +443,8 @@ def test_block_tweaks_and_tweaks_get(electrum, kernel_chain):
             for vout, _, amount, spent in outs:
                 assert c.result(cake.TWEAKS_GET, [txid32[::-1].hex(), vout, 101]) == {"amount": amount, "spent": spent}
         txid32, _, outs = taproot_outputs(kernel_chain, 101)[0]
-        assert c.call(cake.TWEAKS_GET, [txid32[::-1].hex(), 99, 101])["error"]["code"] == 1
-        assert c.call(cake.TWEAKS_GET, [txid32[::-1].hex(), outs[0][0], 102])["error"]["code"] == 1
-        assert c.call(cake.TWEAKS_GET, ["xx", 0, 101])["error"]["code"] == -32602
-        assert c.call(cake.BLOCK_TWEAKS, [5000])["error"]["code"] == 1
+        assert "no tweak row" in c.call(cake.TWEAKS_GET, [txid32[::-1].hex(), 99, 101])["error"]
+        assert "no tweak row" in c.call(cake.TWEAKS_GET, [txid32[::-1].hex(), outs[0][0], 102])["error"]
 
 
 # --- load and hostile input ---
@@ -498,7 +528,7 @@ def test_a_client_that_never_reads_is_disconnected_and_the_others_are_served(ker
         sleeper.connect(("127.0.0.1", server.port))
         sleeper.sendall(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "server.version", "params": ["s", "1.4"]}).encode() + b"\n")
         sleeper.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": SP, "params": [*keys(), 0, [1, 7]]}).encode() + b"\n")
-        request = json.dumps({"jsonrpc": "2.0", "id": 2, "method": cake.TWEAKS_SUBSCRIBE, "params": [0, 1000, True]}).encode() + b"\n"
+        request = json.dumps({"jsonrpc": "2.0", "id": 2, "method": cake.TWEAKS_SUBSCRIBE, "params": [0, 1000, False]}).encode() + b"\n"
         sleeper.settimeout(5)
         for _ in range(2000):  # each streams every block's tweaks: far more than the socket buffers hold
             try:
@@ -583,6 +613,7 @@ def test_the_listener_speaks_tls_with_a_given_certificate(kernel_index, tmp_path
         raw = socket.create_connection(("127.0.0.1", server.port))
         with RawClient(server.port, sock=context.wrap_socket(raw)) as c:
             assert c.result("server.version", ["t", "1.4"])[1] == "1.4"
+            assert c.result("server.features")["hosts"] == {"127.0.0.1": {"ssl_port": server.port}}
 
 
 def test_unsubscribe_and_disconnect_wipe_the_native_copy_of_the_keys(kernel_index):
@@ -604,8 +635,9 @@ def test_unsubscribe_and_disconnect_wipe_the_native_copy_of_the_keys(kernel_inde
             time.sleep(0.05)
 
 
-def test_a_mempool_payment_is_notified_once_at_height_0_and_not_again_when_it_confirms(kernel_copy, tmp_path):
-    """The index's mempool table, kept by a following sync over the stand-in node's mempool (kernel-signed txs)."""
+def test_a_mempool_payment_is_notified_once_at_height_0_and_again_with_its_height_when_it_confirms(kernel_copy, tmp_path):
+    """The index's mempool table, kept by a following sync over the stand-in node's mempool (kernel-signed txs).
+    Frigate's new-block scan reports every paying tx of the new blocks, those first sent from the mempool too."""
     from node_mempool import NodeMempool, wait_for
     from sp_scan.index import Index
     from sp_scan.node import RestNode
@@ -633,8 +665,9 @@ def test_a_mempool_payment_is_notified_once_at_height_0_and_not_again_when_it_co
                 other = chain.transaction("confirmed-directly", [chain.reserve.pop()], [("wallet", None), ("p2wpkh",)])
                 height = chain.mine([tx, other]).height
                 pool.chain_moved()
-                note = c.notification(SP)["params"]  # the block: only the tx not seen in the mempool
-                assert note["history"] == [{"height": height, "tx_hash": other.txid32[::-1].hex(), "tweak_key": other.tweak33.hex()}]
+                note = c.notification(SP)["params"]  # the block: both its payments, the one seen in the mempool again
+                mined = [{"height": height, "tx_hash": t.txid32[::-1].hex(), "tweak_key": t.tweak33.hex()} for t in (tx, other)]
+                assert note["history"] == sorted(mined, key=lambda e: e["tx_hash"])
                 wait_for("the mempool emptied", lambda: not index.mempool_tweaks().txs)
                 assert c.call("server.ping")["result"] is None and not [n for n in c.notifications if n["method"] == SP]
         finally:
@@ -790,16 +823,14 @@ class _Probe:
 
     Methods: "sub" answers "ok" and, after its reply, records aiorpcx's count of sent messages and sends
     a "note" notification; "after-sub" waits until a "sub" of the same batch has returned, then answers;
-    "big" answers 4 MB.
+    "big" answers 4 MB (counted in `built`). `limits` are set on each session (max_in_flight, max_unsent).
     """
 
-    def __init__(self, max_send_delay: float = 30.0) -> None:
-        from aiorpcx import serve_rs
+    def __init__(self, max_send_delay: float = 30.0, **limits) -> None:
+        from sp_scan.server.electrum.rpc import LineSession, serve_lines
 
-        from sp_scan.server.electrum.rpc import LineSession
-
-        seen, sessions = [], set()
-        self.seen, self.sessions = seen, sessions
+        seen, sessions, built = [], set(), []
+        self.seen, self.sessions, self.built = seen, sessions, built
 
         class Session(LineSession):
             max_line = 1000
@@ -807,6 +838,8 @@ class _Probe:
             def __init__(self, transport) -> None:
                 super().__init__(transport)
                 self.max_send_delay = max_send_delay
+                for name, value in limits.items():
+                    setattr(self, name, value)
                 self.returned = asyncio.Event()
                 sessions.add(self)
 
@@ -821,6 +854,7 @@ class _Probe:
                         await asyncio.sleep(0)  # the "sub" task finishes: its part of the batch reply is built
                     return "later"
                 if request.method == "big":
+                    built.append(request.method)
                     return "b" * 4_000_000
                 return None
 
@@ -835,7 +869,7 @@ class _Probe:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.server = asyncio.run_coroutine_threadsafe(serve_rs(Session, "127.0.0.1", 0), self.loop).result(10)
+        self.server = asyncio.run_coroutine_threadsafe(serve_lines(Session, "127.0.0.1", 0), self.loop).result(10)
         self.port = self.server.sockets[0].getsockname()[1]
 
     def __enter__(self):
@@ -878,19 +912,70 @@ def test_aiorpcx_reports_a_line_over_max_line_which_is_answered_and_closed():
         assert probe.seen == []
 
 
+def _asks_and_never_reads(probe: _Probe, lines: bytes) -> socket.socket:
+    """A client that sends `lines` to the probe and reads nothing; returned once the probe has dropped it."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(30)
+    sock.connect(("127.0.0.1", probe.port))
+    sock.sendall(lines)
+    deadline = time.monotonic() + 60
+    while probe.seen != [("drop", "it does not read what it is sent")]:
+        assert time.monotonic() < deadline, probe.seen
+        time.sleep(0.02)
+    return sock
+
+
 def test_aiorpcx_aborts_a_client_that_does_not_read_after_max_send_delay_and_the_session_reports_it():
     with _Probe(max_send_delay=0.5) as probe:
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.settimeout(30)
-        sock.connect(("127.0.0.1", probe.port))
-        sock.sendall(b'{"jsonrpc": "2.0", "id": 1, "method": "big"}\n{"jsonrpc": "2.0", "id": 2, "method": "big"}\n' * 2)
-        deadline = time.monotonic() + 30
-        while probe.seen != [("drop", "it does not read what it is sent")]:
-            assert time.monotonic() < deadline, probe.seen
-            time.sleep(0.02)
+        sock = _asks_and_never_reads(probe, b'{"jsonrpc": "2.0", "id": 1, "method": "big"}\n{"jsonrpc": "2.0", "id": 2, "method": "big"}\n' * 2)
         with pytest.raises((ConnectionResetError, TimeoutError)):
             while sock.recv(1 << 20):
                 pass
             raise ConnectionResetError  # EOF: closed too
         sock.close()
+
+
+def test_no_answer_is_built_while_a_connections_unsent_bytes_are_at_max_unsent():
+    """Ten 4 MB answers asked at once by a client that never reads: once one waits unsent (1 MiB allowed),
+    the others are not built; the socket itself takes at most tcp_wmem's maximum."""
+    with _Probe(max_send_delay=1.0, max_in_flight=100, max_unsent=1 << 20) as probe:
+        _asks_and_never_reads(probe, b'{"jsonrpc": "2.0", "id": 1, "method": "big"}\n' * 10).close()
+    wmem_max = int(open("/proc/sys/net/ipv4/tcp_wmem").read().split()[2])
+    assert len(probe.built) <= 1 + -(-(wmem_max + 65536) // 4_000_000)
+
+
+class _CountingTxids(bytes):
+    """A partition's txids that count the bytes each `find` may examine (its span)."""
+
+    examined = 0
+
+    def find(self, sub, start=0, end=None):  # noqa: D102
+        stop = len(self) if end is None else min(end, len(self))
+        type(self).examined += max(stop - start, 0)
+        return super().find(sub, start, end)
+
+
+def test_a_history_entry_costs_no_search_of_the_partition(kernel_index, kernel_chain):
+    """A subscribe's cost per history entry must not grow with the partition (a wallet paid in 17% of txs
+    took twice `index scan`, each entry's tweak found by searching the partition's txids from the start):
+    the entries come from the scan's tx positions, and the txids are searched for at most one block's
+    worth per entry."""
+    import dataclasses
+
+    from sp_scan.index import Index
+    from sp_scan.server.electrum.passes import ScanService, Watch
+
+    got: list = []
+    _CountingTxids.examined = 0
+    watch = Watch(WALLET.receiver(), 0, None, lambda entries, progress: got.extend(entries), lambda message: None)
+    service = ScanService(kernel_index)
+    with Index.open(kernel_index, readonly=True) as index:
+        tip = index.tip()[0]
+        partition = index.partition(0, tip)
+    blocks = memoryview(partition.tx_starts).cast("I").tolist() + [partition.n_tx]
+    largest_block = 32 * max(b - a for a, b in zip(blocks, blocks[1:]))
+    service._settle(watch, tip, 0)
+    service._scan(dataclasses.replace(partition, txids=_CountingTxids(partition.txids)), [watch], 0, tip, tip)
+    assert [{"height": e.height, "tx_hash": e.txid32[::-1].hex(), "tweak_key": e.tweak33.hex()} for e in got] == expected(kernel_chain)
+    assert _CountingTxids.examined <= len(got) * largest_block

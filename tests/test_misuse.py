@@ -6,7 +6,7 @@ import pytest
 from bitcoin.segwit_addr import CHARSET, bech32_hrp_expand, bech32_polymod, convertbits
 
 from helpers import BECH32_CONST, bech32_string, outpoint, pub, secret
-from sp_scan import address, scan, send
+from sp_scan import address, network, scan, send
 from sp_scan.crypto import N
 from sp_scan.errors import InvalidAddressError, InvalidKeyError, MalformedDataError, SendError, SPError
 from sp_scan.types import OutPoint
@@ -94,11 +94,20 @@ def test_input_key_repr_hides_the_private_key():
     assert secret(3).hex() not in repr(send.InputKey(secret(3), True)) and repr(secret(3)) not in repr(send.InputKey(secret(3), True))
 
 
-def test_address_round_trips_on_both_networks():
-    for hrp in ("sp", "tsp"):
+def test_address_round_trips_on_every_network():
+    for hrp in ("sp", "tsp", "sprt"):
         decoded = address.decode(address.encode(SCAN_PUB, SPEND_PUB, hrp))
         assert (decoded.hrp, decoded.version, decoded.scan_pubkey33, decoded.spend_pubkey33) == (hrp, 0, SCAN_PUB, SPEND_PUB)
     assert len(V0) == 116 and len(address.encode(SCAN_PUB, SPEND_PUB, "tsp")) == 117
+
+
+def test_regtest_addresses_are_sprt_as_rust_silentpayments_spdk_and_drongo_write_them():
+    assert [network.get(name).hrp for name in ("main", "test", "testnet4", "signet", "regtest")] == ["sp", "tsp", "tsp", "tsp", "sprt"]
+    regtest = address.encode(SCAN_PUB, SPEND_PUB, "sprt")
+    assert regtest.startswith("sprt1q") and address.decode(regtest).hrp == "sprt"
+    assert address.decode(regtest, hrp="sprt").spend_pubkey33 == SPEND_PUB
+    with pytest.raises(InvalidAddressError, match="unexpected hrp 'sprt'"):
+        address.decode(regtest, hrp="tsp")
 
 
 def test_future_versions_read_the_first_66_bytes():

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import aiohttp
@@ -84,6 +85,50 @@ def test_serve_with_a_node_creates_the_index_keeps_it_in_step_and_stops_cleanly(
     assert code == 0, err
     assert "sp-scan serve: stopping" in err
     assert "stopped; the index is at height 111" in err or "interrupted" in err  # the sync child's own last word
+
+
+class HangingNode:
+    """A node that accepts connections and never answers (`.url`; `.accepted` counts them)."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def accepted(self) -> int:
+        return len(self.held)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.held.append(self.listener.accept()[0])
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+
+def test_serve_stops_on_sigterm_while_its_node_accepts_and_never_answers(index_db, tmp_path):
+    db = tmp_path / "copy.db"
+    db.write_bytes(index_db.read_bytes())
+    node = HangingNode()
+    proc = serve("--db", str(db), "--port", "0", "--rest", node.url, "--interval", "0.1")
+    try:
+        base_url(proc)
+        wait_for("the server's node watch and its sync both waiting on the node", lambda: node.accepted >= 2)
+        code, err = stop(proc)  # a 30 s guard; the node's own timeout is 120 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        node.close()
+    assert code == 0, err
+    assert "sp-scan serve: stopping" in err and "Traceback" not in err
 
 
 def test_serve_over_rpc_passes_the_password_to_its_sync_in_the_environment_not_argv(kernel_chain, tmp_path):

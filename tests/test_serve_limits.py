@@ -452,6 +452,24 @@ def test_grpc_connections_and_calls_are_limited_per_address_while_another_is_ser
             sock.close()
 
 
+def test_grpc_clients_that_make_one_call_and_close_are_no_longer_counted(kernel_index):
+    """30 channels one after another, each one call then closed: each leaves the count, none locks the address out."""
+    limits = Limits(per_ip_connections=10, per_ip_exempt=())
+    with ServerThread(kernel_index, limits=limits, grpc_port=0, log=lambda line: None) as server:
+        gate = server.server.gate
+        for _ in range(30):
+            with grpc.insecure_channel(server.server.urls["grpc"], options=[("grpc.enable_http_proxy", 0)]) as channel:
+                height = channel.unary_unary(
+                    "/blindbit.oracle.v1.OracleService/GetBestBlockHeight",
+                    request_serializer=empty_pb2.Empty.SerializeToString,
+                    response_deserializer=pb.BlockHeightResponse.FromString,
+                )
+                assert height(empty_pb2.Empty(), timeout=30).block_height == TIP
+            wait_until(lambda: gate.stats.open["grpc"] == 0 and not server.server.grpc.clients, 60)
+        assert gate.stats.refused_per_ip == 0
+        assert get_from(server.url, "/block-height", "127.0.0.1") == 200
+
+
 # ---- the access log ----
 def test_the_access_log_has_a_line_per_request_and_no_query_values_but_dust(kernel_index, tmp_path):
     log = tmp_path / "access.log"
@@ -630,3 +648,74 @@ def test_per_ip_exempt_none_holds_loopback_to_the_per_address_caps_on_every_list
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and "Traceback" not in err, err
+
+
+# ---- what one Electrum connection may hold ----
+def pipeline_block_tweaks(port: int, count: int) -> socket.socket:
+    """A client that sends server.version and `count` blockchain.block.tweaks calls at once and never reads."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(60)
+    sock.connect(("127.0.0.1", port))
+    lines = [{"jsonrpc": "2.0", "id": 0, "method": "server.version", "params": ["t", "1.4"]}]
+    lines += [{"jsonrpc": "2.0", "id": i, "method": "blockchain.block.tweaks", "params": [MAINNET_HEIGHT]} for i in range(1, count + 1)]
+    data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+    def send() -> None:
+        try:
+            sock.sendall(data)
+        except OSError:
+            pass  # dropped while sending
+
+    threading.Thread(target=send, daemon=True).start()
+    return sock
+
+
+def test_an_electrum_client_that_pipelines_2000_calls_and_never_reads_has_at_most_max_in_flight_of_them_read(mainnet_index):
+    """Each answer is ~100 kB; all 2,000 read at once held ~600 MB. The server reads a line only while fewer
+    than max_in_flight requests wait for the socket, then drops the client once an answer waited the write
+    timeout. The socket itself takes answers up to the kernel's largest send buffer (tcp_wmem's maximum)
+    and asyncio's high-water mark."""
+    from electrum_support import ElectrumThread
+
+    with ElectrumThread(mainnet_index, gate=Gate(Limits(write_timeout=2.0), ("electrum",))) as server:
+        with RawClient(server.port) as c:
+            c.result("server.version", ["t", "1.4"])
+            answer = len(json.dumps(c.call("blockchain.block.tweaks", [MAINNET_HEIGHT])))
+        state = server.server.state
+        read_before = state.requests
+        with pipeline_block_tweaks(server.port, 2000):
+            wait_until(lambda: state.requests > read_before and not state.sessions, 120)  # dropped for not reading
+        socket_holds = -(-(int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2]) + 65536) // answer) + 1
+        assert state.requests - read_before <= 1 + 20 + socket_holds  # server.version, ElectrumLimits().max_in_flight
+
+
+def test_stopping_after_a_pipelining_client_was_dropped_leaves_no_task_exception_unretrieved(mainnet_index):
+    import gc
+
+    from electrum_support import ElectrumThread
+
+    seen: list[dict] = []
+    with ElectrumThread(mainnet_index, gate=Gate(Limits(write_timeout=1.0), ("electrum",))) as server:
+        server.loop.set_exception_handler(lambda loop, context: seen.append(context))
+        state = server.server.state
+        with pipeline_block_tweaks(server.port, 300):
+            wait_until(lambda: state.requests > 0 and not state.sessions, 120)
+    gc.collect()
+    assert [context.get("message") for context in seen] == []
+
+
+def test_an_electrum_line_begun_and_not_finished_within_the_header_timeout_is_closed_while_others_are_served(kernel_index):
+    from electrum_support import ElectrumThread
+
+    with ElectrumThread(kernel_index, gate=Gate(Limits(header_timeout=0.5), ("electrum",))) as server:
+        with RawClient(server.port) as slow, RawClient(server.port) as other:
+            slow.sock.sendall(b'{"jsonrpc": "2.0", "id": 1, "method": "server.version", "params": ["slow"')  # and never the rest
+            other.sock.sendall(b'{"jsonrpc": "2.0", "id": 1, "method": "server.version", ')  # the rest follows at once
+            other.sock.sendall(b'"params": ["t", "1.4"]}\n')
+            assert other.answer(1)["result"][1] == "1.4"
+            try:  # the socket's 60 s timeout only guards a failure
+                assert rest_of(slow.sock) == b""
+            except ConnectionResetError:
+                pass
+            assert other.result("server.ping") is None

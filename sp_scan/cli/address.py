@@ -1,4 +1,4 @@
-"""`sp-scan address encode|decode`: silent-payments addresses (bech32m sp1… / tsp1…)."""
+"""`sp-scan address encode|decode`: silent-payments addresses (bech32m sp1… / tsp1… / sprt1…)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sp_scan.errors import InvalidKeyError
 from .options import SOURCES, SPEND_PUBKEY_ENV, Group, hrp_of, key_options, network_options, parse_pubkey, read_scan_key
 
 
-@click.group(cls=Group, help="Silent-payments addresses (bech32m sp1... / tsp1...).")
+@click.group(cls=Group, help="Silent-payments addresses (bech32m sp1... / tsp1... / sprt1... on regtest).")
 def address() -> None:
     pass
 

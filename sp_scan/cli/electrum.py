@@ -17,6 +17,8 @@ LIMIT_NAMES = {
     "subscriptions-per-ip": ("max_subscriptions_per_ip", "subscriptions, scripthash ones included, per IPv4 address or IPv6 /64 (default 1000; --per-ip-exempt networks exempt)"),
     "subscriptions-total": ("max_subscriptions_total", "subscriptions of every client together (default 100000)"),
     "idle-timeout": ("idle_timeout", "seconds a connection may send nothing before it is closed (default 600)"),
+    "in-flight": ("max_in_flight", "requests of one connection unanswered before its next line is read (default 20)"),
+    "unsent-bytes": ("max_unsent", "bytes waiting for one connection's socket before its next line is read or answer built (default 1048576)"),
 }  # fmt: skip
 SHARED = {"connections": "--max-connections", "connections-per-ip": "--per-ip-connections"}
 """Caps the Electrum listener had of its own, now serve's for every listener."""

@@ -182,7 +182,8 @@ def create(scan_key_file, spend_key_file, spend_pubkey, xprv_file, account, watc
         spend = private_key(read_secret(spend_key_file, "--spend-key-file", one_line=True), "the spend key") if spend_key_file else parse_pubkey(spend_pubkey, "--spend-pubkey")
         wallet = sp_descriptor.from_keys(scan32, spend, network=network.get(network_name).family, annotations=annotations)
     _write_secret(out, str(wallet) + "\n")
-    click.echo(f"{'stdout' if out == '-' else out}: the sp() descriptor of {wallet.address()}", err=True)
+    chain = network_name if network_name is not None and network.get(network_name).family == wallet.network else None
+    click.echo(f"{'stdout' if out == '-' else out}: the sp() descriptor of {wallet.address(chain)}", err=True)
 
 
 def _write_secret(out: str, text: str) -> None:

@@ -234,7 +234,7 @@ def network_options(f):
     """--network and --hrp of the address commands."""
     names = sorted([*network.NETWORKS, *network.ALIASES])
     f = click.option("--hrp", type=click.Choice(network.HRPS), help="Address prefix.")(f)
-    return click.option("--network", type=click.Choice(names), help="main -> sp; test networks -> tsp.")(f)
+    return click.option("--network", type=click.Choice(names), help="main -> sp; regtest -> sprt; other test networks -> tsp.")(f)
 
 
 def hrp_of(network_name: str | None, hrp: str | None, default: str | None) -> str | None:

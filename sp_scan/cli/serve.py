@@ -36,7 +36,7 @@ _LIMIT_OPTIONS = [
     ("--per-ip-rate", "per_ip_rate", float, "Requests per second per client address (IPv6: per /64), HTTP requests, gRPC and Electrum calls together; beyond it: 429, RESOURCE_EXHAUSTED, JSON-RPC error -101; 0: no limit."),
     ("--per-ip-burst", "per_ip_burst", int, "Requests a client address may send at once after a quiet time."),
     ("--per-ip-exempt", "per_ip_exempt", tuple, "Client networks (comma-separated CIDRs) held to --max-connections only, not to any per-address limit: a reverse proxy or Tor on this machine; 'none' for none."),
-    ("--header-timeout", "header_timeout", float, "Seconds a client has to send an HTTP request once it started one."),
+    ("--header-timeout", "header_timeout", float, "Seconds a client has to send an HTTP request, or an Electrum JSON-RPC line, once it started one."),
     ("--idle-timeout", "idle_timeout", float, "Seconds an HTTP or gRPC connection may stay open with no request."),
     ("--write-timeout", "write_timeout", float, "Seconds an answer may wait unread before the connection is dropped (every listener)."),
 ]

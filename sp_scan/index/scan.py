@@ -111,6 +111,22 @@ def scan_partition(partition: Partition, receiver: Receiver, threads: int = 1) -
     return [m for _, m in _located(partition, _found(partition, receiver, threads))]
 
 
+def scan_partition_txs(partition: Partition, receiver: Receiver, threads: int = 1, first_height: int | None = None) -> list[int]:
+    """The transactions of a partition that pay `receiver`, as their positions in its per-tx arrays
+    (ascending, each once): what a caller that reports transactions, not outputs, needs.
+
+    Args:
+        partition: from `Index.partition`.
+        receiver: the wallet's keys.
+        threads: native scanning threads (results do not depend on it).
+        first_height: the first height to scan, or None for the whole partition.
+
+    Raises:
+        InvalidKeyError: a stored tweak is not a valid point (a damaged index).
+    """
+    return sorted({tx for tx, _, _, _ in _found(partition, receiver, threads, first_height)})
+
+
 def scan_partition_wallets(
     partition: Partition, receivers: Sequence[Receiver], threads: int = 1, starts: Sequence[int | None] | None = None
 ) -> list[tuple[int, IndexMatch]]:

@@ -33,6 +33,37 @@ REORG_CHECK = 100
 """Blocks below the old tip compared on a tip change; a branch switch deeper than this reloads every hash."""
 
 
+async def node_call(fn: Callable, *args):
+    """fn(*args) on a daemon thread of its own (a node request): a node that accepts and never answers
+    then holds that thread only, never the server's stop (an executor's threads are waited for).
+
+    Raises:
+        whatever fn raises.
+    """
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def settle(result, error) -> None:
+        if not done.done():
+            if error is None:
+                done.set_result(result)
+            else:
+                done.set_exception(error)
+
+    def run() -> None:
+        try:
+            result, error = fn(*args), None
+        except Exception as exc:  # noqa: BLE001 (handed to the awaiting task)
+            result, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop closed meanwhile: nobody waits
+            pass
+
+    threading.Thread(target=run, name="sp-scan-node-call", daemon=True).start()
+    return await done
+
+
 class Readers:
     """Read-only `Index` connections for building answers: a thread pool, one connection per thread.
 

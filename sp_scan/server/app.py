@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable
 from sp_scan.errors import HeightError, IndexStoreError, NodeError
 
 from . import routes
-from .answers import Answer, AnswerCache, ChainView, Readers, answer
+from .answers import Answer, AnswerCache, ChainView, Readers, answer, node_call
 from .http import JSON_HEADERS, BadRequest, Request, Response, head_bytes, json_error
 
 log = logging.getLogger("sp_scan.server")
@@ -163,9 +163,8 @@ class BlindBitV1:
         if self.relay is None:
             return json_error(503, "this server relays no transactions (it has no RPC node): broadcast through your own node")
         tx_hex = _tx_hex(request)
-        loop = asyncio.get_running_loop()
         try:
-            txid = await loop.run_in_executor(None, self.relay.call, "sendrawtransaction", tx_hex)
+            txid = await node_call(self.relay.call, "sendrawtransaction", tx_hex)
         except NodeError as exc:
             return json_error(502, f"the node did not relay the transaction: {exc}")
         return Response(200, json.dumps(txid).encode(), JSON_HEADERS)

@@ -18,7 +18,7 @@ from typing import Protocol, TextIO
 from sp_scan import native
 from sp_scan.errors import NodeError
 
-from .answers import AnswerCache, ChainView
+from .answers import AnswerCache, ChainView, node_call
 from .http import JSON_HEADERS, HttpServer, Request, Response, json_error
 from .limits import Gate
 
@@ -51,7 +51,7 @@ def version() -> str:
 
 
 class NodeWatch:
-    """The node's tip height and mempool size, polled every NODE_POLL seconds on a thread (None when unknown)."""
+    """The node's tip height and mempool size, polled every NODE_POLL seconds on a daemon thread (None when unknown)."""
 
     def __init__(self, node) -> None:
         self.node = node
@@ -68,9 +68,8 @@ class NodeWatch:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _poll(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            self.tip, self.mempool = await loop.run_in_executor(None, self._read)
+            self.tip, self.mempool = await node_call(self._read)
             await asyncio.sleep(NODE_POLL)
 
     def _read(self) -> tuple[int | None, int | None]:

@@ -47,7 +47,7 @@ from sp_scan import wire
 from sp_scan.errors import HeightError, IndexStoreError, SPError
 
 from . import routes
-from .answers import Answer, AnswerCache, ChainView, Readers
+from .answers import Answer, AnswerCache, ChainView, Readers, node_call
 from .limits import Gate, RateLimitedLog, Ticket
 from .proto import blindbit_oracle_pb2 as pb
 
@@ -88,17 +88,17 @@ def block_message(index, height: int, hash32: bytes, tip: bytes | None, dust: in
     return Answer(200, message.SerializeToString(), None, cacheable)
 
 
-def full_block_message(index, height: int, hash32: bytes, node) -> Answer:
+def full_block_message(index, height: int, hash32: bytes, block: tuple) -> Answer:
     """GetFullBlock's answer for one block, serialized: per eligible tx in BlindBit's order, its
     display-order txid, tweak, taproot outputs, and the outpoints its inputs spend of P2TR outputs
-    (display-order txid ‖ vout big-endian, as BlindBit's store packs them), those from the node's
-    copy of the block (the index keeps no outpoints per tx).
+    (display-order txid ‖ vout big-endian, as BlindBit's store packs them), those from `block`, the
+    node's copy of it (`node.block`'s answer: the index keeps no outpoints per tx).
     """
     got, txs, cacheable = routes.read_block(index, height, hash32, None, lambda: index.eligible_txs(height))
     try:
-        spending = {tx.txid32: tx.inputs for tx in wire.transactions(*node.block(got[::-1].hex()))}
+        spending = {tx.txid32: tx.inputs for tx in wire.transactions(*block)}
     except SPError as exc:
-        raise _Abort(grpc.StatusCode.UNAVAILABLE, f"the node could not give block {height}: {exc}") from None
+        raise _Abort(grpc.StatusCode.UNAVAILABLE, f"the node's block {height} does not parse: {exc}") from None
     items = []
     for txid32, tweak33, outputs in sorted(txs, key=lambda t: t[0]):
         inputs = b"".join(i.outpoint.txid32[::-1] + i.outpoint.vout.to_bytes(4, "big") for i in spending.get(txid32, ()) if _is_p2tr(i.prevout_script))
@@ -228,7 +228,15 @@ class OracleService:
             raise _Abort(grpc.StatusCode.UNAVAILABLE, "GetFullBlock needs the server's node (serve --rest or --rpc): the index keeps no outpoints per tx")
         height = request.block_height
         hash32 = self._hash(height)
-        return await self._build(("v2-full", height, hash32, None), full_block_message, height, hash32, self.node)
+
+        async def build() -> Answer:
+            try:
+                block = await node_call(self.node.block, hash32[::-1].hex())  # not on a reader: the node may hang
+            except SPError as exc:
+                raise _Abort(grpc.StatusCode.UNAVAILABLE, f"the node could not give block {height}: {exc}") from None
+            return await self.readers.run(_guarded, full_block_message, height, hash32, block)
+
+        return (await self.cache.build(("v2-full", height, hash32, None), build)).plain
 
     async def blocks(self, request, spent: bool):
         """The serialized message of each block of the request's range, in height order."""
@@ -261,12 +269,18 @@ def _serialize(message) -> bytes:
 
 
 class _Pipe(asyncio.Protocol):
-    """One side of a relayed connection: what it receives is written to its peer, with backpressure."""
+    """One side of a relayed connection: what it receives is written to its peer, with backpressure.
+
+    An end of stream is passed on as one (a half-close); once both sides have ended theirs the
+    connection is over and both are closed. asyncio stops reading a half-closed side, so a socket
+    left in that state would otherwise never be noticed again (nor its Gate ticket given back).
+    """
 
     def __init__(self) -> None:
         self.peer: _Pipe | None = None
         self.transport: asyncio.Transport | None = None
         self.waiting: list[bytes] = []
+        self.ended = False
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         self.transport = transport
@@ -278,8 +292,12 @@ class _Pipe(asyncio.Protocol):
             self.waiting.append(data)
 
     def eof_received(self) -> bool:
-        if self.peer is not None and self.peer.transport is not None and self.peer.transport.can_write_eof():
-            self.peer.transport.write_eof()
+        self.ended = True
+        if self.peer is None:
+            return True  # passed on by `link`
+        if self.peer.ended or not self.peer.transport.can_write_eof():
+            return False  # both directions are done: close (connection_lost closes the peer)
+        self.peer.transport.write_eof()
         return True
 
     def pause_writing(self) -> None:
@@ -299,6 +317,8 @@ class _Pipe(asyncio.Protocol):
         for data in self.waiting:
             peer.transport.write(data)
         self.waiting.clear()
+        if self.ended and peer.transport.can_write_eof():
+            peer.transport.write_eof()
 
 
 class _ClientSide(_Pipe):

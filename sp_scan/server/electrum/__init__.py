@@ -21,8 +21,6 @@ import asyncio
 import ssl
 from pathlib import Path
 
-from aiorpcx import serve_rs
-
 from sp_scan.index import Index
 from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS
 
@@ -30,6 +28,7 @@ from ..answers import READER_THREADS, Readers
 from ..limits import Gate, Limits
 from .passes import ScanService
 from .proxy import BackendUrl
+from .rpc import serve_lines
 from .session import LISTEN_BACKLOG, LISTENER, ElectrumLimits, ElectrumSession, ServerState
 
 __all__ = ["BackendUrl", "ElectrumLimits", "ElectrumServer", "ScanService"]
@@ -100,11 +99,11 @@ class ElectrumServer:
             network = index.network
         self.gate = gate if gate is not None else Gate(Limits(), (LISTENER,))
         scans = ScanService(self.db, threads=self.threads, partition_blocks=self.partition_blocks, mempool=self.mempool)
-        self.state = ServerState(self.db, network, scans, Readers(self.db, READER_THREADS), self.gate, self.limits, self.backend)
+        self.state = ServerState(self.db, network, scans, Readers(self.db, READER_THREADS), self.gate, self.limits, self.backend, context is not None)
         scans.start()
         state = self.state
         try:
-            self._server = await serve_rs(
+            self._server = await serve_lines(
                 lambda transport: ElectrumSession(transport, state=state), self.host, self.port, ssl=context, backlog=LISTEN_BACKLOG
             )
         except BaseException:

@@ -18,6 +18,7 @@ from coincurve import PrivateKey
 from sp_scan import address as sp_address
 from sp_scan import crypto
 from sp_scan.errors import InvalidKeyError
+from sp_scan.network import get as get_network
 from sp_scan.scan import Receiver
 
 from .passes import Entry, Watch
@@ -176,8 +177,8 @@ def notifications(sub: Subscription, entries: list[Entry], progress: float) -> l
 
 
 def address_of(scan32: bytes, spend33: bytes, network: str) -> str:
-    """The subscription's sp1…/tsp1… address, Frigate's key for it."""
-    return sp_address.encode(PrivateKey(scan32).public_key.format(), spend33, "sp" if network == "main" else "tsp")
+    """The subscription's address on the index's network (sp1…, tsp1…, sprt1… on regtest), Frigate's key for it."""
+    return sp_address.encode(PrivateKey(scan32).public_key.format(), spend33, get_network(network).hrp)
 
 
 def receiver_of(scan32: bytes, spend33: bytes, labels: tuple[int, ...]) -> Receiver:

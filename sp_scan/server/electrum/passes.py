@@ -9,8 +9,8 @@ the last one, then around again), so no watch waits for ever. A watch delivers
 its history in height order, then `progress` 1.0, then each new block as the index's sync commits
 it. A reorg sends every watch whose scan reached the fork back to it. The mempool the index holds
 (`Index.mempool_tweaks`, kept by `sync --follow --mempool`) is scanned for caught-up watches: each
-paying transaction is delivered once at height 0, and not again when it confirms (Frigate's rule:
-the wallet follows it through its scripthash subscription).
+paying transaction is delivered once at height 0 while it stays there, and again with its height
+once a block confirms it (Frigate's new-block scan reports every paying tx of the new blocks).
 
 Keys stay in the watches (connection memory) only; the native copy of a watch's keys is wiped by
 the worker once the watch is dropped (`native.release_scanner`), never while a scan uses it.
@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections import Counter
 import threading
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from sp_scan import native
 from sp_scan.errors import HeightError, IndexStoreError, InvalidKeyError
-from sp_scan.index import Index, Partition, scan_partition_wallets
-from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS
+from sp_scan.index import Index, Partition
+from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS, scan_partition_txs
 from sp_scan.scan import Receiver, scan_tweaks
 from sp_scan.types import MempoolTx
 
@@ -79,7 +79,6 @@ class Watch:
     target: int | None = field(init=False, default=None)
     live: bool = field(init=False, default=False)
     cancelled: bool = field(init=False, default=False)
-    mempool_sent: set[bytes] = field(init=False, default_factory=set)
     mempool_seen: set[bytes] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
@@ -294,25 +293,22 @@ class ScanService:
                 watch.cursor = min(watch.cursor, fork)
 
     def _scan(self, partition: Partition, group: list[Watch], lo: int, hi: int, tip_height: int) -> None:
-        starts = [max(w.cursor, lo) for w in group]
-        try:
-            found = scan_partition_wallets(partition, [w.receiver for w in group], self.threads, starts)
-        except InvalidKeyError as exc:  # a damaged index: no answer is better than a wrong one
-            for watch in group:
-                self.drop(watch)
-                watch.fail(f"the index cannot be scanned at heights {lo}..{hi}: {exc}")
-            return
-        entries: list[dict[bytes, Entry]] = [{} for _ in group]
-        for w, match in found:
-            if match.height <= self._limit(group[w], tip_height) and match.txid32 not in entries[w]:
-                entries[w][match.txid32] = Entry(match.height, match.txid32, _tweak33(partition, match.txid32))
-        for watch, mine in zip(group, entries):
+        entry = _entry_maker(partition)
+        for watch in group:
+            try:
+                txs = scan_partition_txs(partition, watch.receiver, self.threads, max(watch.cursor, lo))
+            except InvalidKeyError as exc:  # a damaged index: no answer is better than a wrong one
+                for w in group:
+                    self.drop(w)
+                    w.fail(f"the index cannot be scanned at heights {lo}..{hi}: {exc}")
+                return
             if watch.cancelled:
                 continue
-            watch.cursor = min(hi, self._limit(watch, tip_height)) + 1
-            fresh = [e for e in mine.values() if e.txid32 not in watch.mempool_sent]
-            if fresh or not watch.live:
-                watch.deliver(sorted(fresh, key=Entry.sort_key), watch.progress())
+            limit = self._limit(watch, tip_height)
+            mine = [e for e in map(entry, txs) if e.height <= limit]
+            watch.cursor = min(hi, limit) + 1
+            if mine or not watch.live:
+                watch.deliver(sorted(mine, key=Entry.sort_key), watch.progress())
 
     # --- mempool ---
 
@@ -332,23 +328,25 @@ class ScanService:
                     watch.deliver(entries, 1.0)
 
     def _mempool_entries(self, watch: Watch) -> list[Entry]:
-        """The mempool transactions paying `watch` that it was not given before (each is then marked sent)."""
+        """The mempool transactions paying `watch` that it was not given while they were in the mempool."""
         txs = self._mempool_txs
         new = [t for t in txs if t.txid32 not in watch.mempool_seen]
-        watch.mempool_seen = {t.txid32 for t in txs}  # forget the txs that left the mempool
+        watch.mempool_seen = {t.txid32 for t in txs}  # forget the txs that left it: one back (a reorg) is sent again
         if not new:
             return []
         found = scan_tweaks([t.tweak33 for t in new], [[key for _, key, _ in t.outputs] for t in new], watch.receiver, threads=self.threads)
-        entries = [Entry(0, t.txid32, t.tweak33) for t, outs in zip(new, found) if outs and t.txid32 not in watch.mempool_sent]
-        watch.mempool_sent.update(e.txid32 for e in entries)
+        entries = [Entry(0, t.txid32, t.tweak33) for t, outs in zip(new, found) if outs]
         return sorted(entries, key=Entry.sort_key)
 
 
-def _tweak33(p: Partition, txid32: bytes) -> bytes:
-    """The compressed tweak of a partition's tx (its x ‖ y form as stored, compressed by y's parity)."""
-    at = p.txids.find(txid32)
-    while at % 32:
-        at = p.txids.find(txid32, at + 1)
-    tx = at // 32
-    point64 = p.tweaks64[64 * tx : 64 * tx + 64]
-    return bytes([2 + (point64[63] & 1)]) + point64[:32]
+def _entry_maker(p: Partition) -> Callable[[int], Entry]:
+    """entry(tx): the history entry of the partition's tx at position `tx` (its block's height, its txid, its
+    tweak compressed by y's parity from the stored x ‖ y): a constant cost per entry, whatever the partition."""
+    tx_starts, heights = memoryview(p.tx_starts).cast("I"), memoryview(p.heights).cast("I")
+
+    def entry(tx: int) -> Entry:
+        point64 = p.tweaks64[64 * tx : 64 * tx + 64]
+        height = heights[bisect.bisect_right(tx_starts, tx) - 1]
+        return Entry(height, p.txids[32 * tx : 32 * tx + 32], bytes([2 + (point64[63] & 1)]) + point64[:32])
+
+    return entry

@@ -7,9 +7,11 @@ backend connection. Limits: connections and JSON-RPC calls count in the process'
 shared with the HTTP and gRPC listeners (per address group and in total; a call over the group's
 rate gets -101, and aiorpcx disconnects a client whose errors keep costing); subscriptions count
 in `caps.SubscriptionCaps` (-32005 over a cap); a line over `max_line` bytes gets -32600 "request
-too large" and the connection is closed; a client that stops reading is disconnected once a
-message waits the Gate's `write_timeout` for it or `outbox` notifications pile up; one that sends
-nothing for `idle_timeout` is closed.
+too large" and the connection is closed, as is one begun and not finished within the Gate's
+`header_timeout`; the next line is read only while the connection has fewer than `max_in_flight`
+requests unanswered and fewer than `max_unsent` bytes waiting for the socket; a client that stops
+reading is disconnected once a message waits the Gate's `write_timeout` for it or `outbox`
+notifications pile up; one that sends nothing for `idle_timeout` is closed.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiorpcx import RPCError, TaskTimeout
+from aiorpcx import RPCError
 
 from sp_scan.errors import HeightError
 from sp_scan.index import Index
@@ -32,7 +34,7 @@ from . import cake, frigate
 from .caps import SubscriptionCaps
 from .passes import ScanService, Watch
 from .proxy import METHOD_NOT_FOUND, Backend, BackendUrl, DataError, unavailable
-from .rpc import LineSession
+from .rpc import LineSession, PlainError
 
 log = logging.getLogger("sp_scan.server.electrum")
 
@@ -46,6 +48,9 @@ RATE_LIMITED = -101
 OUTBOX_LIMIT = 10_000
 """Notifications waiting for a client that does not read before it is disconnected."""
 MAX_LINE = 1_000_000
+MAX_IN_FLIGHT = 20
+"""aiorpcx handles 20 requests of a connection at once: more in flight would only wait."""
+MAX_UNSENT = 1 << 20
 GENESIS = {
     "main": "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
     "test": "000000000933ea01ad0ee984209779baaec3ced90fa3f408719526f8d77f4943",
@@ -71,6 +76,10 @@ class ElectrumLimits:
         max_subscriptions_per_ip: subscriptions (silent-payments and scripthash) of one address group.
         max_subscriptions_total: subscriptions of every client together.
         max_line: bytes of one JSON-RPC line (a request or a batch).
+        max_in_flight: requests of one connection received and not yet answered (a batch counts each
+            of its requests) before the connection's next line is read.
+        max_unsent: bytes of answers and notifications of one connection waiting for its socket
+            before its next line is read.
         outbox: notifications waiting for a client before it is disconnected.
         idle_timeout: seconds a connection may send nothing before it is closed (ElectrumX's
             session_timeout: Electrum clients ping every few minutes).
@@ -81,6 +90,8 @@ class ElectrumLimits:
     max_subscriptions_per_ip: int = 1_000
     max_subscriptions_total: int = 100_000
     max_line: int = MAX_LINE
+    max_in_flight: int = MAX_IN_FLIGHT
+    max_unsent: int = MAX_UNSENT
     outbox: int = OUTBOX_LIMIT
     idle_timeout: float = 600.0
 
@@ -119,6 +130,7 @@ class ServerState:
     gate: Gate
     limits: ElectrumLimits
     backend: BackendUrl | None
+    tls: bool = False
     caps: SubscriptionCaps = field(init=False)
     sessions: set = field(default_factory=set)
     requests: int = 0
@@ -138,6 +150,8 @@ class ElectrumSession(LineSession):
         super().__init__(transport)
         self.state = state
         self.max_line, self.max_send_delay = state.limits.max_line, state.gate.limits.write_timeout
+        self.line_timeout = state.gate.limits.header_timeout
+        self.max_in_flight, self.max_unsent = state.limits.max_in_flight, state.limits.max_unsent
         self.version: tuple[int, ...] | None = None
         self.version_reply: list | None = None
         self.backend: Backend | None = None
@@ -185,13 +199,9 @@ class ElectrumSession(LineSession):
         self.state.sessions.discard(self)
 
     async def _write(self) -> None:
-        while True:
+        while not self.is_closing():
             method, params = await self.outbox.get()
-            try:
-                await self.send_notification(method, params)
-            except TaskTimeout:  # it waited max_send_delay: aiorpcx aborted the connection
-                self.drop("it does not read what it is sent")
-                return
+            await self.send_notification(method, params)  # a client that does not read is dropped there
 
     def notify(self, method: str, params) -> None:
         """Queue a notification; a client that lets `limits.outbox` of them pile up is disconnected."""
@@ -270,7 +280,12 @@ class ElectrumSession(LineSession):
                 "protocol_max": _version_text(self.version),
                 "pruning": None,
             }
-        return {**features, "hosts": {}, "silent_payments": [0]}
+        # this listener, as the address and port this client reached it at, never the backend's
+        scheme = "ssl" if self.state.tls else "tcp"
+        host, port = self.transport.socket.get_extra_info("sockname")[:2]
+        if "services" in features:  # ElectrumX lists its own services
+            features = {**features, "services": [f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"]}
+        return {**features, "hosts": {host: {f"{scheme}_port": port}}, "silent_payments": [0]}
 
     async def ping(self, args):
         return None
@@ -414,12 +429,20 @@ class ElectrumSession(LineSession):
 
     async def tweaks_subscribe(self, args):
         height, count, historical, protocol = cake.parse_subscribe(args)
+        marked = historical and protocol == 1
+        if marked and self.backend is None:
+            raise PlainError("historical mode needs the server's backend Electrum server (--electrum-backend): it says which input spent an output")
         span = await self.state.readers.run(cake.stream_range, height, count)
         if span is not None:
             lo, last = span
             for chunk_lo in range(lo, last + 1, cake.READ_BLOCKS):
                 chunk_hi = min(chunk_lo + cake.READ_BLOCKS - 1, last)
-                for params in await self.state.readers.run(cake.stream_chunk, chunk_lo, chunk_hi, last, historical, protocol):
+                if self.is_closing():  # dropped: nothing more is read for it
+                    break
+                messages, spent = await self.state.readers.run(cake.stream_chunk, chunk_lo, chunk_hi, last, historical, protocol)
+                if marked:
+                    await cake.spend_markers(self.backend.request, spent)
+                for params in messages:
                     await self.send_notification(cake.TWEAKS_SUBSCRIBE, [params])
         done = {"jsonrpc": "2.0", "method": cake.TWEAKS_SUBSCRIBE, "params": [cake.done_message()]}
         await self.send_notification(cake.TWEAKS_SUBSCRIBE, done["params"])
@@ -431,11 +454,25 @@ class ElectrumSession(LineSession):
         try:
             return await self.state.readers.run(cake.block_tweaks, height)
         except HeightError as exc:
-            raise RPCError(cake.NOT_FOUND, str(exc)) from None
+            raise PlainError(str(exc)) from None
 
     async def tweaks_get(self, args):
         txid32, vout, height = cake.parse_get(args)
         return await self.state.readers.run(cake.tweak_output, txid32, vout, height)
+
+
+def _electrs_errors(method):
+    """A Cake method whose errors are electrs's: the message alone (`PlainError`)."""
+
+    async def call(session, args):
+        try:
+            return await method(session, args)
+        except PlainError:
+            raise
+        except RPCError as exc:
+            raise PlainError(exc.message) from None
+
+    return call
 
 
 def _package_version() -> str:
@@ -473,7 +510,7 @@ LOCAL = {
     SCRIPTHASH_UNSUBSCRIBE: ElectrumSession.scripthash_unsubscribe,
     frigate.SUBSCRIBE: ElectrumSession.sp_subscribe,
     frigate.UNSUBSCRIBE: ElectrumSession.sp_unsubscribe,
-    cake.TWEAKS_SUBSCRIBE: ElectrumSession.tweaks_subscribe,
-    cake.BLOCK_TWEAKS: ElectrumSession.block_tweaks,
-    cake.TWEAKS_GET: ElectrumSession.tweaks_get,
+    cake.TWEAKS_SUBSCRIBE: _electrs_errors(ElectrumSession.tweaks_subscribe),
+    cake.BLOCK_TWEAKS: _electrs_errors(ElectrumSession.block_tweaks),
+    cake.TWEAKS_GET: _electrs_errors(ElectrumSession.tweaks_get),
 }
