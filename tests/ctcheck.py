@@ -67,20 +67,30 @@ INPUTS: dict[str, tuple[bytes, Callable[[random.Random], bytes]]] = {
     "spend": ((1).to_bytes(32, "big") * 8, lambda rng: b"".join(_scalar(rng) for _ in range(8))),
     "lanes": ((1).to_bytes(32, "big") * 8, lambda rng: b"".join(_scalar(rng) for _ in range(8))),
     "control": ((1).to_bytes(32, "big"), lambda rng: rng.getrandbits(256).to_bytes(32, "big")),
+    # the output match (core "scan"): a candidate x(P_k) below every output's x, which a search of the
+    # sorted outputs would settle along one path, against random ones
+    "match": (bytes(32), lambda rng: rng.getrandbits(256).to_bytes(32, "big")),
 }
+MATCH_OUTPUTS = 64
+"""Outputs of the tx the match is timed on (sorted by x, as a search would want them)."""
 
 
 def run(core: str, op: str, measurements: int, seed: int = 0) -> Result:
     """Time `op` of `core` on `measurements` inputs, each fixed or random with probability 1/2."""
     rng = random.Random(seed)
     fixed, fresh = INPUTS[op]
-    points = _points64(rng)
-    _testing.timings(core, op, [fixed] * 64, points)  # warm-up: tables, caches, frequency
+    if op == "match":
+        outputs = sorted(rng.getrandbits(256).to_bytes(32, "big") for _ in range(MATCH_OUTPUTS))
+        timings = lambda inputs: _testing.match_timings(outputs, inputs)  # noqa: E731
+    else:
+        points = _points64(rng)
+        timings = lambda inputs: _testing.timings(core, op, inputs, points)  # noqa: E731
+    timings([fixed] * 64)  # warm-up: tables, caches, frequency
     times: list[int] = []
     classes: list[int] = []
     for start in range(0, measurements, CHUNK):
         cls = [rng.getrandbits(1) for _ in range(min(CHUNK, measurements - start))]
-        times += _testing.timings(core, op, [fixed if c == 0 else fresh(rng) for c in cls], points)
+        times += timings([fixed if c == 0 else fresh(rng) for c in cls])
         classes += cls
     pooled = sorted(times)
     t_by_crop = {}

@@ -126,6 +126,12 @@ def timings(core: str, op: str, inputs: Sequence[bytes], points64: Sequence[byte
     return [int.from_bytes(out[8 * i : 8 * i + 8], "little") for i in range(len(inputs))]
 
 
+def match_timings(outputs32: Sequence[bytes], candidates32: Sequence[bytes]) -> list[int]:
+    """Ticks of the scan's output match (`spn_match_x`) per 32-byte candidate x against the x-only outputs."""
+    out = _testcore.time_match(b"".join(outputs32), b"".join(candidates32))
+    return [int.from_bytes(out[8 * i : 8 * i + 8], "little") for i in range(len(candidates32))]
+
+
 def set_label_strategy(name: str) -> str:
     """`native.set_label_strategy` for this module's scans; returns the previous one."""
     previous = _testcore.set_label_strategy(native.LABEL_STRATEGIES[name])

@@ -166,6 +166,13 @@ void spn_scanner_free(spn_scanner *sc);
  * has absorbed ser_P(ecdh); the copy it hashes is wiped. */
 void spn_t_k(const spn_sha256 *base, uint32_t k, unsigned char t_k32[32]);
 
+/* The lowest i < n with removed[i] = 0 and x[i] = x32 (x[i]: an output's 32 bytes as 4 words), or -1; -1
+ * when live is 0. Every output is compared in full and the answer accumulated under masks: no branch or
+ * memory address depends on x32 (a candidate x(P_k) or x(P_k + L_m)), only the answer does, which a match
+ * makes public. */
+long spn_match_x(const uint64_t (*x)[4], const unsigned char *removed, size_t n, const unsigned char x32[32],
+                 uint64_t live);
+
 /* ---- the EC engine: a scan's curve work over a group of transactions ----
  *
  * The batch scan (spn_scan_batch) hands every elliptic-curve step to the active engine, a group

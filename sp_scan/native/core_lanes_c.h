@@ -25,7 +25,8 @@
 #define SPN_EC_FN
 #if defined(SPN_EMULATE_IFMA) || defined(SPN_EMULATE_AVX2)
 #ifdef SPN_EMULATE_AVX2
-#define SPN_EC_GROUP 16 /* as core_lanes_avx2.h */
+#define SPN_EC_GROUP 16 /* as core_lanes_avx2.h, its odd-digit ladder too */
+#define SPN_EC_JACOBIAN
 #else
 #define SPN_EC_GROUP 8 /* as core_lanes_ifma.h */
 #endif

@@ -120,36 +120,34 @@ static long label_lookup(const spn_scanner *sc, const unsigned char ser33[33]) {
 /* ---- the outputs of one tx ---- */
 
 typedef struct {
-    const unsigned char *x;
-    uint32_t index;
-} x_entry;
-
-typedef struct {
     const unsigned char *const *x; /* the given x-only outputs */
+    const uint64_t (*xw)[4];      /* the same, as words side by side for spn_match_x */
     size_t n;
-    x_entry *sorted;              /* sorted by (x, index) */
     unsigned char *removed;       /* 1 once matched */
     unsigned char *lifted_state;  /* BIP strategy: 0 not yet, 1 valid, 2 off the curve */
     secp256k1_pubkey *lifted;
 } outputs_t;
 
-static int cmp_output(const void *a, const void *b) {
-    const x_entry *i = a, *j = b;
-    int c = memcmp(i->x, j->x, 32);
-    return c ? c : (i->index > j->index) - (i->index < j->index);
+/* All ones when bit 0 of b is set, else 0, through an empty asm the compiler cannot see into, so it cannot
+ * turn the masks built from it back into branches. */
+static uint64_t word_of_bit(uint64_t b) {
+    uint64_t w = 0 - (b & 1);
+    __asm__("" : "+r"(w));
+    return w;
 }
 
-/* The first remaining output (lowest index) whose x is x32, or -1. */
-static long find_x(const outputs_t *o, const unsigned char x32[32]) {
-    size_t lo = 0, hi = o->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (memcmp(o->sorted[mid].x, x32, 32) < 0) lo = mid + 1;
-        else hi = mid;
+long spn_match_x(const uint64_t (*x)[4], const unsigned char *removed, size_t n, const unsigned char x32[32],
+                 uint64_t live) {
+    uint64_t c[4], found = 0, at = 0, any = word_of_bit(live);
+    memcpy(c, x32, 32);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t d = (x[i][0] ^ c[0]) | (x[i][1] ^ c[1]) | (x[i][2] ^ c[2]) | (x[i][3] ^ c[3]) | removed[i];
+        uint64_t hit = word_of_bit(((d | (0 - d)) >> 63) ^ 1) & any & ~found;
+        at |= hit & i;
+        found |= hit;
     }
-    for (; lo < o->n && memcmp(o->sorted[lo].x, x32, 32) == 0; lo++)
-        if (!o->removed[o->sorted[lo].index]) return o->sorted[lo].index;
-    return -1;
+    spn_cleanse(c, sizeof c);
+    return found ? (long)at : -1;
 }
 
 /* The lowest remaining index, or n when none remains. */
@@ -166,10 +164,9 @@ static long match_labelset(const spn_scanner *sc, const outputs_t *o, const unsi
     long best = -1;
     int best_even = 0;
     for (size_t m = 0; m < sc->n_labels; m++) {
-        if (sums33[m][0] == 0) continue;
-        long i = find_x(o, sums33[m] + 1);
+        long i = spn_match_x(o->xw, o->removed, limit, sums33[m] + 1, sums33[m][0] != 0); /* 0: infinity */
+        if (i < 0) continue;
         int even = sums33[m][0] == 0x02;
-        if (i < 0 || (size_t)i >= limit) continue;
         if (best < 0 || i < best || (i == best && even && !best_even)) {
             best = i;
             best_even = even;
@@ -230,12 +227,12 @@ typedef struct {
     unsigned char scalars[SPN_GROUP][32], ecdh33[SPN_GROUP][33], t_k[SPN_GROUP][32], p33[SPN_GROUP][33];
     size_t idx[SPN_GROUP], ls[SPN_GROUP];
     long direct[SPN_GROUP]; /* per lane of the round: the direct match's index, or -1 */
-    x_entry *sorted;
+    uint64_t (*xw)[4];
     unsigned char *removed, *lifted_state;
     secp256k1_pubkey *lifted;
     spn_batch_found *found;
     unsigned char (*sums33)[33];
-    size_t cap_sorted, cap_removed, cap_lifted_state, cap_lifted, cap_found, cap_sums;
+    size_t cap_xw, cap_removed, cap_lifted_state, cap_lifted, cap_found, cap_sums;
 } group_t;
 
 typedef struct {
@@ -328,7 +325,7 @@ static long group_lanes(slice_t *s, group_t *g, size_t g0, size_t g1) {
         n_lift += l->labelset ? 0 : n;
         n_lanes++;
     }
-    if (!reserve((void **)&g->sorted, &g->cap_sorted, n_out, sizeof *g->sorted) ||
+    if (!reserve((void **)&g->xw, &g->cap_xw, n_out, sizeof *g->xw) ||
         !reserve((void **)&g->removed, &g->cap_removed, n_out, 1) ||
         !reserve((void **)&g->lifted_state, &g->cap_lifted_state, n_lift, 1) ||
         !reserve((void **)&g->lifted, &g->cap_lifted, n_lift, sizeof *g->lifted) ||
@@ -339,7 +336,8 @@ static long group_lanes(slice_t *s, group_t *g, size_t g0, size_t g1) {
         lane_t *l = &g->lanes[a];
         size_t n = l->o.n;
         l->o.x = b->outputs32 + b->first[l->tx];
-        l->o.sorted = g->sorted + off;
+        for (size_t j = 0; j < n; j++) memcpy(g->xw[off + j], l->o.x[j], 32);
+        l->o.xw = (const uint64_t(*)[4])(g->xw + off);
         l->o.removed = g->removed + off;
         memset(l->o.removed, 0, n);
         if (!l->labelset) {
@@ -348,11 +346,6 @@ static long group_lanes(slice_t *s, group_t *g, size_t g0, size_t g1) {
             memset(l->o.lifted_state, 0, n);
             lift += n;
         }
-        for (size_t j = 0; j < n; j++) {
-            l->o.sorted[j].x = l->o.x[j];
-            l->o.sorted[j].index = (uint32_t)j;
-        }
-        qsort(l->o.sorted, n, sizeof *l->o.sorted, cmp_output);
         l->found = g->found + room;
         off += n;
         room += room_of(n);
@@ -376,7 +369,7 @@ static size_t group_round(const spn_scanner *sc, group_t *g, size_t n_lanes, siz
         lane_t *l = &g->lanes[g->idx[q]];
         long index = -1, label = -1;
         if (g->p33[q][0] != 0) {
-            index = g->direct[q] = find_x(&l->o, g->p33[q] + 1);
+            index = g->direct[q] = spn_match_x(l->o.xw, l->o.removed, l->o.n, g->p33[q] + 1, 1);
             size_t limit = index < 0 ? l->o.n : (size_t)index;
             if (sc->n_labels && first_left(&l->o) < limit) {
                 if (l->labelset) {
@@ -445,7 +438,7 @@ static long scan_group(slice_t *s, group_t *g, size_t g0, size_t g1, size_t per_
 
 /* Frees a worker's scratch, wiping what derives from t_k (p_k, p33, the label sums). */
 static void group_free(group_t *g) {
-    free(g->sorted);
+    free(g->xw);
     free(g->removed);
     free(g->lifted_state);
     free(g->lifted);

@@ -362,6 +362,40 @@ static void time_op(const spn_ec_core *c, int op, const unsigned char *in, size_
     spn_cleanse(pk, sizeof pk);
 }
 
+/* time_match(outputs32, candidates32) -> ticks of spn_match_x per 32-byte candidate against the outputs
+ * (none matched yet), little-endian uint64 (the output match's constant-time test) */
+static PyObject *py_time_match(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *res = NULL;
+    Py_buffer outs, cands;
+    if (!PyArg_ParseTuple(args, "y*y*:time_match", &outs, &cands)) return NULL;
+    size_t n = (size_t)outs.len / 32, m = (size_t)cands.len / 32;
+    uint64_t (*x)[4] = malloc((n ? n : 1) * sizeof *x);
+    unsigned char *removed = calloc(n ? n : 1, 1);
+    uint64_t *cycles = malloc((m ? m : 1) * sizeof *cycles);
+    if (outs.len % 32 || cands.len % 32) {
+        PyErr_SetString(PyExc_ValueError, "outputs and candidates are 32 bytes each");
+    } else if (x == NULL || removed == NULL || cycles == NULL) {
+        PyErr_NoMemory();
+    } else {
+        for (size_t i = 0; i < n; i++) memcpy(x[i], (const unsigned char *)outs.buf + 32 * i, 32);
+        Py_BEGIN_ALLOW_THREADS
+        for (size_t i = 0; i < m; i++) {
+            uint64_t t0 = ticks();
+            long at = spn_match_x((const uint64_t(*)[4])x, removed, n, (const unsigned char *)cands.buf + 32 * i, 1);
+            put_u64(cycles, i, ticks() - t0 + (uint64_t)(at < -1)); /* keeps the call */
+        }
+        Py_END_ALLOW_THREADS
+        res = PyBytes_FromStringAndSize((const char *)cycles, (Py_ssize_t)(m * sizeof *cycles));
+    }
+    free(x);
+    free(removed);
+    free(cycles);
+    PyBuffer_Release(&outs);
+    PyBuffer_Release(&cands);
+    return res;
+}
+
 /* time(core, op, inputs, points64) -> n uint64 tick counts, little-endian (constant-time tests) */
 static PyObject *py_time(PyObject *self, PyObject *args) {
     (void)self;
@@ -405,5 +439,6 @@ static PyMethodDef testing_methods[] = {
     {"tweaks", py_tweaks, METH_VARARGS, "tweaks(core, pt64 blob, scalars32 blob) -> (tweak33 blob, pt64 blob)."},
     {"key_sums", py_key_sums, METH_VARARGS, "key_sums(core, keys33 blob, counts u32 blob) -> (sum64 blob, found)."},
     {"time", py_time, METH_VARARGS, "time(core, op, inputs, points64) -> tick counts."},
+    {"time_match", py_time_match, METH_VARARGS, "time_match(outputs32 blob, candidates32 blob) -> tick counts."},
     {NULL, NULL, 0, NULL},
 };
