@@ -392,6 +392,17 @@ def block_index(block_bytes: bytes, spent_bytes: bytes) -> BlockData:
     return BlockData(*_core.block_index(block_bytes, spent_bytes))
 
 
+def spent_from_undo(undo_bytes: bytes) -> bytes:
+    """Native `wire.spent_from_undo`: Core's undo data of a block in the REST spent-outputs form.
+
+    The GIL is released while it is decoded.
+
+    Raises:
+        MalformedDataError: as `wire.spent_from_undo`.
+    """
+    return _core.spent_from_undo(undo_bytes)
+
+
 # ---- BIP374 proofs and BIP375 ECDH shares (secrets stay in C) -----------------
 
 

@@ -38,6 +38,9 @@ static PyObject *raise_code(long code, const char *what) {
     case SPN_EKMAX:
         PyErr_Format(E_KMAX, "more than %d outputs for one scan key", SPN_K_MAX);
         break;
+    case SPN_EUNDO:
+        PyErr_SetString(E_DATA, "undo data: does not parse (truncated, trailing bytes, bad count or VARINT, or amount)");
+        break;
     default:
         PyErr_SetString(PyExc_RuntimeError, "sp_scan native: unexpected failure");
     }
@@ -865,6 +868,32 @@ static PyObject *py_block_index(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* spent_from_undo(undo) -> the REST spent-outputs bytes */
+static PyObject *py_spent_from_undo(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer undo;
+    unsigned char *spent = NULL;
+    size_t len = 0;
+    int r = 0;
+    PyObject *out = NULL;
+    if (PyObject_GetBuffer(arg, &undo, PyBUF_SIMPLE) < 0) return NULL;
+    if (ready()) {
+        spn_ecc_enter();
+        Py_BEGIN_ALLOW_THREADS
+        r = spn_spent_from_undo(undo.buf, (size_t)undo.len, &spent, &len);
+        Py_END_ALLOW_THREADS
+        spn_ecc_leave();
+        if (r != 1) {
+            raise_code(r, "");
+        } else {
+            out = PyBytes_FromStringAndSize((const char *)spent, (Py_ssize_t)len);
+            free(spent);
+        }
+    }
+    PyBuffer_Release(&undo);
+    return out;
+}
+
 /* ---- setup ---- */
 
 static const char *const API_NAMES[] = {
@@ -977,6 +1006,7 @@ static PyMethodDef methods[] = {
     {"block_tweaks", py_block_tweaks, METH_VARARGS, "block_tweaks(block, spent) -> [(txid32, tweak33)]"},
     {"block_scan", py_block_scan, METH_VARARGS, "block_scan(block, spent, scanner) -> [(txid32, vout, amount, output32, tweak32, label)]"},
     {"block_index", py_block_index, METH_VARARGS, "block_index(block, spent) -> the tweak index's packed arrays of one block"},
+    {"spent_from_undo", py_spent_from_undo, METH_O, "spent_from_undo(undo) -> Core's undo data in the REST spent-outputs form"},
     {"set_label_strategy", py_set_label_strategy, METH_O, "set_label_strategy(0 auto | 1 bip | 2 labelset) -> previous"},
     {"ec_engine", py_ec_engine, METH_NOARGS, "ec_engine() -> the EC engine in use: \"ifma\", \"avx2\", \"scalar\" or \"libsecp256k1\"."},
     {"contexts_started", py_contexts_started, METH_NOARGS, "True once the two libsecp256k1 contexts exist."},
