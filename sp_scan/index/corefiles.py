@@ -1,0 +1,356 @@
+"""Bitcoin Core's block files as a sync source: a node's `blocks/` folder read in place, read-only.
+
+`blkNNNNN.dat` holds records of network magic (4 bytes), size (u32 LE) and a block; `revNNNNN.dat`
+holds, for blocks of the blk file with the same number, records of magic, size, the block's undo data
+(a CBlockUndo: each input's spent coin, compressed) and a 32-byte checksum SHA256d(parent hash ‖ undo
+data). Core 28+ XORs both with the 8-byte key of `xor.dat` by file offset (absent or zeros before).
+
+Without Core's block index (LevelDB), the best chain is rebuilt from the headers in the files: the
+chain of most work among blocks that have their undo data (Core writes it when it connects a block,
+so stale blocks never connected, blocks stored ahead of the tip during IBD and a block still being
+written are left out); an undo record is matched to its block by its checksum (parent hash) and,
+between siblings, by its shape. Undo data is checked only for blocks at or above `start` (what the
+sync will fetch), and later for any other block asked for.
+
+A running node's files are only ever appended to: each `tip_height()` reads what was added since
+(the newest records of a file may be partly written: a block counts once its undo record is whole),
+so a following sync picks up new blocks and reorgs. Core preallocates its files with zeros, so data
+that ends before a record does is a truncated file, refused like a damaged record or another network's
+magic. A pruned node's files start above genesis: heights are then taken from the coinbase (BIP34).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from .. import backend, wire
+from ..errors import HeightError, MalformedDataError, SPError
+
+MAGIC = {
+    "main": bytes.fromhex("f9beb4d9"),
+    "test": bytes.fromhex("0b110907"),
+    "testnet4": bytes.fromhex("1c163f28"),
+    "signet": bytes.fromhex("0a03cf40"),
+    "regtest": bytes.fromhex("fabfb5da"),
+}
+"""Each network's message start, which begins every record (signet: the default signet's)."""
+
+MAX_RECORD = 4_000_000
+"""The largest block (MAX_BLOCK_SERIALIZED_SIZE); undo data is smaller still."""
+
+_NULL32 = bytes(32)
+_GENESIS_SPENT = wire.serialize_spent([[]])
+_FILE = re.compile(r"(blk|rev)(\d{5})\.dat")
+
+
+def unxor(data: bytes, key8: bytes, offset: int) -> bytes:
+    """`data` read at `offset` of a file obfuscated with `key8` (Core's xor.dat), in the clear."""
+    if not any(key8) or not data:
+        return data
+    turn = offset % len(key8)
+    stream = (key8[turn:] + key8[:turn]) * (len(data) // len(key8) + 1)
+    return (int.from_bytes(data, "little") ^ int.from_bytes(stream[: len(data)], "little")).to_bytes(len(data), "little")
+
+
+def block_work(bits: int) -> int:
+    """The expected number of hashes of a block with compact target `bits` (Core's GetBlockProof)."""
+    target = (bits & 0x7FFFFF) << 8 * ((bits >> 24) - 3) if bits >> 24 >= 3 else (bits & 0x7FFFFF) >> 8 * (3 - (bits >> 24))
+    return (1 << 256) // (target + 1) if target else 0
+
+
+class CoreBlocks:
+    """A sync source over a Bitcoin Core `blocks/` directory (see the module doc); picklable to workers.
+
+    Args:
+        blocks_dir: Core's blocks folder (holding blk*.dat, rev*.dat and, from Core 28, xor.dat).
+        network: the network the node runs (its records' magic must say so).
+        start: the first height a sync will fetch: undo data is matched from there up.
+
+    Raises:
+        MalformedDataError: a truncated or damaged record, another network's magic, a missing rev file,
+            undo data that matches no block.
+        OSError: the folder or a file cannot be read.
+    """
+
+    def __init__(self, blocks_dir: str | os.PathLike, network: str, start: int = 0) -> None:
+        self.dir = Path(blocks_dir)
+        self.network, self.start = network, start
+        if not self.dir.is_dir():
+            raise MalformedDataError(f"{self.dir} is not a directory")
+        xor = self.dir / "xor.dat"
+        self.key8 = xor.read_bytes() if xor.exists() else bytes(8)
+        if len(self.key8) != 8:
+            raise MalformedDataError(f"{xor} holds {len(self.key8)} bytes, not an 8-byte key")
+        self._magic = MAGIC[network]
+        self._headers: dict[bytes, tuple[bytes, int, int, int, int]] = {}  # hash32 -> (prev32, bits, file, offset, size)
+        self._in_file: dict[int, list[bytes]] = {}  # blk file -> its blocks' hashes, in file order
+        self._scanned: dict[str, int] = {}  # file name -> offset read up to (whole records)
+        self._height: dict[bytes, int] = {}
+        self._work: dict[bytes, int] = {}
+        self._undo: dict[bytes, list[tuple[int, int, int]]] = {}  # hash32 -> candidate undo (file, offset, size)
+        self._checked: set[int] = set()  # rev files read up to their last whole record
+        self._best: list[bytes] = []  # the best chain's hash32 by height - floor
+        self.floor = 0
+        self.refresh()
+
+    # ---- the Source interface ----
+
+    def chain(self) -> str:
+        return self.network
+
+    def tip_height(self) -> int:
+        """Read what the node appended since, then the best chain's tip height.
+
+        Raises:
+            HeightError: the files hold no block with its undo data.
+        """
+        self.refresh()
+        if not self._best:
+            raise HeightError(f"{self.dir} holds no block with its undo data")
+        return self.floor + len(self._best) - 1
+
+    def block_hash(self, height: int) -> str:
+        """The display hash of the best chain's block at `height` (the files are read again once when it is above the tip).
+
+        Raises:
+            HeightError: the height is not in the files (above the tip, or below a pruned node's window).
+        """
+        if not self.floor <= height < self.floor + len(self._best):
+            self.refresh()
+        if not self.floor <= height < self.floor + len(self._best):
+            if self._best and height < self.floor:
+                raise HeightError(f"block {height} is not in {self.dir}: the node pruned it (its files start at height {self.floor})")
+            raise HeightError(f"block {height} is not in {self.dir} (the best chain there ends at height {self.floor + len(self._best) - 1})")
+        return self._best[height - self.floor][::-1].hex()
+
+    def block(self, hash_hex: str) -> tuple[bytes, bytes]:
+        """(block bytes, spent outputs in the REST form) of the block `hash_hex` (display hex).
+
+        Raises:
+            HeightError: no such block in the files.
+            MalformedDataError: its record or its undo data is damaged, or no undo data fits it.
+        """
+        hash32 = bytes.fromhex(hash_hex)[::-1]
+        if hash32 not in self._headers:
+            self.refresh()
+        if hash32 not in self._headers:
+            raise HeightError(f"block {hash_hex} is not in {self.dir}")
+        prev32, _, file, offset, size = self._headers[hash32]
+        raw = self._read(f"blk{file:05d}.dat", offset, size)
+        if prev32 == _NULL32:
+            return raw, _GENESIS_SPENT
+        if file not in self._checked:
+            self._match_undo(file)
+        candidates = self._undo.get(hash32, [])
+        fits = {self._spent(loc) for loc in candidates}
+        if len(fits) > 1:
+            fits = {spent for spent in fits if _fits(raw, spent)}
+        if len(fits) != 1:
+            what = "no undo data" if not candidates else "no undo data that fits it" if not fits else "two different undo records that fit it"
+            raise MalformedDataError(f"rev{file:05d}.dat holds {what} for block {hash_hex} of blk{file:05d}.dat")
+        return raw, fits.pop()
+
+    # ---- reading ----
+
+    def _read(self, name: str, offset: int, size: int) -> bytes:
+        with open(self.dir / name, "rb") as f:
+            f.seek(offset)
+            data = f.read(size)
+        if len(data) != size:
+            raise MalformedDataError(f"{name} ends at {offset + len(data):,}, inside the record at {offset - 8:,} ({size:,} bytes)")
+        return unxor(data, self.key8, offset)
+
+    def _spent(self, loc: tuple[int, int, int]) -> bytes:
+        file, offset, size = loc
+        try:
+            return backend.spent_from_undo(self._read(f"rev{file:05d}.dat", offset, size))
+        except MalformedDataError as exc:
+            raise MalformedDataError(f"rev{file:05d}.dat, record at {offset - 8:,}: {exc}") from None
+
+    def _records(self, name: str, trailer: int, head: int):
+        """Yield (offset of the data, size, its first `head` bytes in the clear) of each whole record from where
+        the last call stopped (the offset is remembered as the caller takes each record). A last record whose
+        final bytes are still zeros is being written: it is left for the next call.
+
+        Raises:
+            MalformedDataError: another network's magic, a damaged or truncated record.
+        """
+        path = self.dir / name
+        with open(path, "rb") as f:
+            length = os.fstat(f.fileno()).st_size
+            pos = self._scanned.get(name, 0)
+            while pos + 8 <= length:
+                f.seek(pos)
+                raw = f.read(8 + head)
+                if not any(raw[:8]):
+                    return  # Core's preallocated zeros: the end of what was written
+                clear = unxor(raw[:8], self.key8, pos)
+                magic, size = clear[:4], int.from_bytes(clear[4:], "little")
+                if magic != self._magic:
+                    other = next((n for n, m in MAGIC.items() if m == magic), None)
+                    if other:
+                        raise MalformedDataError(f"{path} holds {other} records, not {self.network}'s (the record at offset {pos:,})")
+                    raise MalformedDataError(f"{path} is damaged: no record starts at offset {pos:,}")
+                end = pos + 8 + size + trailer
+                if not max(head, 1) <= size <= MAX_RECORD:
+                    raise MalformedDataError(f"{path} is damaged: the record at offset {pos:,} states {size:,} bytes")
+                if end > length:
+                    raise MalformedDataError(f"{path} is truncated: the record at offset {pos:,} needs {end - pos:,} bytes, the file has {length - pos:,}")
+                f.seek(end - 4)
+                tail = f.read(12)
+                if not any(tail[:4]) and not any(tail[4:]):
+                    return  # the last record, its end not yet written
+                yield pos + 8, size, unxor(raw[8:], self.key8, pos + 8)
+                pos = end
+                self._scanned[name] = pos
+            f.seek(pos)
+            if any(f.read()):
+                raise MalformedDataError(f"{path} is truncated: {length - pos} bytes after its last record at offset {pos:,}")
+
+    def _files(self, kind: str) -> list[int]:
+        return sorted(int(m[2]) for m in map(_FILE.fullmatch, os.listdir(self.dir)) if m and m[1] == kind)
+
+    def _scan_blk(self, file: int) -> None:
+        """Read the new block records of blk `file`; its undo data is then matched again."""
+        for offset, size, header in self._records(f"blk{file:05d}.dat", 0, wire.HEADER_BYTES):
+            hash32 = wire.sha256d(header)
+            if hash32 not in self._headers:
+                self._headers[hash32] = (header[4:36], int.from_bytes(header[72:76], "little"), file, offset, size)
+                self._in_file.setdefault(file, []).append(hash32)
+                self._checked.discard(file)
+
+    def refresh(self) -> None:
+        """Read the records added since the last call and choose the best chain again.
+
+        Raises:
+            MalformedDataError, OSError: as the constructor.
+        """
+        blk = self._files("blk")
+        for file in blk:
+            self._scan_blk(file)
+        self._link()
+        for file in blk:
+            if file not in self._checked and any(self._height.get(h, -1) >= self.start for h in self._in_file.get(file, ())):
+                self._match_undo(file)
+        self._choose()
+
+    def _link(self) -> None:
+        """Heights and chain work of blocks not yet placed: from their parent, or from the coinbase (BIP34) for
+        a block whose parent is not in the files (a pruned node's first blocks; genesis is height 0)."""
+        children: dict[bytes, list[bytes]] = {}
+        roots = []
+        for hash32, (prev32, *_) in self._headers.items():
+            if hash32 not in self._height:
+                if prev32 in self._headers and prev32 not in self._height:
+                    children.setdefault(prev32, []).append(hash32)
+                else:
+                    roots.append(hash32)
+        for root in roots:
+            prev32, bits = self._headers[root][:2]
+            if prev32 in self._height:
+                height, work = self._height[prev32] + 1, self._work[prev32] + block_work(bits)
+            else:
+                height = 0 if prev32 == _NULL32 else self._coinbase_height(root)
+                work = (height + 1) * block_work(bits)  # for the blocks below, as much work each
+            stack = [(root, height, work)]
+            while stack:
+                hash32, height, work = stack.pop()
+                self._height[hash32], self._work[hash32] = (height, work) if height >= 0 else (-1, 0)
+                for child in children.pop(hash32, ()):
+                    stack.append((child, height + 1 if height >= 0 else -1, work + block_work(self._headers[child][1])))
+
+    def _coinbase_height(self, hash32: bytes) -> int:
+        _, _, file, offset, size = self._headers[hash32]
+        try:
+            return wire.bip34_height(self._read(f"blk{file:05d}.dat", offset, size))
+        except SPError:
+            return -1  # not a block a chain can start from (damaged, or before BIP34)
+
+    def _match_undo(self, file: int) -> None:
+        """Match the new undo records of rev `file` to blocks of blk `file` by their checksum (the parent's
+        hash), between siblings by the shape of their spends.
+
+        Raises:
+            MalformedDataError: rev `file` is missing, or a record matches no block of blk `file`.
+        """
+        name = f"rev{file:05d}.dat"
+        if not (self.dir / name).exists():
+            raise MalformedDataError(f"{self.dir / name} is missing: the undo data of the blocks in blk{file:05d}.dat")
+        last = None
+        for offset, size, _ in self._records(name, 32, 0):
+            body = self._read(name, offset, size + 32)
+            undo, checksum = body[:-32], body[-32:]
+            parent = None
+            for rescan in (False, True):
+                if rescan:
+                    self._scan_blk(file)  # a block the node wrote after this file was read
+                children: dict[bytes, list[bytes]] = {}
+                for hash32 in self._in_file.get(file, ()):
+                    children.setdefault(self._headers[hash32][0], []).append(hash32)
+                first = [last] if last in children else []
+                parent = next((p for p in [*first, *children] if wire.sha256d(p + undo) == checksum), None)
+                if parent is not None:
+                    break
+            if parent is None:
+                raise MalformedDataError(f"{self.dir / name} is damaged: the record at offset {offset - 8:,} matches no block of blk{file:05d}.dat")
+            kids = children[parent]
+            if len(kids) > 1:
+                spent = self._spent((file, offset, size))
+                kids = [k for k in kids if _fits(self._read(f"blk{file:05d}.dat", *self._headers[k][3:]), spent)] or kids
+            for kid in kids:
+                self._undo.setdefault(kid, []).append((file, offset, size))
+            last = kids[0] if len(kids) == 1 else None
+        self._checked.add(file)
+
+    def _choose(self) -> None:
+        """The best chain: the tip of most work among blocks whose ancestors at or above `start` all have undo data."""
+        ok: dict[bytes, bool] = {}
+
+        def fit(hash32: bytes) -> bool:
+            path = []
+            while hash32 not in ok:
+                height = self._height.get(hash32, -1)
+                if height < 0:
+                    ok[hash32] = False
+                    break
+                prev32 = self._headers[hash32][0]
+                if height < self.start or prev32 == _NULL32:
+                    ok[hash32] = height >= 0
+                    break
+                if hash32 not in self._undo:
+                    ok[hash32] = False
+                    break
+                if prev32 not in self._headers:
+                    ok[hash32] = True  # a pruned node's first block
+                    break
+                path.append(hash32)
+                hash32 = prev32
+            for h in reversed(path):
+                ok[h] = ok[hash32]
+            return ok[path[0]] if path else ok[hash32]
+
+        best = max((h for h in self._headers if self._height.get(h, -1) >= 0 and fit(h)), key=lambda h: (self._work[h], -self._order(h)), default=None)
+        chain = []
+        while best is not None:
+            chain.append(best)
+            best = self._headers[best][0] if self._headers[best][0] in self._headers else None
+        chain.reverse()
+        self._best = chain
+        self.floor = self._height[chain[0]] if chain else 0
+
+    def _order(self, hash32: bytes) -> int:
+        """Where the block is stored (earlier first): between equal work, the block the node had first."""
+        _, _, file, offset, _ = self._headers[hash32]
+        return file << 32 | offset
+
+
+def _fits(block_bytes: bytes, spent_bytes: bytes) -> bool:
+    """True when the spent outputs give each of the block's transactions one output per input."""
+    try:
+        block = wire.parse_block(block_bytes)
+        spent = wire.parse_spent(spent_bytes)
+    except SPError:
+        return False
+    return len(spent) == len(block.txs) and all(len(s) == len(tx.inputs) for s, tx in zip(spent[1:], block.txs[1:]))
