@@ -181,7 +181,7 @@ def test_an_unreachable_node_creates_no_index(tmp_path):
     ("args", "needle"),
     [
         (["--rest", "http://x", "BLOCK"], "not both"),
-        ([], "give --rest URL, --rpc URL or BLOCK files"),
+        ([], "give --rest URL, --rpc URL, --blocks-dir DIR or BLOCK files"),
         (["--rest", "http://x", "--network", "main"], "--network goes with BLOCK files"),
         (["--rest", "http://x", "--from", "5", "--to", "4"], "--to is below --from"),
         (["--rpc-user", "u"], "go with --rpc"),

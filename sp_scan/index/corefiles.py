@@ -45,6 +45,27 @@ _GENESIS_SPENT = wire.serialize_spent([[]])
 _FILE = re.compile(r"(blk|rev)(\d{5})\.dat")
 
 
+def network_of(blocks_dir: str | os.PathLike) -> str:
+    """The network whose magic begins the first record of the lowest blk file in `blocks_dir`.
+
+    Raises:
+        MalformedDataError: no blk file, or a first record of no network.
+        OSError: the folder or the file cannot be read.
+    """
+    path = Path(blocks_dir)
+    files = sorted(p for p in os.listdir(path) if _FILE.fullmatch(p) and p.startswith("blk"))
+    if not files:
+        raise MalformedDataError(f"{path} holds no blk*.dat file (give Core's blocks/ folder)")
+    xor = path / "xor.dat"
+    key8 = xor.read_bytes()[:8] if xor.exists() else bytes(8)
+    with open(path / files[0], "rb") as f:
+        magic = unxor(f.read(4), key8, 0)
+    network = next((n for n, m in MAGIC.items() if m == magic), None)
+    if network is None:
+        raise MalformedDataError(f"{path / files[0]} does not start with a record of any network (bytes {magic.hex()})")
+    return network
+
+
 def unxor(data: bytes, key8: bytes, offset: int) -> bytes:
     """`data` read at `offset` of a file obfuscated with `key8` (Core's xor.dat), in the clear."""
     if not any(key8) or not data:

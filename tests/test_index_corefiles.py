@@ -1,0 +1,219 @@
+"""`sp-scan index sync --blocks-dir`: Bitcoin Core's own block files, as libbitcoinkernel wrote them, indexed in place.
+
+Every index built from the files is compared with the index the REST sync builds of the same chain
+(tests/kernelchain.py's REST stand-in serves what the kernel read back), row by row.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import pbk
+import pytest
+
+import kernelchain as kc
+from index_support import SYNC, committed_tip, content, wait_until
+from sp_scan import native, wire
+from sp_scan.errors import MalformedDataError
+from sp_scan.index import Index
+from sp_scan.index.corefiles import CoreBlocks, unxor
+from sp_scan.node import RestNode
+from test_cli import assert_fails, invoke
+
+
+def sync_dir(db: Path, blocks_dir: Path, *args: str):
+    return invoke("index", "sync", "--db", str(db), "--blocks-dir", str(blocks_dir), *args)
+
+
+def rest_index(chain: kc.KernelChain, path: Path) -> Path:
+    with kc.rest_server(chain) as rest, Index.create(path, "regtest") as idx:
+        idx.sync(RestNode(rest.url))
+    return path
+
+
+def records(path: Path, key8: bytes, trailer: int) -> list[tuple[int, int]]:
+    """(offset, size) of each record Core wrote in a blk (trailer 0) or rev (trailer 32) file."""
+    data, out, pos = path.read_bytes(), [], 0
+    while pos + 8 <= len(data) and any(data[pos : pos + 8]):
+        size = int.from_bytes(unxor(data[pos : pos + 8], key8, pos)[4:], "little")
+        out.append((pos, size))
+        pos += 8 + size + trailer
+    return out
+
+
+@pytest.fixture
+def blocks_copy(kernel_chain, tmp_path) -> Path:
+    """A copy of the sample chain's blocks folder, to damage."""
+    return Path(shutil.copytree(kernel_chain.blocks_dir, tmp_path / "blocks"))
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_the_files_of_the_sample_chain_index_as_the_rest_sync_does(kernel_chain, kernel_index, tmp_path, jobs):
+    result = sync_dir(tmp_path / "files.db", kernel_chain.blocks_dir, "--jobs", jobs)
+    assert result.exit_code == 0, result.output
+    assert f"index at height {kc.SAMPLE_TIP}" in result.stdout
+    assert content(tmp_path / "files.db") == content(kernel_index)
+
+
+def test_every_undo_record_decodes_as_the_kernel_reads_it_in_c_and_python(kernel_chain):
+    source = CoreBlocks(kernel_chain.blocks_dir, "regtest")
+    for h in range(1, kc.SAMPLE_TIP + 1):
+        hash32 = kernel_chain.hash_at(h)
+        file, offset, size = source._undo[hash32][0]
+        undo = source._read(f"rev{file:05d}.dat", offset, size)
+        assert native.spent_from_undo(undo) == wire.spent_from_undo(undo) == kernel_chain.spent(h)
+        with pytest.raises(MalformedDataError):
+            native.spent_from_undo(undo[:-1])
+        with pytest.raises(MalformedDataError):
+            wire.spent_from_undo(undo + b"\x00")
+
+
+@pytest.mark.parametrize(
+    ("coin", "script"),
+    [
+        ("00" + "00" + "00" + "11" * 20, "76a914" + "11" * 20 + "88ac"),  # P2PKH
+        ("00" + "00" + "01" + "22" * 20, "a914" + "22" * 20 + "87"),  # P2SH
+        ("00" + "00" + "03" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798", "2103" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798" + "ac"),
+        ("00" + "00" + "04" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798", "4104" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798" + "483ada7726a3c4655da4fbfc0e1108a8fd17b448a68554199c47d08ffb10d4b8" + "ac"),
+        ("00" + "00" + "05" + "05" * 32, ""),  # an x off the curve: Core leaves the script empty
+        ("00" + "00" + "06", ""),  # an empty script
+        ("00" + "00" + "cd2a" + "00" * 10020, "6a"),  # a script over MAX_SCRIPT_SIZE reads as OP_RETURN
+    ],
+    ids=["p2pkh", "p2sh", "p2pk-compressed", "p2pk-uncompressed", "p2pk-off-curve", "empty", "oversized"],
+)
+def test_compressed_scripts_decode_as_cores_compressor_writes_them(coin, script):
+    undo = bytes.fromhex("0101" + coin)  # one tx, one coin of height 0 and amount 0
+    expected = bytes.fromhex("020001") + b"\x00" * 8 + wire.compact_size(len(script) // 2) + bytes.fromhex(script)
+    assert native.spent_from_undo(undo) == wire.spent_from_undo(undo) == expected
+
+
+@pytest.mark.parametrize(
+    ("varints", "amount"),
+    [("00", 0), ("01", 1), ("09", 100_000_000), ("0a", 1_000_000_000), ("8005", 1_500), ("8980dd40", 21_000_000 * 100_000_000), ("a0c8adb1d183ff01", None)],
+)
+def test_amounts_and_heights_decode_as_cores_varint_and_decompress_amount(varints, amount):
+    undo = bytes.fromhex("0101" + "8101" + "00" + varints + "06")  # code 257: height 128, a coinbase; a dummy version follows
+    if amount is None:  # above MAX_MONEY
+        for decode in (native.spent_from_undo, wire.spent_from_undo):
+            with pytest.raises(MalformedDataError):
+                decode(undo)
+        return
+    assert native.spent_from_undo(undo) == wire.spent_from_undo(undo) == bytes.fromhex("020001") + amount.to_bytes(8, "little") + b"\x00"
+
+
+def test_a_reorg_leaves_stale_blocks_in_the_files_and_the_index_follows_it(kernel_copy, tmp_path):
+    db = tmp_path / "files.db"
+    assert sync_dir(db, kernel_copy.blocks_dir).exit_code == 0
+    reorg = kc.make_reorg(kernel_copy)
+    result = sync_dir(db, kernel_copy.blocks_dir, "--jobs", "2")
+    assert result.exit_code == 0, result.output
+    assert f"1 reorg(s) rolled back {len(reorg.old_hashes)} block(s)" in result.stdout
+    assert sync_dir(tmp_path / "fresh.db", kernel_copy.blocks_dir).exit_code == 0
+    rest = rest_index(kernel_copy, tmp_path / "rest.db")
+    assert content(db) == content(rest) == content(tmp_path / "fresh.db")
+    stale = CoreBlocks(kernel_copy.blocks_dir, "regtest")
+    assert all(h in stale._headers and h in stale._undo for h in reorg.old_hashes)  # stored and once connected, then skipped
+
+
+def test_blocks_stored_out_of_order_as_during_ibd(kernel_chain, kernel_index, tmp_path):
+    """Headers first, then the blocks in shuffled order: Core stores each as it comes and connects them
+    (writing their undo data) once their parents are there."""
+    (tmp_path / "ibd").mkdir()
+    chain = kc.KernelChain(tmp_path / "ibd")
+    try:
+        raws = [kernel_chain.block(h) for h in range(1, kc.SAMPLE_TIP + 1)]
+        for raw in raws:
+            chain._chainman.process_block_header(pbk.BlockHeader(raw[:80]))
+        order = list(range(len(raws)))
+        random.Random(31).shuffle(order)
+        held = order.index(60 - 1)
+        for i in order[:held]:  # everything before block 60 comes first, in shuffled order; 60 is held back
+            chain._chainman.process_block(pbk.Block(raws[i]))
+        connected = chain.tip_height
+        assert connected < 60 <= max(order[:held]) + 1, "the shuffle should leave blocks stored ahead of the tip"
+        result = sync_dir(tmp_path / "part.db", chain.blocks_dir)
+        assert result.exit_code == 0, result.output
+        assert committed_tip(tmp_path / "part.db") == connected  # the blocks ahead have no undo data yet
+        for i in order[held:]:
+            chain._chainman.process_block(pbk.Block(raws[i]))
+        assert chain.tip_height == kc.SAMPLE_TIP
+        result = sync_dir(tmp_path / "part.db", chain.blocks_dir, "--jobs", "2")
+        assert result.exit_code == 0, result.output
+    finally:
+        chain.close()
+    assert content(tmp_path / "part.db") == content(kernel_index)
+
+
+def _damage(blocks: Path, how: str) -> str:
+    """Damage the copy as `how` says; returns the line the sync must fail with."""
+    key8 = (blocks / "xor.dat").read_bytes()
+    blk, rev = blocks / "blk00000.dat", blocks / "rev00000.dat"
+    if how == "truncated last record":
+        offset, size = records(blk, key8, 0)[-1]
+        with open(blk, "r+b") as f:
+            f.truncate(offset + 8 + size // 2)
+        return "blk00000.dat is truncated: the record at offset"
+    if how == "damaged undo record":
+        offset, size = records(rev, key8, 32)[50]
+        data = bytearray(rev.read_bytes())
+        data[offset + 8 + size // 2] ^= 0x01
+        rev.write_bytes(data)
+        return f"rev00000.dat is damaged: the record at offset {offset:,} matches no block of blk00000.dat"
+    if how == "damaged record start":
+        offset, _ = records(blk, key8, 0)[40]
+        data = bytearray(blk.read_bytes())
+        data[offset] ^= 0xFF
+        blk.write_bytes(data)
+        return f"blk00000.dat is damaged: no record starts at offset {offset:,}"
+    if how == "missing rev file":
+        rev.unlink()
+        return "rev00000.dat is missing"
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how", ["truncated last record", "damaged undo record", "damaged record start", "missing rev file", "wrong network"])
+def test_bad_files_are_one_line_exit_2_and_the_index_is_unchanged(kernel_chain, blocks_copy, tmp_path, how):
+    db = tmp_path / "s.db"
+    assert sync_dir(db, kernel_chain.blocks_dir, "--to", "20").exit_code == 0
+    before = content(db)
+    if how == "wrong network":
+        assert_fails(sync_dir(db, blocks_copy, "--network", "main"), "blk00000.dat holds regtest records, not main's")
+    else:
+        needle = _damage(blocks_copy, how)
+        assert_fails(sync_dir(db, blocks_copy), needle)
+    assert content(db) == before
+
+
+def test_the_network_comes_from_the_files_magic(kernel_chain, tmp_path):
+    result = sync_dir(tmp_path / "n.db", kernel_chain.blocks_dir, "--to", "3")
+    assert result.exit_code == 0, result.output
+    with Index.open(tmp_path / "n.db", readonly=True) as idx:
+        assert idx.network == "regtest"
+
+
+def test_a_running_nodes_half_written_block_is_left_for_follow_to_pick_up(kernel_chain, kernel_index, blocks_copy, tmp_path):
+    """The newest block's record is still zeros at its end, its undo record not yet there: the sync stops
+    below it; a following sync indexes it once the node has written it."""
+    key8 = (blocks_copy / "xor.dat").read_bytes()
+    blk, rev = blocks_copy / "blk00000.dat", blocks_copy / "rev00000.dat"
+    whole_blk, whole_rev = blk.read_bytes(), rev.read_bytes()
+    (b_off, b_size), (r_off, _) = records(blk, key8, 0)[-1], records(rev, key8, 32)[-1]
+    blk.write_bytes(whole_blk[: b_off + 8 + b_size // 2] + bytes(len(whole_blk) - b_off - 8 - b_size // 2))
+    rev.write_bytes(whole_rev[:r_off] + bytes(len(whole_rev) - r_off))
+    db = tmp_path / "live.db"
+    result = sync_dir(db, blocks_copy)
+    assert result.exit_code == 0, result.output
+    assert committed_tip(db) == kc.SAMPLE_TIP - 1
+    proc = subprocess.Popen([*SYNC, "--db", str(db), "--blocks-dir", str(blocks_copy), "--follow", "--interval", "0.05"], stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: committed_tip(db) == kc.SAMPLE_TIP - 1, proc, "the follower started")
+        blk.write_bytes(whole_blk)
+        rev.write_bytes(whole_rev)
+        wait_until(lambda: committed_tip(db) == kc.SAMPLE_TIP, proc, "the follower indexed the block the node finished writing")
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    assert content(db) == content(kernel_index)
