@@ -476,6 +476,19 @@ def transactions(block_bytes: bytes, spent_bytes: bytes) -> list[SpentTx]:
     return join_prevouts(parse_block(block_bytes), parse_spent(spent_bytes))
 
 
+def unxor(data: bytes, key8: bytes, offset: int) -> bytes:
+    """`data` read at `offset` of a block file Core obfuscated with `key8` (xor.dat, Core 28+), in the clear.
+
+    Raises:
+        MalformedDataError: key8 is not 8 bytes.
+    """
+    if len(key8) != 8:
+        raise MalformedDataError(f"key8: {len(key8)} bytes, not 8")
+    turn = offset % 8
+    stream = (key8[turn:] + key8[:turn]) * (len(data) // 8 + 1)
+    return (int.from_bytes(data, "little") ^ int.from_bytes(stream[: len(data)], "little")).to_bytes(len(data), "little")
+
+
 MAX_SCRIPT_SIZE = 10_000
 """Core's script size limit: undo data stores a longer (unspendable) script as OP_RETURN."""
 _SPECIAL_SCRIPTS = 6

@@ -217,3 +217,15 @@ def test_a_running_nodes_half_written_block_is_left_for_follow_to_pick_up(kernel
         proc.terminate()
         proc.communicate(timeout=60)
     assert content(db) == content(kernel_index)
+
+
+@pytest.mark.parametrize("offset", [0, 3, 8, 13])
+def test_unxor_in_c_and_python_agree_at_any_file_offset(offset):
+    rng = random.Random(offset)
+    key8 = rng.randbytes(8)
+    for n in (0, 1, 7, 8, 9, 1001):
+        data = rng.randbytes(n)
+        assert native.unxor(data, key8, offset) == wire.unxor(data, key8, offset)
+        assert wire.unxor(wire.unxor(data, key8, offset), key8, offset) == data
+    with pytest.raises(MalformedDataError):
+        native.unxor(b"x", b"short", 0)

@@ -68,11 +68,7 @@ def network_of(blocks_dir: str | os.PathLike) -> str:
 
 def unxor(data: bytes, key8: bytes, offset: int) -> bytes:
     """`data` read at `offset` of a file obfuscated with `key8` (Core's xor.dat), in the clear."""
-    if not any(key8) or not data:
-        return data
-    turn = offset % len(key8)
-    stream = (key8[turn:] + key8[:turn]) * (len(data) // len(key8) + 1)
-    return (int.from_bytes(data, "little") ^ int.from_bytes(stream[: len(data)], "little")).to_bytes(len(data), "little")
+    return backend.unxor(data, key8, offset) if any(key8) else data
 
 
 def block_work(bits: int) -> int:
@@ -160,11 +156,11 @@ class CoreBlocks:
             raise HeightError(f"block {hash_hex} is not in {self.dir}")
         prev32, _, file, offset, size = self._headers[hash32]
         raw = self._read(f"blk{file:05d}.dat", offset, size)
-        if prev32 == _NULL32:
-            return raw, _GENESIS_SPENT
         if file not in self._checked:
             self._match_undo(file)
         candidates = self._undo.get(hash32, [])
+        if prev32 == _NULL32 and not candidates:
+            return raw, _GENESIS_SPENT  # Core writes no undo data for the genesis block
         fits = {self._spent(loc) for loc in candidates}
         if len(fits) > 1:
             fits = {spent for spent in fits if _fits(raw, spent)}

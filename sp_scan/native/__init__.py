@@ -403,6 +403,15 @@ def spent_from_undo(undo_bytes: bytes) -> bytes:
     return _core.spent_from_undo(undo_bytes)
 
 
+def unxor(data: bytes, key8: bytes, offset: int) -> bytes:
+    """Native `wire.unxor`: `data` read at `offset` of a file Core obfuscated with `key8`, in the clear.
+
+    Raises:
+        MalformedDataError: key8 is not 8 bytes.
+    """
+    return _core.unxor(data, key8, offset)
+
+
 # ---- BIP374 proofs and BIP375 ECDH shares (secrets stay in C) -----------------
 
 

@@ -347,4 +347,7 @@ void spn_block_index_free(spn_block_index *x);
  * SPN_ENOMEM. Safe without the GIL (the contexts must be started: uncompressed P2PK keys). */
 int spn_spent_from_undo(const unsigned char *undo, size_t undo_len, unsigned char **out, size_t *out_len);
 
+/* XOR data, read at `offset` of a block file, with Core's 8-byte obfuscation key (xor.dat), in place. */
+void spn_unxor(unsigned char *data, size_t n, const unsigned char key8[8], uint64_t offset);
+
 #endif

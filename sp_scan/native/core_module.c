@@ -894,6 +894,23 @@ static PyObject *py_spent_from_undo(PyObject *self, PyObject *arg) {
     return out;
 }
 
+/* unxor(data, key8, offset) -> data XORed with the key from file offset `offset` */
+static PyObject *py_unxor(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data, key;
+    unsigned long long offset;
+    PyObject *out = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*K:unxor", &data, &key, &offset)) return NULL;
+    if (key.len != 8) {
+        PyErr_Format(E_DATA, "key8: %zd bytes, not 8", key.len);
+    } else if ((out = PyBytes_FromStringAndSize(data.buf, data.len)) != NULL) {
+        spn_unxor((unsigned char *)PyBytes_AS_STRING(out), (size_t)data.len, key.buf, offset);
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&key);
+    return out;
+}
+
 /* ---- setup ---- */
 
 static const char *const API_NAMES[] = {
@@ -1007,6 +1024,7 @@ static PyMethodDef methods[] = {
     {"block_scan", py_block_scan, METH_VARARGS, "block_scan(block, spent, scanner) -> [(txid32, vout, amount, output32, tweak32, label)]"},
     {"block_index", py_block_index, METH_VARARGS, "block_index(block, spent) -> the tweak index's packed arrays of one block"},
     {"spent_from_undo", py_spent_from_undo, METH_O, "spent_from_undo(undo) -> Core's undo data in the REST spent-outputs form"},
+    {"unxor", py_unxor, METH_VARARGS, "unxor(data, key8, offset) -> data XORed with Core's block-file key from file offset `offset`"},
     {"set_label_strategy", py_set_label_strategy, METH_O, "set_label_strategy(0 auto | 1 bip | 2 labelset) -> previous"},
     {"ec_engine", py_ec_engine, METH_NOARGS, "ec_engine() -> the EC engine in use: \"ifma\", \"avx2\", \"scalar\" or \"libsecp256k1\"."},
     {"contexts_started", py_contexts_started, METH_NOARGS, "True once the two libsecp256k1 contexts exist."},

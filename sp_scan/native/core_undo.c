@@ -195,3 +195,17 @@ done:
     *out_len = b.n;
     return 1;
 }
+
+void spn_unxor(unsigned char *data, size_t n, const unsigned char key8[8], uint64_t offset) {
+    unsigned char turned[8];
+    for (int i = 0; i < 8; i++) turned[i] = key8[(offset + (uint64_t)i) % 8];
+    size_t i = 0;
+    uint64_t k, w;
+    memcpy(&k, turned, 8);
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, data + i, 8);
+        w ^= k;
+        memcpy(data + i, &w, 8);
+    }
+    for (; i < n; i++) data[i] ^= turned[i % 8];
+}
