@@ -229,3 +229,6 @@ def test_unxor_in_c_and_python_agree_at_any_file_offset(offset):
         assert wire.unxor(wire.unxor(data, key8, offset), key8, offset) == data
     with pytest.raises(MalformedDataError):
         native.unxor(b"x", b"short", 0)
+    for byte in range(256):  # CPython caches one-byte bytes objects: the result must be a new one
+        assert native.unxor(bytes([byte]), key8, offset) == bytes([byte ^ key8[offset % 8]])
+        assert bytes([byte])[0] == byte

@@ -903,7 +903,10 @@ static PyObject *py_unxor(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*K:unxor", &data, &key, &offset)) return NULL;
     if (key.len != 8) {
         PyErr_Format(E_DATA, "key8: %zd bytes, not 8", key.len);
-    } else if ((out = PyBytes_FromStringAndSize(data.buf, data.len)) != NULL) {
+    } else if (data.len == 0) {
+        out = PyBytes_FromStringAndSize(NULL, 0);
+    } else if ((out = PyBytes_FromStringAndSize(NULL, data.len)) != NULL) { /* a new object: never a cached one */
+        memcpy(PyBytes_AS_STRING(out), data.buf, (size_t)data.len);
         spn_unxor((unsigned char *)PyBytes_AS_STRING(out), (size_t)data.len, key.buf, offset);
     }
     PyBuffer_Release(&data);
