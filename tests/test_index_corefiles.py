@@ -232,3 +232,18 @@ def test_unxor_in_c_and_python_agree_at_any_file_offset(offset):
     for byte in range(256):  # CPython caches one-byte bytes objects: the result must be a new one
         assert native.unxor(bytes([byte]), key8, offset) == bytes([byte ^ key8[offset % 8]])
         assert bytes([byte])[0] == byte
+
+
+def test_the_source_lets_go_of_headers_as_the_sync_goes_on(kernel_chain, kernel_index, tmp_path, monkeypatch):
+    monkeypatch.setattr(CoreBlocks, "REORG_DEPTH", 5)
+    source = CoreBlocks(kernel_chain.blocks_dir, "regtest", start=30)
+    assert min(source._height.values()) == 25 and source.floor == 0  # the best chain's hashes stay from genesis
+    db = tmp_path / "bounded.db"
+    with Index.create(db, "regtest") as idx:
+        idx.sync(source, stop=40)  # from the source's start
+        idx.sync(source)  # resumes at 41, as a second run would
+    assert len(source._headers) <= 3 * 5 + 1 and len(source._undo) <= kc.SAMPLE_TIP  # never the whole chain
+    assert [source.block_hash(h) for h in (0, 30, kc.SAMPLE_TIP)] == [kernel_chain.hash_at(h)[::-1].hex() for h in (0, 30, kc.SAMPLE_TIP)]
+    rows = content(db)
+    expected = content(kernel_index)
+    assert rows["blocks"] == [r for r in expected["blocks"] if r[0] >= 30]

@@ -165,8 +165,6 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, blocks_dir, n
     try:
         source = _source(blocks, blocks_dir, network, start, rest_url, rpc_url, rpc_cookie, rpc_user, existing)
         idx = existing or Index.create(path, network_of(source, retry))
-        if isinstance(source, corefiles.CoreBlocks) and idx.tip() is None:
-            start = source.start
     except BaseException:
         if existing:
             existing.close()

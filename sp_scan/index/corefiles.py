@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from pathlib import Path
 
 from .. import backend, wire
@@ -80,16 +81,25 @@ def block_work(bits: int) -> int:
 class CoreBlocks:
     """A sync source over a Bitcoin Core `blocks/` directory (see the module doc); picklable to workers.
 
+    Memory: the headers of the blocks from REORG_DEPTH below the highest height asked for (or `start`),
+    the best chain's hashes (32 bytes a height) and the undo matches of UNDO_FILES rev files; the
+    headers below are read once, then let go as the sync goes on.
+
     Args:
         blocks_dir: Core's blocks folder (holding blk*.dat, rev*.dat and, from Core 28, xor.dat).
         network: the network the node runs (its records' magic must say so).
-        start: the first height a sync will fetch: undo data is matched from there up.
+        start: the first height a sync will fetch.
 
     Raises:
         MalformedDataError: a truncated or damaged record, another network's magic, a missing rev file,
             undo data that matches no block.
         OSError: the folder or a file cannot be read.
     """
+
+    REORG_DEPTH = 1000
+    """Headers kept below the tip (and below `start`): the deepest reorg followed."""
+    UNDO_FILES = 4
+    """Rev files whose matches are kept (a sync reads the files in height order)."""
 
     def __init__(self, blocks_dir: str | os.PathLike, network: str, start: int = 0) -> None:
         self.dir = Path(blocks_dir)
@@ -101,16 +111,17 @@ class CoreBlocks:
         if len(self.key8) != 8:
             raise MalformedDataError(f"{xor} holds {len(self.key8)} bytes, not an 8-byte key")
         self._magic = MAGIC[network]
-        self._headers: dict[bytes, tuple[bytes, int, int, int, int]] = {}  # hash32 -> (prev32, bits, file, offset, size)
-        self._in_file: dict[int, list[bytes]] = {}  # blk file -> its blocks' hashes, in file order
-        self._scanned: dict[str, int] = {}  # file name -> offset read up to (whole records)
+        self._headers: dict[bytes, bytes] = {}  # hash32 -> prev32 ‖ bits, file, offset, size (u32 LE each)
         self._height: dict[bytes, int] = {}
         self._work: dict[bytes, int] = {}
+        self._scanned: dict[str, int] = {}  # blk file name -> offset read up to (whole records)
         self._undo: dict[bytes, list[tuple[int, int, int]]] = {}  # hash32 -> candidate undo (file, offset, size)
-        self._checked: set[int] = set()  # rev files read up to their last whole record
-        self._best: list[bytes] = []  # the best chain's hash32 by height - floor
+        self._matched: dict[int, list[bytes]] = {}  # rev file -> the blocks it gave undo data, oldest match first
+        self._best = b""  # the best chain's hash32 of each height from floor
         self.floor = 0
+        self._forgot = 0  # headers below this height are let go
         self.refresh()
+        self._forget_below(start - self.REORG_DEPTH)
 
     # ---- the Source interface ----
 
@@ -126,7 +137,10 @@ class CoreBlocks:
         self.refresh()
         if not self._best:
             raise HeightError(f"{self.dir} holds no block with its undo data")
-        return self.floor + len(self._best) - 1
+        return self._tip()
+
+    def _tip(self) -> int:
+        return self.floor + len(self._best) // 32 - 1
 
     def block_hash(self, height: int) -> str:
         """The display hash of the best chain's block at `height` (the files are read again once when it is above the tip).
@@ -134,13 +148,16 @@ class CoreBlocks:
         Raises:
             HeightError: the height is not in the files (above the tip, or below a pruned node's window).
         """
-        if not self.floor <= height < self.floor + len(self._best):
+        if not self.floor <= height <= self._tip():
             self.refresh()
-        if not self.floor <= height < self.floor + len(self._best):
+        if not self.floor <= height <= self._tip():
             if self._best and height < self.floor:
                 raise HeightError(f"block {height} is not in {self.dir}: the node pruned it (its files start at height {self.floor})")
-            raise HeightError(f"block {height} is not in {self.dir} (the best chain there ends at height {self.floor + len(self._best) - 1})")
-        return self._best[height - self.floor][::-1].hex()
+            raise HeightError(f"block {height} is not in {self.dir} (the best chain there ends at height {self._tip()})")
+        if height - self.REORG_DEPTH > self._forgot + self.REORG_DEPTH:
+            self._forget_below(height - self.REORG_DEPTH)
+        at = 32 * (height - self.floor)
+        return self._best[at : at + 32][::-1].hex()
 
     def block(self, hash_hex: str) -> tuple[bytes, bytes]:
         """(block bytes, spent outputs in the REST form) of the block `hash_hex` (display hex).
@@ -153,10 +170,12 @@ class CoreBlocks:
         if hash32 not in self._headers:
             self.refresh()
         if hash32 not in self._headers:
+            if hash32 in {self._best[i : i + 32] for i in range(0, 32 * max(0, self._forgot - self.floor), 32)}:
+                raise HeightError(f"block {hash_hex} is below height {self._forgot}, where this source was opened (its start {self.start})")
             raise HeightError(f"block {hash_hex} is not in {self.dir}")
-        prev32, _, file, offset, size = self._headers[hash32]
+        prev32, file, offset, size = self._place(hash32)
         raw = self._read(f"blk{file:05d}.dat", offset, size)
-        if file not in self._checked:
+        if hash32 not in self._undo:
             self._match_undo(file)
         candidates = self._undo.get(hash32, [])
         if prev32 == _NULL32 and not candidates:
@@ -170,6 +189,11 @@ class CoreBlocks:
         return raw, fits.pop()
 
     # ---- reading ----
+
+    def _place(self, hash32: bytes) -> tuple[bytes, int, int, int]:
+        """(prev32, file, offset, size) of a known block."""
+        packed = self._headers[hash32]
+        return packed[:32], *struct.unpack_from("<III", packed, 36)
 
     def _read(self, name: str, offset: int, size: int) -> bytes:
         with open(self.dir / name, "rb") as f:
@@ -186,10 +210,9 @@ class CoreBlocks:
         except MalformedDataError as exc:
             raise MalformedDataError(f"rev{file:05d}.dat, record at {offset - 8:,}: {exc}") from None
 
-    def _records(self, name: str, trailer: int, head: int):
-        """Yield (offset of the data, size, its first `head` bytes in the clear) of each whole record from where
-        the last call stopped (the offset is remembered as the caller takes each record). A last record whose
-        final bytes are still zeros is being written: it is left for the next call.
+    def _records(self, name: str, trailer: int, head: int, pos: int = 0):
+        """Yield (offset of the data, size, its first `head` bytes in the clear) of each whole record from `pos`.
+        A last record whose final bytes are still zeros is being written: it is left out.
 
         Raises:
             MalformedDataError: another network's magic, a damaged or truncated record.
@@ -197,7 +220,6 @@ class CoreBlocks:
         path = self.dir / name
         with open(path, "rb") as f:
             length = os.fstat(f.fileno()).st_size
-            pos = self._scanned.get(name, 0)
             while pos + 8 <= length:
                 f.seek(pos)
                 raw = f.read(8 + head)
@@ -221,7 +243,6 @@ class CoreBlocks:
                     return  # the last record, its end not yet written
                 yield pos + 8, size, unxor(raw[8:], self.key8, pos + 8)
                 pos = end
-                self._scanned[name] = pos
             f.seek(pos)
             if any(f.read()):
                 raise MalformedDataError(f"{path} is truncated: {length - pos} bytes after its last record at offset {pos:,}")
@@ -229,43 +250,53 @@ class CoreBlocks:
     def _files(self, kind: str) -> list[int]:
         return sorted(int(m[2]) for m in map(_FILE.fullmatch, os.listdir(self.dir)) if m and m[1] == kind)
 
-    def _scan_blk(self, file: int) -> None:
-        """Read the new block records of blk `file`; its undo data is then matched again."""
-        for offset, size, header in self._records(f"blk{file:05d}.dat", 0, wire.HEADER_BYTES):
-            hash32 = wire.sha256d(header)
-            if hash32 not in self._headers:
-                self._headers[hash32] = (header[4:36], int.from_bytes(header[72:76], "little"), file, offset, size)
-                self._in_file.setdefault(file, []).append(hash32)
-                self._checked.discard(file)
+    def _blk_headers(self, file: int, pos: int = 0):
+        """Yield (hash32, packed header entry, offset after the record) of the block records of blk `file` from `pos`."""
+        for offset, size, header in self._records(f"blk{file:05d}.dat", 0, wire.HEADER_BYTES, pos):
+            packed = header[4:36] + header[72:76] + struct.pack("<III", file, offset, size)
+            yield wire.sha256d(header), packed, offset + size
 
     def refresh(self) -> None:
-        """Read the records added since the last call and choose the best chain again.
+        """Read the block records added since the last call and choose the best chain again.
 
         Raises:
             MalformedDataError, OSError: as the constructor.
         """
-        blk = self._files("blk")
-        for file in blk:
-            self._scan_blk(file)
+        for file in self._files("blk"):
+            name = f"blk{file:05d}.dat"
+            for hash32, packed, end in self._blk_headers(file, self._scanned.get(name, 0)):
+                if hash32 not in self._headers:
+                    self._headers[hash32] = packed
+                    self._matched.pop(file, None)  # its undo data is matched again when asked for
+                self._scanned[name] = end
         self._link()
-        for file in blk:
-            if file not in self._checked and any(self._height.get(h, -1) >= self.start for h in self._in_file.get(file, ())):
-                self._match_undo(file)
         self._choose()
+
+    def _forget_below(self, height: int) -> None:
+        """Let go of the headers below `height` (the best chain's hashes stay)."""
+        if height <= self._forgot:
+            return
+        self._forgot = height
+        for hash32 in [h for h, k in self._height.items() if k < height]:
+            del self._headers[hash32], self._height[hash32], self._work[hash32]
+            self._undo.pop(hash32, None)
+        for hash32 in [h for h in self._headers if h not in self._height]:
+            del self._headers[hash32]  # no chain can start from it
 
     def _link(self) -> None:
         """Heights and chain work of blocks not yet placed: from their parent, or from the coinbase (BIP34) for
         a block whose parent is not in the files (a pruned node's first blocks; genesis is height 0)."""
         children: dict[bytes, list[bytes]] = {}
         roots = []
-        for hash32, (prev32, *_) in self._headers.items():
+        for hash32, packed in self._headers.items():
             if hash32 not in self._height:
+                prev32 = packed[:32]
                 if prev32 in self._headers and prev32 not in self._height:
                     children.setdefault(prev32, []).append(hash32)
                 else:
                     roots.append(hash32)
         for root in roots:
-            prev32, bits = self._headers[root][:2]
+            prev32, bits = self._headers[root][:32], int.from_bytes(self._headers[root][32:36], "little")
             if prev32 in self._height:
                 height, work = self._height[prev32] + 1, self._work[prev32] + block_work(bits)
             else:
@@ -274,20 +305,22 @@ class CoreBlocks:
             stack = [(root, height, work)]
             while stack:
                 hash32, height, work = stack.pop()
-                self._height[hash32], self._work[hash32] = (height, work) if height >= 0 else (-1, 0)
+                if height < 0:
+                    continue  # not a block a chain can start from, nor its descendants
+                self._height[hash32], self._work[hash32] = height, work
                 for child in children.pop(hash32, ()):
-                    stack.append((child, height + 1 if height >= 0 else -1, work + block_work(self._headers[child][1])))
+                    stack.append((child, height + 1, work + block_work(int.from_bytes(self._headers[child][32:36], "little"))))
 
     def _coinbase_height(self, hash32: bytes) -> int:
-        _, _, file, offset, size = self._headers[hash32]
+        _, file, offset, size = self._place(hash32)
         try:
             return wire.bip34_height(self._read(f"blk{file:05d}.dat", offset, size))
         except SPError:
-            return -1  # not a block a chain can start from (damaged, or before BIP34)
+            return -1  # damaged, or before BIP34
 
     def _match_undo(self, file: int) -> None:
-        """Match the new undo records of rev `file` to blocks of blk `file` by their checksum (the parent's
-        hash), between siblings by the shape of their spends.
+        """Match the undo records of rev `file` to the blocks of blk `file` by their checksum (the parent's hash),
+        between siblings by the shape of their spends; keeps the matches of UNDO_FILES files.
 
         Raises:
             MalformedDataError: rev `file` is missing, or a record matches no block of blk `file`.
@@ -295,71 +328,59 @@ class CoreBlocks:
         name = f"rev{file:05d}.dat"
         if not (self.dir / name).exists():
             raise MalformedDataError(f"{self.dir / name} is missing: the undo data of the blocks in blk{file:05d}.dat")
-        last = None
+        for hash32 in self._matched.pop(file, ()):
+            self._undo.pop(hash32, None)
+        children: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        for hash32, packed, _ in self._blk_headers(file):
+            children.setdefault(packed[:32], []).append((hash32, packed))
+        matched, last = [], None
         for offset, size, _ in self._records(name, 32, 0):
             body = self._read(name, offset, size + 32)
             undo, checksum = body[:-32], body[-32:]
-            parent = None
-            for rescan in (False, True):
-                if rescan:
-                    self._scan_blk(file)  # a block the node wrote after this file was read
-                children: dict[bytes, list[bytes]] = {}
-                for hash32 in self._in_file.get(file, ()):
-                    children.setdefault(self._headers[hash32][0], []).append(hash32)
-                first = [last] if last in children else []
-                parent = next((p for p in [*first, *children] if wire.sha256d(p + undo) == checksum), None)
-                if parent is not None:
-                    break
+            first = [last] if last in children else []
+            parent = next((p for p in [*first, *children] if wire.sha256d(p + undo) == checksum), None)
             if parent is None:
                 raise MalformedDataError(f"{self.dir / name} is damaged: the record at offset {offset - 8:,} matches no block of blk{file:05d}.dat")
             kids = children[parent]
             if len(kids) > 1:
                 spent = self._spent((file, offset, size))
-                kids = [k for k in kids if _fits(self._read(f"blk{file:05d}.dat", *self._headers[k][3:]), spent)] or kids
-            for kid in kids:
-                self._undo.setdefault(kid, []).append((file, offset, size))
-            last = kids[0] if len(kids) == 1 else None
-        self._checked.add(file)
+                kids = [k for k in kids if _fits(self._read(f"blk{file:05d}.dat", *struct.unpack_from("<II", k[1], 40)), spent)] or kids
+            for hash32, _ in kids:
+                if hash32 in self._headers:
+                    self._undo.setdefault(hash32, []).append((file, offset, size))
+                    matched.append(hash32)
+            last = kids[0][0] if len(kids) == 1 else None
+        self._matched[file] = matched
+        while len(self._matched) > self.UNDO_FILES:
+            for hash32 in self._matched.pop(next(iter(self._matched))):
+                self._undo.pop(hash32, None)
+
+    def _has_undo(self, hash32: bytes) -> bool:
+        file = self._place(hash32)[1]
+        if file not in self._matched:
+            self._match_undo(file)
+        return hash32 in self._undo
 
     def _choose(self) -> None:
-        """The best chain: the tip of most work among blocks whose ancestors at or above `start` all have undo data."""
-        ok: dict[bytes, bool] = {}
-
-        def fit(hash32: bytes) -> bool:
-            path = []
-            while hash32 not in ok:
-                height = self._height.get(hash32, -1)
-                if height < 0:
-                    ok[hash32] = False
-                    break
-                prev32 = self._headers[hash32][0]
-                if height < self.start or prev32 == _NULL32:
-                    ok[hash32] = height >= 0
-                    break
-                if hash32 not in self._undo:
-                    ok[hash32] = False
-                    break
-                if prev32 not in self._headers:
-                    ok[hash32] = True  # a pruned node's first block
-                    break
-                path.append(hash32)
-                hash32 = prev32
-            for h in reversed(path):
-                ok[h] = ok[hash32]
-            return ok[path[0]] if path else ok[hash32]
-
-        best = max((h for h in self._headers if self._height.get(h, -1) >= 0 and fit(h)), key=lambda h: (self._work[h], -self._order(h)), default=None)
+        """The best chain: its tip is the block of most work that has undo data (or is below `start`, where
+        only headers count); the blocks below it have theirs, as Core connects blocks in order."""
+        tips = sorted((h for h in self._height), key=lambda h: (-self._work[h], self._order(h)))
+        best = next((h for h in tips if self._height[h] < self.start or self._headers[h][:32] == _NULL32 or self._has_undo(h)), None)
         chain = []
-        while best is not None:
+        while best is not None and best in self._height:
             chain.append(best)
-            best = self._headers[best][0] if self._headers[best][0] in self._headers else None
+            best = self._headers[best][:32]
         chain.reverse()
-        self._best = chain
-        self.floor = self._height[chain[0]] if chain else 0
+        below = b""
+        if chain and self._height[chain[0]] == self._forgot > self.floor:  # the chain below what was let go stays
+            below = self._best[: 32 * (self._forgot - self.floor)]
+        else:
+            self.floor = self._height[chain[0]] if chain else 0
+        self._best = below + b"".join(chain)
 
     def _order(self, hash32: bytes) -> int:
         """Where the block is stored (earlier first): between equal work, the block the node had first."""
-        _, _, file, offset, _ = self._headers[hash32]
+        _, file, offset, _ = self._place(hash32)
         return file << 32 | offset
 
 
