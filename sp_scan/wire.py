@@ -476,6 +476,44 @@ def transactions(block_bytes: bytes, spent_bytes: bytes) -> list[SpentTx]:
     return join_prevouts(parse_block(block_bytes), parse_spent(spent_bytes))
 
 
+def merkle_root(hashes32: Sequence[bytes]) -> bytes:
+    """Core's ComputeMerkleRoot: pairs hashed with SHA256d, an odd level's last hash paired with itself."""
+    level = list(hashes32)
+    while len(level) > 1:
+        if len(level) % 2:
+            level.append(level[-1])
+        level = [sha256d(level[i] + level[i + 1]) for i in range(0, len(level), 2)]
+    return level[0]
+
+
+_COMMITMENT = bytes.fromhex("6a24aa21a9ed")
+
+
+def block_commits(block_bytes: bytes) -> bool:
+    """True when a block's header commits to its transactions: the merkle root of the txids, and when a
+    transaction has a witness, the coinbase's BIP141 commitment to the wtxids (its last output starting
+    6a24aa21a9ed; the coinbase witness one 32-byte item). False for a block that does not parse."""
+    try:
+        block = parse_block(block_bytes)
+    except MalformedBlockError:
+        return False
+    r = Reader(bytes(block_bytes), error=MalformedBlockError, what="block", pos=HEADER_BYTES)
+    wtxids = []
+    for _ in range(r.count(_MIN_TX)):
+        start = r.pos
+        _tx(r)
+        wtxids.append(sha256d(r.data[start : r.pos]))
+    if merkle_root([tx.txid32 for tx in block.txs]) != block.header80[36:68]:
+        return False
+    commitments = [o.script for o in block.txs[0].outputs if len(o.script) >= 38 and o.script[:6] == _COMMITMENT]
+    if not commitments:
+        return not any(i.witness for tx in block.txs for i in tx.inputs)
+    reserved = block.txs[0].inputs[0].witness
+    if len(reserved) != 1 or len(reserved[0]) != 32:
+        return False
+    return sha256d(merkle_root([bytes(32), *wtxids[1:]]) + reserved[0]) == commitments[-1][6:38]
+
+
 def unxor(data: bytes, key8: bytes, offset: int) -> bytes:
     """`data` read at `offset` of a block file Core obfuscated with `key8` (xor.dat, Core 28+), in the clear.
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pbk
 import pytest
+from bitcoin.core import CBlock
 
 import kernelchain as kc
 from index_support import SYNC, committed_tip, content, wait_until
@@ -56,6 +57,24 @@ def test_the_files_of_the_sample_chain_index_as_the_rest_sync_does(kernel_chain,
     assert result.exit_code == 0, result.output
     assert f"index at height {kc.SAMPLE_TIP}" in result.stdout
     assert content(tmp_path / "files.db") == content(kernel_index)
+
+
+def _witness_item(raw: bytes) -> bytes:
+    """The first witness item of the block's first non-coinbase segwit transaction."""
+    block = CBlock.deserialize(raw)
+    return next(bytes(w.scriptWitness.stack[0]) for tx in block.vtx[1:] for w in tx.wit.vtxinwit if w.scriptWitness.stack)
+
+
+@pytest.mark.parametrize("where", ["transaction", "witness"])
+def test_a_block_whose_header_does_not_commit_to_it_is_refused_in_c_and_python(kernel_chain, where):
+    for h in range(kc.SAMPLE_TIP + 1):
+        raw = kernel_chain.block(h)
+        assert native.block_commits(raw) and wire.block_commits(raw), h
+    raw = bytearray(kernel_chain.block(104))
+    at = len(raw) // 2 if where == "transaction" else raw.index(_witness_item(bytes(raw))) + 5
+    raw[at] ^= 0x01
+    assert not native.block_commits(bytes(raw)) and not wire.block_commits(bytes(raw))
+    assert not native.block_commits(bytes(raw[:-1])) and not wire.block_commits(bytes(raw[:-1]))
 
 
 def test_every_undo_record_decodes_as_the_kernel_reads_it_in_c_and_python(kernel_chain):
@@ -147,7 +166,7 @@ def test_blocks_stored_out_of_order_as_during_ibd(kernel_chain, kernel_index, tm
     assert content(tmp_path / "part.db") == content(kernel_index)
 
 
-def _damage(blocks: Path, how: str) -> str:
+def _damage(blocks: Path, how: str, chain: kc.KernelChain) -> str:
     """Damage the copy as `how` says; returns the line the sync must fail with."""
     key8 = (blocks / "xor.dat").read_bytes()
     blk, rev = blocks / "blk00000.dat", blocks / "rev00000.dat"
@@ -168,6 +187,13 @@ def _damage(blocks: Path, how: str) -> str:
         data[offset] ^= 0xFF
         blk.write_bytes(data)
         return f"blk00000.dat is damaged: no record starts at offset {offset:,}"
+    if how == "damaged block witness":
+        raw = chain.block(104)
+        data = bytearray(blk.read_bytes())
+        offset = next(o for o, n in records(blk, key8, 0) if unxor(bytes(data[o + 8 : o + 8 + n]), key8, o + 8) == raw)
+        data[offset + 8 + raw.index(_witness_item(raw)) + 5] ^= 0x01  # a signature byte: the txids stay, the wtxid changes
+        blk.write_bytes(data)
+        return f"blk00000.dat is damaged: the record at offset {offset:,} holds block {wire.sha256d(raw[:80])[::-1].hex()}, whose transactions its header does not commit to"
     if how == "missing rev file":
         rev.unlink()
         return "rev00000.dat is missing"
@@ -182,9 +208,19 @@ def test_bad_files_are_one_line_exit_2_and_the_index_is_unchanged(kernel_chain, 
     if how == "wrong network":
         assert_fails(sync_dir(db, blocks_copy, "--network", "main"), "blk00000.dat holds regtest records, not main's")
     else:
-        needle = _damage(blocks_copy, how)
+        needle = _damage(blocks_copy, how, kernel_chain)
         assert_fails(sync_dir(db, blocks_copy), needle)
     assert content(db) == before
+
+
+def test_a_damaged_block_stops_the_sync_below_it_with_one_line(kernel_chain, blocks_copy, tmp_path):
+    """Damage inside a block is seen when the block is read (its header no longer commits to it): the
+    blocks below it are indexed as from intact files."""
+    db, intact = tmp_path / "s.db", tmp_path / "intact.db"
+    assert sync_dir(intact, kernel_chain.blocks_dir, "--to", "103").exit_code == 0
+    needle = _damage(blocks_copy, "damaged block witness", kernel_chain)
+    assert_fails(sync_dir(db, blocks_copy, "--jobs", "2"), needle)
+    assert content(db) == content(intact)
 
 
 def test_the_network_comes_from_the_files_magic(kernel_chain, tmp_path):

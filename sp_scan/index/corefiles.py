@@ -164,7 +164,8 @@ class CoreBlocks:
 
         Raises:
             HeightError: no such block in the files.
-            MalformedDataError: its record or its undo data is damaged, or no undo data fits it.
+            MalformedDataError: its record (its transactions do not match its header) or its undo data is
+                damaged, or no undo data fits it.
         """
         hash32 = bytes.fromhex(hash_hex)[::-1]
         if hash32 not in self._headers:
@@ -175,6 +176,8 @@ class CoreBlocks:
             raise HeightError(f"block {hash_hex} is not in {self.dir}")
         prev32, file, offset, size = self._place(hash32)
         raw = self._read(f"blk{file:05d}.dat", offset, size)
+        if not backend.block_commits(raw):
+            raise MalformedDataError(f"blk{file:05d}.dat is damaged: the record at offset {offset - 8:,} holds block {hash_hex}, whose transactions its header does not commit to")
         if hash32 not in self._undo:
             self._match_undo(file)
         candidates = self._undo.get(hash32, [])

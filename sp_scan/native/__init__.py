@@ -403,6 +403,12 @@ def spent_from_undo(undo_bytes: bytes) -> bytes:
     return _core.spent_from_undo(undo_bytes)
 
 
+def block_commits(block_bytes: bytes) -> bool:
+    """Native `wire.block_commits`: True when the block's header commits to its transactions (merkle root,
+    BIP141 witness commitment). The GIL is released while it hashes."""
+    return _core.block_commits(block_bytes)
+
+
 def unxor(data: bytes, key8: bytes, offset: int) -> bytes:
     """Native `wire.unxor`: `data` read at `offset` of a file Core obfuscated with `key8`, in the clear.
 

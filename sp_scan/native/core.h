@@ -340,7 +340,12 @@ int spn_block_index_build(const unsigned char *block, size_t block_len, const un
                           spn_block_index *out);
 void spn_block_index_free(spn_block_index *x);
 
-/* ---- Core's undo data (core_undo.c) ---- */
+/* ---- Core's block files (core_corefiles.c) ---- */
+
+/* 1 when the header commits to the block's transactions: the merkle root of the txids, and when a tx
+ * has a witness, the coinbase's BIP141 commitment to the wtxids (its witness one 32-byte item); 0 when
+ * not, or when the block does not parse; SPN_ENOMEM. Safe without the GIL. */
+int spn_block_commits(const unsigned char *block, size_t len);
 
 /* Core's CBlockUndo serialization (rev*.dat) in the REST spent-outputs form; *out malloc'd (free it).
  * Returns 1, SPN_EUNDO (truncated, trailing bytes, bad count or VARINT, amount above MAX_MONEY) or

@@ -894,6 +894,20 @@ static PyObject *py_spent_from_undo(PyObject *self, PyObject *arg) {
     return out;
 }
 
+/* block_commits(block) -> bool */
+static PyObject *py_block_commits(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer block;
+    int r;
+    if (PyObject_GetBuffer(arg, &block, PyBUF_SIMPLE) < 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    r = spn_block_commits(block.buf, (size_t)block.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&block);
+    if (r < 0) return raise_code(r, "");
+    return PyBool_FromLong(r);
+}
+
 /* unxor(data, key8, offset) -> data XORed with the key from file offset `offset` */
 static PyObject *py_unxor(PyObject *self, PyObject *args) {
     (void)self;
@@ -1027,6 +1041,7 @@ static PyMethodDef methods[] = {
     {"block_scan", py_block_scan, METH_VARARGS, "block_scan(block, spent, scanner) -> [(txid32, vout, amount, output32, tweak32, label)]"},
     {"block_index", py_block_index, METH_VARARGS, "block_index(block, spent) -> the tweak index's packed arrays of one block"},
     {"spent_from_undo", py_spent_from_undo, METH_O, "spent_from_undo(undo) -> Core's undo data in the REST spent-outputs form"},
+    {"block_commits", py_block_commits, METH_O, "block_commits(block) -> True when its header commits to its transactions (merkle root, witness commitment)"},
     {"unxor", py_unxor, METH_VARARGS, "unxor(data, key8, offset) -> data XORed with Core's block-file key from file offset `offset`"},
     {"set_label_strategy", py_set_label_strategy, METH_O, "set_label_strategy(0 auto | 1 bip | 2 labelset) -> previous"},
     {"ec_engine", py_ec_engine, METH_NOARGS, "ec_engine() -> the EC engine in use: \"ifma\", \"avx2\", \"scalar\" or \"libsecp256k1\"."},

@@ -1,4 +1,5 @@
-/* Core's undo data (a CBlockUndo as rev*.dat stores it) turned into the REST spent-outputs form,
+/* Bitcoin Core's block files: a block checked against its header, the files' XOR obfuscation, and
+ * Core's undo data (a CBlockUndo as rev*.dat stores it) turned into the REST spent-outputs form,
  * mirroring wire.spent_from_undo: per non-coinbase tx a compact-size coin count, per coin Core's
  * VARINT height code (a dummy VARINT follows when the height is above 0), the compressed amount
  * (compressor.cpp's DecompressAmount) and the compressed script (P2PKH 0, P2SH 1, P2PK 2-5, else
@@ -8,6 +9,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "sha256.h"
 
 #define MAX_MONEY (21000000ULL * 100000000ULL)
 enum { SPECIAL_SCRIPTS = 6, MAX_SCRIPT_SIZE = 10000 };
@@ -208,4 +211,105 @@ void spn_unxor(unsigned char *data, size_t n, const unsigned char key8[8], uint6
         memcpy(data + i, &w, 8);
     }
     for (; i < n; i++) data[i] ^= turned[i % 8];
+}
+
+/* ---- a block against its header ---- */
+
+static void sha256d(const unsigned char *a, size_t na, const unsigned char *b, size_t nb, const unsigned char *c, size_t nc,
+                    unsigned char out32[32]) {
+    spn_sha256 h;
+    unsigned char once[32];
+    spn_sha256_init(&h);
+    spn_sha256_write(&h, a, na);
+    spn_sha256_write(&h, b, nb);
+    spn_sha256_write(&h, c, nc);
+    spn_sha256_finalize(&h, once);
+    spn_sha256_init(&h);
+    spn_sha256_write(&h, once, 32);
+    spn_sha256_finalize(&h, out32);
+}
+
+/* Core's ComputeMerkleRoot over n hashes (n >= 1), in place. */
+static void merkle_root(unsigned char *hashes32, size_t n, unsigned char out32[32]) {
+    while (n > 1) {
+        if (n & 1) memcpy(hashes32 + 32 * n, hashes32 + 32 * (n - 1), 32), n++;
+        for (size_t i = 0; i < n / 2; i++) sha256d(hashes32 + 64 * i, 64, NULL, 0, NULL, 0, hashes32 + 32 * i);
+        n /= 2;
+    }
+    memcpy(out32, hashes32, 32);
+}
+
+static int skip(ureader *r, size_t n) {
+    if (n > (size_t)(r->end - r->p)) return 0;
+    r->p += n;
+    return 1;
+}
+
+static int skip_bytes(ureader *r, const unsigned char **p, size_t *n) {
+    uint64_t v;
+    if (!count(r, &v)) return 0;
+    *p = r->p, *n = (size_t)v;
+    return skip(r, (size_t)v);
+}
+
+int spn_block_commits(const unsigned char *block, size_t len) {
+    static const unsigned char tag[6] = {0x6a, 0x24, 0xaa, 0x21, 0xa9, 0xed};
+    ureader r = {block, block + len};
+    uint64_t n_tx, n_in, n_out, n_items;
+    const unsigned char *commitment = NULL, *reserved = NULL, *p;
+    size_t n, reserved_items = 0;
+    int witness = 0, ok = 0;
+    if (!skip(&r, 80) || !count(&r, &n_tx) || n_tx == 0) return 0;
+    unsigned char *txids = malloc(32 * (size_t)(n_tx + 1)), *wtxids = malloc(32 * (size_t)(n_tx + 1));
+    if (txids == NULL || wtxids == NULL) {
+        free(txids), free(wtxids);
+        return SPN_ENOMEM;
+    }
+    for (uint64_t t = 0; t < n_tx; t++) {
+        const unsigned char *start = r.p, *body, *body_end;
+        int segwit = 0;
+        if (!skip(&r, 4)) goto done;
+        if (r.end - r.p >= 2 && r.p[0] == 0 && r.p[1] == 1) segwit = 1, r.p += 2;
+        body = r.p;
+        if (!count(&r, &n_in)) goto done;
+        for (uint64_t i = 0; i < n_in; i++)
+            if (!skip(&r, 36) || !skip_bytes(&r, &p, &n) || !skip(&r, 4)) goto done;
+        if (!count(&r, &n_out)) goto done;
+        for (uint64_t o = 0; o < n_out; o++) {
+            if (!skip(&r, 8) || !skip_bytes(&r, &p, &n)) goto done;
+            if (t == 0 && n >= 38 && memcmp(p, tag, 6) == 0) commitment = p + 6;
+        }
+        body_end = r.p;
+        for (uint64_t i = 0; segwit && i < n_in; i++) {
+            if (!count(&r, &n_items)) goto done;
+            witness |= n_items != 0;
+            if (t == 0) reserved_items = (size_t)n_items;
+            for (uint64_t j = 0; j < n_items; j++) {
+                if (!skip_bytes(&r, &p, &n)) goto done;
+                if (t == 0 && j == 0) reserved = n == 32 ? p : NULL;
+            }
+        }
+        if (!skip(&r, 4)) goto done;
+        sha256d(start, 4, body, (size_t)(body_end - body), r.p - 4, 4, txids + 32 * t);
+        if (segwit)
+            sha256d(start, (size_t)(r.p - start), NULL, 0, NULL, 0, wtxids + 32 * t);
+        else
+            memcpy(wtxids + 32 * t, txids + 32 * t, 32);
+    }
+    if (r.p != r.end) goto done;
+    unsigned char root[32];
+    merkle_root(txids, (size_t)n_tx, root);
+    if (memcmp(root, block + 36, 32) != 0) goto done;
+    if (commitment == NULL) {
+        ok = !witness;
+        goto done;
+    }
+    if (reserved == NULL || reserved_items != 1) goto done;
+    memset(wtxids, 0, 32); /* the coinbase's wtxid */
+    merkle_root(wtxids, (size_t)n_tx, root);
+    sha256d(root, 32, reserved, 32, NULL, 0, root);
+    ok = memcmp(root, commitment, 32) == 0;
+done:
+    free(txids), free(wtxids);
+    return ok;
 }
