@@ -54,8 +54,9 @@ class LinkedChain:
         inputs = [i.outpoint.to_bytes() for tx in wire.parse_block(raw).txs[1:] for i in tx.inputs]
         self.blocks, prev, targets = [], b"\x00" * 32, []
         for h in range(n):
-            body = _repoint(raw[80:], inputs, taproot, targets, h) if h else raw[80:]
-            header = raw[:4] + prev + raw[36:76] + h.to_bytes(4, "little")
+            body = _recommit(_repoint(raw[80:], inputs, taproot, targets, h)) if h else raw[80:]
+            root = wire.merkle_root([tx.txid32 for tx in wire.parse_block(raw[:80] + body).txs])
+            header = raw[:4] + prev + root + raw[68:76] + h.to_bytes(4, "little")
             prev = wire.sha256d(header)
             self.blocks.append((prev, header + body))
             targets = _outpoints(block.block_index(header + body, self.spent))
@@ -84,6 +85,16 @@ def _outpoints(data) -> list[bytes]:
 
 def _split(data: bytes, width: int) -> list[bytes]:
     return [data[i : i + width] for i in range(0, len(data), width)]
+
+
+def _recommit(body: bytes) -> bytes:
+    """body with its coinbase's witness commitment made again for its transactions' wtxids."""
+    block = bytes(80) + body
+    spans = wire.tx_spans(block)
+    reserved = wire.parse_block(block).txs[0].inputs[0].witness[0]
+    commitment = wire.sha256d(wire.merkle_root([bytes(32), *(wire.sha256d(block[a:b]) for a, b in spans[1:])]) + reserved)
+    at = block.rindex(bytes.fromhex("6a24aa21a9ed"), *spans[0]) + 6
+    return (block[:at] + commitment + block[at + 32 :])[80:]
 
 
 def _repoint(body: bytes, inputs36: list[bytes], taproot: set[bytes], targets36: list[bytes], salt: int) -> bytes:

@@ -487,6 +487,23 @@ def merkle_root(hashes32: Sequence[bytes]) -> bytes:
 
 
 _COMMITMENT = bytes.fromhex("6a24aa21a9ed")
+"""OP_RETURN, a 36-byte push, then BIP141's commitment header: the start of a witness commitment output."""
+
+
+def tx_spans(block_bytes: bytes) -> list[tuple[int, int]]:
+    """(start, end) offsets of each transaction of a block, witness included.
+
+    Raises:
+        MalformedBlockError: as `parse_block`.
+    """
+    r = Reader(bytes(block_bytes), error=MalformedBlockError, what="block", pos=HEADER_BYTES)
+    spans = []
+    for _ in range(r.count(_MIN_TX)):
+        start = r.pos
+        _tx(r)
+        spans.append((start, r.pos))
+    r.end()
+    return spans
 
 
 def block_commits(block_bytes: bytes) -> bool:
@@ -497,12 +514,7 @@ def block_commits(block_bytes: bytes) -> bool:
         block = parse_block(block_bytes)
     except MalformedBlockError:
         return False
-    r = Reader(bytes(block_bytes), error=MalformedBlockError, what="block", pos=HEADER_BYTES)
-    wtxids = []
-    for _ in range(r.count(_MIN_TX)):
-        start = r.pos
-        _tx(r)
-        wtxids.append(sha256d(r.data[start : r.pos]))
+    wtxids = [sha256d(block_bytes[start:end]) for start, end in tx_spans(block_bytes)]
     if merkle_root([tx.txid32 for tx in block.txs]) != block.header80[36:68]:
         return False
     commitments = [o.script for o in block.txs[0].outputs if len(o.script) >= 38 and o.script[:6] == _COMMITMENT]
