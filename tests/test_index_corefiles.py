@@ -283,3 +283,38 @@ def test_the_source_lets_go_of_headers_as_the_sync_goes_on(kernel_chain, kernel_
     rows = content(db)
     expected = content(kernel_index)
     assert rows["blocks"] == [r for r in expected["blocks"] if r[0] >= 30]
+
+
+def pruned_copy(chain: kc.KernelChain, directory: Path, first: int) -> Path:
+    """The chain's folder as a pruned node holds it: Core's records of blocks `first`.. (byte for byte, the
+    xor key applied at their new offsets) in blk00001.dat and rev00001.dat; blk00000/rev00000 deleted."""
+    src = chain.blocks_dir
+    key8 = (src / "xor.dat").read_bytes()
+    directory.mkdir()
+    (directory / "xor.dat").write_bytes(key8)
+    kept = {chain.hash_at(h) for h in range(first, kc.SAMPLE_TIP + 1)}
+    parents = {chain.hash_at(h - 1) for h in range(first, kc.SAMPLE_TIP + 1)}
+    for kind, trailer in (("blk", 0), ("rev", 32)):
+        data = (src / f"{kind}00000.dat").read_bytes()
+        out = b""
+        for offset, size in records(src / f"{kind}00000.dat", key8, trailer):
+            record = unxor(data[offset : offset + 8 + size + trailer], key8, offset)
+            body = record[8 : 8 + size]
+            if wire.sha256d(body[:80]) in kept if kind == "blk" else any(wire.sha256d(p + body) == record[-32:] for p in parents):
+                out += record
+        (directory / f"{kind}00001.dat").write_bytes(unxor(out, key8, 0) + bytes(4096))
+    return directory
+
+
+def test_a_pruned_nodes_window_is_indexed_from_its_first_block_and_the_rest_named(kernel_chain, kernel_index, tmp_path):
+    blocks = pruned_copy(kernel_chain, tmp_path / "pruned", 60)
+    db = tmp_path / "p.db"
+    result = sync_dir(db, blocks)
+    assert result.exit_code == 0, result.output
+    assert f"sp-scan: blocks 0..59 are pruned from {blocks}; indexing from height 60" in result.stderr
+    assert content(db)["blocks"] == [r for r in content(kernel_index)["blocks"] if r[0] >= 60]
+    behind = tmp_path / "behind.db"
+    assert sync_dir(behind, kernel_chain.blocks_dir, "--to", "40").exit_code == 0
+    before = content(behind)
+    assert_fails(sync_dir(behind, blocks), f"blocks 41..59 are pruned from {blocks} (its files start at height 60)")
+    assert content(behind) == before

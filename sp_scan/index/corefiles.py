@@ -5,12 +5,14 @@ holds, for blocks of the blk file with the same number, records of magic, size, 
 (a CBlockUndo: each input's spent coin, compressed) and a 32-byte checksum SHA256d(parent hash ‖ undo
 data). Core 28+ XORs both with the 8-byte key of `xor.dat` by file offset (absent or zeros before).
 
-Without Core's block index (LevelDB), the best chain is rebuilt from the headers in the files: the
-chain of most work among blocks that have their undo data (Core writes it when it connects a block,
-so stale blocks never connected, blocks stored ahead of the tip during IBD and a block still being
-written are left out); an undo record is matched to its block by its checksum (parent hash) and,
-between siblings, by its shape. Undo data is checked only for blocks at or above `start` (what the
-sync will fetch), and later for any other block asked for.
+Without Core's block index (LevelDB), the best chain is rebuilt from the headers in the files: its
+tip is the block of most work that has undo data (Core writes it when it connects a block, in chain
+order, so stale blocks never connected, blocks stored ahead of the tip during IBD and a block still
+being written are left out; stale blocks once connected have less work). An undo record is matched
+to its block by its checksum (the parent's hash) and, between siblings, by the shape of its spends;
+a rev file is matched when one of its blocks is first asked for, in whichever process asks. Each
+block read is checked against its header (merkle root, witness commitment): damage is an error,
+never an index of wrong data.
 
 A running node's files are only ever appended to: each `tip_height()` reads what was added since
 (the newest records of a file may be partly written: a block counts once its undo record is whole),
