@@ -225,11 +225,12 @@ class CoreBlocks:
         path = self.dir / name
         with open(path, "rb") as f:
             length = os.fstat(f.fileno()).st_size
+            held = None  # the record before: yielded once the next one starts (it is whole then)
             while pos + 8 <= length:
                 f.seek(pos)
                 raw = f.read(8 + head)
                 if not any(raw[:8]):
-                    return  # Core's preallocated zeros: the end of what was written
+                    break  # Core's preallocated zeros: the end of what was written
                 clear = unxor(raw[:8], self.key8, pos)
                 magic, size = clear[:4], int.from_bytes(clear[4:], "little")
                 if magic != self._magic:
@@ -242,12 +243,14 @@ class CoreBlocks:
                     raise MalformedDataError(f"{path} is damaged: the record at offset {pos:,} states {size:,} bytes")
                 if end > length:
                     raise MalformedDataError(f"{path} is truncated: the record at offset {pos:,} needs {end - pos:,} bytes, the file has {length - pos:,}")
-                f.seek(end - 4)
-                tail = f.read(12)
-                if not any(tail[:4]) and not any(tail[4:]):
-                    return  # the last record, its end not yet written
-                yield pos + 8, size, unxor(raw[8:], self.key8, pos + 8)
+                if held is not None:
+                    yield held
+                held = (pos + 8, size, unxor(raw[8:], self.key8, pos + 8))
                 pos = end
+            if held is not None:
+                f.seek(pos - 4)
+                if any(f.read(4)):  # else the last record's end is not yet written
+                    yield held
             f.seek(pos)
             if any(f.read()):
                 raise MalformedDataError(f"{path} is truncated: {length - pos} bytes after its last record at offset {pos:,}")
