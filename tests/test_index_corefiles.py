@@ -318,3 +318,20 @@ def test_a_pruned_nodes_window_is_indexed_from_its_first_block_and_the_rest_name
     before = content(behind)
     assert_fails(sync_dir(behind, blocks), f"blocks 41..59 are pruned from {blocks} (its files start at height 60)")
     assert content(behind) == before
+
+
+def test_files_without_xor_dat_as_core_before_28_wrote_them(kernel_chain, kernel_index, tmp_path):
+    """No key: the last block's final bytes (its last tx's locktime 0) are zeros on disk, and it is still read."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    key8 = (kernel_chain.blocks_dir / "xor.dat").read_bytes()
+    for name, trailer in (("blk00000.dat", 0), ("rev00000.dat", 32)):
+        data = (kernel_chain.blocks_dir / name).read_bytes()
+        offset, size = records(kernel_chain.blocks_dir / name, key8, trailer)[-1]
+        end = offset + 8 + size + trailer  # what Core wrote; its preallocated zeros after stay zeros
+        (plain / name).write_bytes(unxor(data[:end], key8, 0) + data[end:])
+    last = kernel_chain.block(kc.SAMPLE_TIP)
+    assert last.endswith(bytes(4)) and any(key8)
+    result = sync_dir(tmp_path / "plain.db", plain)
+    assert result.exit_code == 0, result.output
+    assert content(tmp_path / "plain.db") == content(kernel_index)

@@ -216,8 +216,9 @@ class CoreBlocks:
             raise MalformedDataError(f"rev{file:05d}.dat, record at {offset - 8:,}: {exc}") from None
 
     def _records(self, name: str, trailer: int, head: int, pos: int = 0):
-        """Yield (offset of the data, size, its first `head` bytes in the clear) of each whole record from `pos`.
-        A last record whose final bytes are still zeros is being written: it is left out.
+        """Yield (offset of the data, size, its first `head` bytes in the clear) of each record from `pos`.
+        A last record with a `trailer` (rev: the checksum) whose final bytes are still zeros is being
+        written: it is left out (a block being written has no undo data yet: it is not on the chain).
 
         Raises:
             MalformedDataError: another network's magic, a damaged or truncated record.
@@ -249,7 +250,7 @@ class CoreBlocks:
                 pos = end
             if held is not None:
                 f.seek(pos - 4)
-                if any(f.read(4)):  # else the last record's end is not yet written
+                if not trailer or any(f.read(4)):  # a checksum still zeros is not yet written
                     yield held
             f.seek(pos)
             if any(f.read()):
@@ -259,10 +260,9 @@ class CoreBlocks:
         return sorted(int(m[2]) for m in map(_FILE.fullmatch, os.listdir(self.dir)) if m and m[1] == kind)
 
     def _blk_headers(self, file: int, pos: int = 0):
-        """Yield (hash32, packed header entry, offset after the record) of the block records of blk `file` from `pos`."""
+        """Yield (hash32, packed header entry) of the block records of blk `file` from `pos`."""
         for offset, size, header in self._records(f"blk{file:05d}.dat", 0, wire.HEADER_BYTES, pos):
-            packed = header[4:36] + header[72:76] + struct.pack("<III", file, offset, size)
-            yield wire.sha256d(header), packed, offset + size
+            yield wire.sha256d(header), header[4:36] + header[72:76] + struct.pack("<III", file, offset, size)
 
     def refresh(self) -> None:
         """Read the block records added since the last call and choose the best chain again.
@@ -272,11 +272,11 @@ class CoreBlocks:
         """
         for file in self._files("blk"):
             name = f"blk{file:05d}.dat"
-            for hash32, packed, end in self._blk_headers(file, self._scanned.get(name, 0)):
+            for hash32, packed in self._blk_headers(file, self._scanned.get(name, 0)):
                 if hash32 not in self._headers:
                     self._headers[hash32] = packed
                     self._matched.pop(file, None)  # its undo data is matched again when asked for
-                self._scanned[name] = end
+                self._scanned[name] = struct.unpack_from("<I", packed, 40)[0] - 8  # the last record is read again: its header may have been half written
         self._link()
         self._choose()
 
@@ -339,7 +339,7 @@ class CoreBlocks:
         for hash32 in self._matched.pop(file, ()):
             self._undo.pop(hash32, None)
         children: dict[bytes, list[tuple[bytes, bytes]]] = {}
-        for hash32, packed, _ in self._blk_headers(file):
+        for hash32, packed in self._blk_headers(file):
             children.setdefault(packed[:32], []).append((hash32, packed))
         matched, last = [], None
         for offset, size, _ in self._records(name, 32, 0):
