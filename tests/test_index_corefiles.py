@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from bitcoin.core import CBlock
 import kernelchain as kc
 from index_support import SYNC, committed_tip, content, wait_until
 from sp_scan import native, wire
-from sp_scan.errors import MalformedDataError
+from sp_scan.errors import HeightError, MalformedDataError
 from sp_scan.index import Index
 from sp_scan.index.corefiles import CoreBlocks, unxor
 from sp_scan.node import RestNode
@@ -81,7 +82,7 @@ def test_every_undo_record_decodes_as_the_kernel_reads_it_in_c_and_python(kernel
     source = CoreBlocks(kernel_chain.blocks_dir, "regtest")
     for h in range(1, kc.SAMPLE_TIP + 1):
         hash32 = kernel_chain.hash_at(h)
-        file, offset, size = source._undo[hash32][0]
+        file, offset, size = struct.unpack_from("<III", source._undo[hash32])
         undo = source._read(f"rev{file:05d}.dat", offset, size)
         assert native.spent_from_undo(undo) == wire.spent_from_undo(undo) == kernel_chain.spent(h)
         with pytest.raises(MalformedDataError):
@@ -273,13 +274,15 @@ def test_unxor_in_c_and_python_agree_at_any_file_offset(offset):
 def test_the_source_lets_go_of_headers_as_the_sync_goes_on(kernel_chain, kernel_index, tmp_path, monkeypatch):
     monkeypatch.setattr(CoreBlocks, "REORG_DEPTH", 5)
     source = CoreBlocks(kernel_chain.blocks_dir, "regtest", start=30)
-    assert min(source._height.values()) == 25 and source.floor == 0  # the best chain's hashes stay from genesis
+    assert min(source._height.values()) == source.floor == 25  # blocks below were skipped as the files were read
+    with pytest.raises(HeightError, match="below height 25, where this source was opened"):
+        source.block_hash(24)
     db = tmp_path / "bounded.db"
     with Index.create(db, "regtest") as idx:
         idx.sync(source, stop=40)  # from the source's start
         idx.sync(source)  # resumes at 41, as a second run would
     assert len(source._headers) <= 3 * 5 + 1 and len(source._undo) <= kc.SAMPLE_TIP  # never the whole chain
-    assert [source.block_hash(h) for h in (0, 30, kc.SAMPLE_TIP)] == [kernel_chain.hash_at(h)[::-1].hex() for h in (0, 30, kc.SAMPLE_TIP)]
+    assert [source.block_hash(h) for h in (25, 30, kc.SAMPLE_TIP)] == [kernel_chain.hash_at(h)[::-1].hex() for h in (25, 30, kc.SAMPLE_TIP)]
     rows = content(db)
     expected = content(kernel_index)
     assert rows["blocks"] == [r for r in expected["blocks"] if r[0] >= 30]

@@ -43,6 +43,12 @@ MAGIC = {
 MAX_RECORD = 4_000_000
 """The largest block (MAX_BLOCK_SERIALIZED_SIZE); undo data is smaller still."""
 
+BIP34_HEIGHT = {"main": 227_931, "test": 21_111, "testnet4": 1, "signet": 1, "regtest": 1}
+"""Where each network's coinbases start stating their height: above it, blocks far below `start` are
+skipped as the files are first read (their coinbase says their height), so they never take memory."""
+_COINBASE_PREFIX = 512
+"""Bytes of a block after its header read with it: enough for nearly every coinbase (else the block is kept)."""
+
 _NULL32 = bytes(32)
 _GENESIS_SPENT = wire.serialize_spent([[]])
 _FILE = re.compile(r"(blk|rev)(\d{5})\.dat")
@@ -117,11 +123,14 @@ class CoreBlocks:
         self._height: dict[bytes, int] = {}
         self._work: dict[bytes, int] = {}
         self._scanned: dict[str, int] = {}  # blk file name -> offset read up to (whole records)
-        self._undo: dict[bytes, list[tuple[int, int, int]]] = {}  # hash32 -> candidate undo (file, offset, size)
+        self._undo: dict[bytes, bytes] = {}  # hash32 -> each candidate undo record's file, offset, size (u32 LE)
         self._matched: dict[int, list[bytes]] = {}  # rev file -> the blocks it gave undo data, oldest match first
         self._best = b""  # the best chain's hash32 of each height from floor
-        self.floor = 0
-        self._forgot = 0  # headers below this height are let go
+        self.floor = 0  # the lowest height of the best chain this source knows
+        self._forgot = 0  # headers below this height are let go (or never kept)
+        self._skip = start - self.REORG_DEPTH > BIP34_HEIGHT[network]  # blocks below _forgot: never kept
+        if self._skip:
+            self._forgot = start - self.REORG_DEPTH
         self.refresh()
         self._forget_below(start - self.REORG_DEPTH)
 
@@ -153,6 +162,8 @@ class CoreBlocks:
         if not self.floor <= height <= self._tip():
             self.refresh()
         if not self.floor <= height <= self._tip():
+            if self._best and height < self.floor == self._forgot:
+                raise HeightError(f"block {height} is below height {self._forgot}, where this source was opened (its start {self.start})")
             if self._best and height < self.floor:
                 raise HeightError(f"block {height} is not in {self.dir}: the node pruned it (its files start at height {self.floor})")
             raise HeightError(f"block {height} is not in {self.dir} (the best chain there ends at height {self._tip()})")
@@ -182,10 +193,10 @@ class CoreBlocks:
             raise MalformedDataError(f"blk{file:05d}.dat is damaged: the record at offset {offset - 8:,} holds block {hash_hex}, whose transactions its header does not commit to")
         if hash32 not in self._undo:
             self._match_undo(file)
-        candidates = self._undo.get(hash32, [])
+        candidates = list(struct.iter_unpack("<III", self._undo.get(hash32, b"")))
         if prev32 == _NULL32 and not candidates:
             return raw, _GENESIS_SPENT  # Core writes no undo data for the genesis block
-        fits = {self._spent(loc) for loc in candidates}
+        fits = {self._spent(*loc) for loc in candidates}
         if len(fits) > 1:
             fits = {spent for spent in fits if _fits(raw, spent)}
         if len(fits) != 1:
@@ -208,15 +219,15 @@ class CoreBlocks:
             raise MalformedDataError(f"{name} ends at {offset + len(data):,}, inside the record at {offset - 8:,} ({size:,} bytes)")
         return unxor(data, self.key8, offset)
 
-    def _spent(self, loc: tuple[int, int, int]) -> bytes:
-        file, offset, size = loc
+    def _spent(self, file: int, offset: int, size: int) -> bytes:
         try:
             return backend.spent_from_undo(self._read(f"rev{file:05d}.dat", offset, size))
         except MalformedDataError as exc:
             raise MalformedDataError(f"rev{file:05d}.dat, record at {offset - 8:,}: {exc}") from None
 
-    def _records(self, name: str, trailer: int, head: int, pos: int = 0):
-        """Yield (offset of the data, size, its first `head` bytes in the clear) of each record from `pos`.
+    def _records(self, name: str, trailer: int, head: int | None, pos: int = 0):
+        """Yield (offset of the data, size, its first `head` bytes (at most size) in the clear, or the whole
+        record's data and trailer when head is None) of each record from `pos`.
         A last record with a `trailer` (rev: the checksum) whose final bytes are still zeros is being
         written: it is left out (a block being written has no undo data yet: it is not on the chain).
 
@@ -229,7 +240,7 @@ class CoreBlocks:
             held = None  # the record before: yielded once the next one starts (it is whole then)
             while pos + 8 <= length:
                 f.seek(pos)
-                raw = f.read(8 + head)
+                raw = f.read(8 + (head or 0))
                 if not any(raw[:8]):
                     break  # Core's preallocated zeros: the end of what was written
                 clear = unxor(raw[:8], self.key8, pos)
@@ -240,13 +251,14 @@ class CoreBlocks:
                         raise MalformedDataError(f"{path} holds {other} records, not {self.network}'s (the record at offset {pos:,})")
                     raise MalformedDataError(f"{path} is damaged: no record starts at offset {pos:,}")
                 end = pos + 8 + size + trailer
-                if not max(head, 1) <= size <= MAX_RECORD:
+                if not 0 < size <= MAX_RECORD:
                     raise MalformedDataError(f"{path} is damaged: the record at offset {pos:,} states {size:,} bytes")
                 if end > length:
                     raise MalformedDataError(f"{path} is truncated: the record at offset {pos:,} needs {end - pos:,} bytes, the file has {length - pos:,}")
                 if held is not None:
                     yield held
-                held = (pos + 8, size, unxor(raw[8:], self.key8, pos + 8))
+                data = raw[8 : 8 + size] if head is not None else f.read(size + trailer)
+                held = (pos + 8, size, unxor(data, self.key8, pos + 8))
                 pos = end
             if held is not None:
                 f.seek(pos - 4)
@@ -259,10 +271,24 @@ class CoreBlocks:
     def _files(self, kind: str) -> list[int]:
         return sorted(int(m[2]) for m in map(_FILE.fullmatch, os.listdir(self.dir)) if m and m[1] == kind)
 
-    def _blk_headers(self, file: int, pos: int = 0):
-        """Yield (hash32, packed header entry) of the block records of blk `file` from `pos`."""
-        for offset, size, header in self._records(f"blk{file:05d}.dat", 0, wire.HEADER_BYTES, pos):
-            yield wire.sha256d(header), header[4:36] + header[72:76] + struct.pack("<III", file, offset, size)
+    def _blk_headers(self, file: int, pos: int = 0, skip: bool = False):
+        """Yield (hash32, packed header entry) of the block records of blk `file` from `pos`; with `skip`, not
+        those whose coinbase states a height below the headers kept.
+
+        Raises:
+            MalformedDataError: as `_records`, or a record too short for a header.
+        """
+        head = wire.HEADER_BYTES + (_COINBASE_PREFIX if skip else 0)
+        for offset, size, data in self._records(f"blk{file:05d}.dat", 0, head, pos):
+            if size < wire.HEADER_BYTES:
+                raise MalformedDataError(f"{self.dir}/blk{file:05d}.dat is damaged: the record at offset {offset - 8:,} holds {size} bytes")
+            if skip and data[4:36] != _NULL32:
+                try:
+                    if wire.bip34_height(data) < self._forgot:
+                        continue
+                except SPError:
+                    pass  # a coinbase longer than the prefix, or no height: kept
+            yield wire.sha256d(data[:80]), data[4:36] + data[72:76] + struct.pack("<III", file, offset, size)
 
     def refresh(self) -> None:
         """Read the block records added since the last call and choose the best chain again.
@@ -272,7 +298,7 @@ class CoreBlocks:
         """
         for file in self._files("blk"):
             name = f"blk{file:05d}.dat"
-            for hash32, packed in self._blk_headers(file, self._scanned.get(name, 0)):
+            for hash32, packed in self._blk_headers(file, self._scanned.get(name, 0), self._skip):
                 if hash32 not in self._headers:
                     self._headers[hash32] = packed
                     self._matched.pop(file, None)  # its undo data is matched again when asked for
@@ -282,14 +308,18 @@ class CoreBlocks:
 
     def _forget_below(self, height: int) -> None:
         """Let go of the headers below `height` (the best chain's hashes stay)."""
-        if height <= self._forgot:
+        if height <= self._forgot and not self._skip:
             return
-        self._forgot = height
+        self._skip = False
+        self._forgot = max(height, self._forgot)
         for hash32 in [h for h, k in self._height.items() if k < height]:
             del self._headers[hash32], self._height[hash32], self._work[hash32]
             self._undo.pop(hash32, None)
         for hash32 in [h for h in self._headers if h not in self._height]:
             del self._headers[hash32]  # no chain can start from it
+        for file, hashes in self._matched.items():
+            self._matched[file] = [h for h in hashes if h in self._headers]
+        self._headers, self._height, self._work, self._undo = map(dict, (self._headers, self._height, self._work, self._undo))  # smaller tables
 
     def _link(self) -> None:
         """Heights and chain work of blocks not yet placed: from their parent, or from the coinbase (BIP34) for
@@ -338,26 +368,27 @@ class CoreBlocks:
             raise MalformedDataError(f"{self.dir / name} is missing: the undo data of the blocks in blk{file:05d}.dat")
         for hash32 in self._matched.pop(file, ()):
             self._undo.pop(hash32, None)
-        children: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        children: dict[bytes, bytes] = {}  # parent32 -> each child's hash32 ‖ packed entry (80 bytes a child)
         for hash32, packed in self._blk_headers(file):
-            children.setdefault(packed[:32], []).append((hash32, packed))
+            children[packed[:32]] = children.get(packed[:32], b"") + hash32 + packed
         matched, last = [], None
-        for offset, size, _ in self._records(name, 32, 0):
-            body = self._read(name, offset, size + 32)
+        for offset, size, body in self._records(name, 32, None):
             undo, checksum = body[:-32], body[-32:]
-            first = [last] if last in children else []
-            parent = next((p for p in [*first, *children] if wire.sha256d(p + undo) == checksum), None)
+            if last in children and wire.sha256d(last + undo) == checksum:
+                parent = last  # the child of the block matched before: Core connects in chain order
+            else:
+                parent = next((p for p in children if wire.sha256d(p + undo) == checksum), None)
             if parent is None:
                 raise MalformedDataError(f"{self.dir / name} is damaged: the record at offset {offset - 8:,} matches no block of blk{file:05d}.dat")
-            kids = children[parent]
+            kids = [children[parent][i : i + 80] for i in range(0, len(children[parent]), 80)]
             if len(kids) > 1:
-                spent = self._spent((file, offset, size))
-                kids = [k for k in kids if _fits(self._read(f"blk{file:05d}.dat", *struct.unpack_from("<II", k[1], 40)), spent)] or kids
-            for hash32, _ in kids:
-                if hash32 in self._headers:
-                    self._undo.setdefault(hash32, []).append((file, offset, size))
-                    matched.append(hash32)
-            last = kids[0][0] if len(kids) == 1 else None
+                spent = self._spent(file, offset, size)
+                kids = [k for k in kids if _fits(self._read(f"blk{file:05d}.dat", *struct.unpack_from("<II", k, 72)), spent)] or kids
+            for kid in kids:
+                if kid[:32] in self._headers:
+                    self._undo[kid[:32]] = self._undo.get(kid[:32], b"") + struct.pack("<III", file, offset, size)
+                    matched.append(kid[:32])
+            last = kids[0][:32] if len(kids) == 1 else None
         self._matched[file] = matched
         while len(self._matched) > self.UNDO_FILES:
             for hash32 in self._matched.pop(next(iter(self._matched))):
@@ -372,18 +403,22 @@ class CoreBlocks:
     def _choose(self) -> None:
         """The best chain: its tip is the block of most work that has undo data (or is below `start`, where
         only headers count); the blocks below it have theirs, as Core connects blocks in order."""
-        tips = sorted((h for h in self._height), key=lambda h: (-self._work[h], self._order(h)))
-        best = next((h for h in tips if self._height[h] < self.start or self._headers[h][:32] == _NULL32 or self._has_undo(h)), None)
+        def fits(h: bytes) -> bool:
+            return self._height[h] < self.start or self._headers[h][:32] == _NULL32 or self._has_undo(h)
+
+        best = max(self._height, key=lambda h: (self._work[h], -self._order(h)), default=None)
+        if best is not None and not fits(best):  # blocks stored ahead of the node's tip: look further down
+            best = next((h for h in sorted(self._height, key=lambda h: (-self._work[h], self._order(h))) if fits(h)), None)
         chain = []
         while best is not None and best in self._height:
             chain.append(best)
             best = self._headers[best][:32]
         chain.reverse()
-        below = b""
-        if chain and self._height[chain[0]] == self._forgot > self.floor:  # the chain below what was let go stays
-            below = self._best[: 32 * (self._forgot - self.floor)]
+        low, below = self._height[chain[0]] if chain else 0, b""
+        if chain and low == self._forgot and self.floor < low <= self._tip() + 1:  # the chain below what was let go stays
+            below = self._best[: 32 * (low - self.floor)]
         else:
-            self.floor = self._height[chain[0]] if chain else 0
+            self.floor = low
         self._best = below + b"".join(chain)
 
     def _order(self, hash32: bytes) -> int:
