@@ -167,7 +167,7 @@ class CoreBlocks:
             if self._best and height < self.floor:
                 raise HeightError(f"block {height} is not in {self.dir}: the node pruned it (its files start at height {self.floor})")
             raise HeightError(f"block {height} is not in {self.dir} (the best chain there ends at height {self._tip()})")
-        if height - self.REORG_DEPTH > self._forgot + self.REORG_DEPTH:
+        if height - self.REORG_DEPTH > self._forgot + 8 * self.REORG_DEPTH:  # now and then: it walks every header kept
             self._forget_below(height - self.REORG_DEPTH)
         at = 32 * (height - self.floor)
         return self._best[at : at + 32][::-1].hex()
