@@ -91,13 +91,17 @@ def test_every_undo_record_decodes_as_the_kernel_reads_it_in_c_and_python(kernel
             wire.spent_from_undo(undo + b"\x00")
 
 
+G_X = "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798"
+G_Y = "483ada7726a3c4655da4fbfc0e1108a8fd17b448a68554199c47d08ffb10d4b8"
+
+
 @pytest.mark.parametrize(
     ("coin", "script"),
     [
         ("00" + "00" + "00" + "11" * 20, "76a914" + "11" * 20 + "88ac"),  # P2PKH
         ("00" + "00" + "01" + "22" * 20, "a914" + "22" * 20 + "87"),  # P2SH
-        ("00" + "00" + "03" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798", "2103" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798" + "ac"),
-        ("00" + "00" + "04" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798", "4104" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798" + "483ada7726a3c4655da4fbfc0e1108a8fd17b448a68554199c47d08ffb10d4b8" + "ac"),
+        ("00" + "00" + "03" + G_X, "2103" + G_X + "ac"),
+        ("00" + "00" + "04" + G_X, "4104" + G_X + G_Y + "ac"),  # even Y
         ("00" + "00" + "05" + "05" * 32, ""),  # an x off the curve: Core leaves the script empty
         ("00" + "00" + "06", ""),  # an empty script
         ("00" + "00" + "cd2a" + "00" * 10020, "6a"),  # a script over MAX_SCRIPT_SIZE reads as OP_RETURN

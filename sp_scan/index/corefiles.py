@@ -190,7 +190,10 @@ class CoreBlocks:
         prev32, file, offset, size = self._place(hash32)
         raw = self._read(f"blk{file:05d}.dat", offset, size)
         if not backend.block_commits(raw):
-            raise MalformedDataError(f"blk{file:05d}.dat is damaged: the record at offset {offset - 8:,} holds block {hash_hex}, whose transactions its header does not commit to")
+            raise MalformedDataError(
+                f"blk{file:05d}.dat is damaged: the record at offset {offset - 8:,} holds block {hash_hex}, "
+                "whose transactions its header does not commit to"
+            )
         if hash32 not in self._undo:
             self._match_undo(file)
         candidates = list(struct.iter_unpack("<III", self._undo.get(hash32, b"")))
