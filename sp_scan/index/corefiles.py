@@ -127,9 +127,8 @@ class CoreBlocks:
         self._matched: dict[int, list[bytes]] = {}  # rev file -> the blocks it gave undo data, oldest match first
         self._best = b""  # the best chain's hash32 of each height from floor
         self.floor = 0  # the lowest height of the best chain this source knows
-        self._forgot = 0  # headers below this height are let go (or never kept)
-        self._skip = start - self.REORG_DEPTH > BIP34_HEIGHT[network]  # blocks below _forgot: never kept
-        if self._skip:
+        self._forgot = 0  # headers below this height are let go (and, above BIP34, never read again)
+        if start - self.REORG_DEPTH > BIP34_HEIGHT[network]:
             self._forgot = start - self.REORG_DEPTH
         self.refresh()
         self._forget_below(start - self.REORG_DEPTH)
@@ -275,8 +274,9 @@ class CoreBlocks:
         return sorted(int(m[2]) for m in map(_FILE.fullmatch, os.listdir(self.dir)) if m and m[1] == kind)
 
     def _blk_headers(self, file: int, pos: int = 0, skip: bool = False):
-        """Yield (hash32, packed header entry) of the block records of blk `file` from `pos`; with `skip`, not
-        those whose coinbase states a height below the headers kept.
+        """Yield (hash32, packed header entry, offset of the record) of the block records of blk `file` from
+        `pos`; with `skip`, hash32 and the entry are None for a block whose coinbase states a height below
+        the headers kept.
 
         Raises:
             MalformedDataError: as `_records`, or a record too short for a header.
@@ -288,10 +288,11 @@ class CoreBlocks:
             if skip and data[4:36] != _NULL32:
                 try:
                     if wire.bip34_height(data) < self._forgot:
+                        yield None, None, offset - 8
                         continue
                 except SPError:
                     pass  # a coinbase longer than the prefix, or no height: kept
-            yield wire.sha256d(data[:80]), data[4:36] + data[72:76] + struct.pack("<III", file, offset, size)
+            yield wire.sha256d(data[:80]), data[4:36] + data[72:76] + struct.pack("<III", file, offset, size), offset - 8
 
     def refresh(self) -> None:
         """Read the block records added since the last call and choose the best chain again.
@@ -299,22 +300,22 @@ class CoreBlocks:
         Raises:
             MalformedDataError, OSError: as the constructor.
         """
+        skip = self._forgot > BIP34_HEIGHT[self.network]
         for file in self._files("blk"):
             name = f"blk{file:05d}.dat"
-            for hash32, packed in self._blk_headers(file, self._scanned.get(name, 0), self._skip):
-                if hash32 not in self._headers:
+            for hash32, packed, record in self._blk_headers(file, self._scanned.get(name, 0), skip):
+                if hash32 is not None and hash32 not in self._headers:
                     self._headers[hash32] = packed
                     self._matched.pop(file, None)  # its undo data is matched again when asked for
-                self._scanned[name] = struct.unpack_from("<I", packed, 40)[0] - 8  # the last record is read again: its header may have been half written
+                self._scanned[name] = record  # the last record is read again: its header may have been half written
         self._link()
         self._choose()
 
     def _forget_below(self, height: int) -> None:
         """Let go of the headers below `height` (the best chain's hashes stay)."""
-        if height <= self._forgot and not self._skip:
+        if height < self._forgot:
             return
-        self._skip = False
-        self._forgot = max(height, self._forgot)
+        self._forgot = height
         for hash32 in [h for h, k in self._height.items() if k < height]:
             del self._headers[hash32], self._height[hash32], self._work[hash32]
             self._undo.pop(hash32, None)
@@ -372,7 +373,7 @@ class CoreBlocks:
         for hash32 in self._matched.pop(file, ()):
             self._undo.pop(hash32, None)
         children: dict[bytes, bytes] = {}  # parent32 -> each child's hash32 ‖ packed entry (80 bytes a child)
-        for hash32, packed in self._blk_headers(file):
+        for hash32, packed, _ in self._blk_headers(file):
             children[packed[:32]] = children.get(packed[:32], b"") + hash32 + packed
         matched, last = [], None
         for offset, size, body in self._records(name, 32, None):
