@@ -3,12 +3,16 @@
 Usage:
     python -m bench.index                 # 24 linked copies of vectors/blocks/mainnet.bin, jobs 1 and 2
     python -m bench.index --blocks 48 --jobs 1 2
+    python -m bench.index --blocks-dir    # also the same chain synced from Core-format block files
 
 The chain is `--blocks` copies of the mainnet-sized sample block (3,001 txs, 1,412 eligible), each
 header relinked to the one before, served by `tests/cli_support.py`'s REST stand-in on 127.0.0.1.
 Its spends are of invented outputs, so cut-through lookups all miss (their cost on mainnet, where
 most taproot spends hit an indexed tx, is not in these figures). Prints markdown tables; the README
 projection uses the per-tx times printed here.
+
+With --blocks-dir the chain is also written as Core's blocks/ folder (blk/rev records, an xor.dat key,
+undo data compressed as Core's compressor does) and synced with `CoreBlocks`, beside the REST rows.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 
 from sp_scan import block, native, wire
 from sp_scan.index import Index
+from sp_scan.index.corefiles import MAGIC, CoreBlocks, unxor
 from sp_scan.node import RestNode
 
 from .test_block import BLOCK, SPENT, _receiver
@@ -67,8 +72,9 @@ class LinkedChain(BlockList):
         inputs = [i.outpoint.to_bytes() for tx in wire.parse_block(raw).txs[1:] for i in tx.inputs]
         blocks, prev, targets = [], b"\x00" * 32, []
         for h in range(n):
-            body = _repoint(raw[80:], inputs, taproot, targets, h) if h else raw[80:]
-            header = raw[:4] + prev + raw[36:76] + h.to_bytes(4, "little")
+            body = _recommit(_repoint(raw[80:], inputs, taproot, targets, h)) if h else raw[80:]
+            root = wire.merkle_root([tx.txid32 for tx in wire.parse_block(raw[:80] + body).txs])
+            header = raw[:4] + prev + root + raw[68:76] + h.to_bytes(4, "little")
             prev = wire.sha256d(header)
             blocks.append((prev, header + body, self.spent))
             targets = _outpoints(block.block_index(header + body, self.spent))
@@ -87,6 +93,16 @@ def _outpoints(data) -> list[bytes]:
 
 def _split(data: bytes, width: int) -> list[bytes]:
     return [data[i : i + width] for i in range(0, len(data), width)]
+
+
+def _recommit(body: bytes) -> bytes:
+    """body with its coinbase's witness commitment made again for its transactions' wtxids."""
+    block = bytes(80) + body
+    spans = wire.tx_spans(block)
+    reserved = wire.parse_block(block).txs[0].inputs[0].witness[0]
+    commitment = wire.sha256d(wire.merkle_root([bytes(32), *(wire.sha256d(block[a:b]) for a, b in spans[1:])]) + reserved)
+    at = block.rindex(bytes.fromhex("6a24aa21a9ed"), *spans[0]) + 6
+    return (block[:at] + commitment + block[at + 32 :])[80:]
 
 
 def _repoint(body: bytes, inputs36: list[bytes], taproot: set[bytes], targets36: list[bytes], salt: int) -> bytes:
@@ -119,6 +135,80 @@ def sync_rows(chain: LinkedChain, jobs_list: list[int], workdir: Path) -> tuple[
             )
             path = db
     return rows, path
+
+
+def _varint(n: int) -> bytes:
+    """Core's VARINT (serialize.h WriteVarInt)."""
+    out = [n & 0x7F]
+    while n > 0x7F:
+        n = (n >> 7) - 1
+        out.append(n & 0x7F | 0x80)
+    return bytes(reversed(out))
+
+
+def _compress_amount(n: int) -> int:
+    """Core's CompressAmount (compressor.cpp)."""
+    if n == 0:
+        return 0
+    e = 0
+    while n % 10 == 0 and e < 9:
+        n, e = n // 10, e + 1
+    if e < 9:
+        n, d = divmod(n, 10)
+        return 1 + (n * 9 + d - 1) * 10 + e
+    return 1 + (n - 1) * 10 + 9
+
+
+def _compress_script(script: bytes) -> bytes:
+    """Core's ScriptCompression for P2PKH, P2SH and compressed P2PK; any other script as length + 6, then itself."""
+    if len(script) == 25 and script[:3] == b"\x76\xa9\x14" and script[23:] == b"\x88\xac":
+        return b"\x00" + script[3:23]
+    if len(script) == 23 and script[:2] == b"\xa9\x14" and script[22] == 0x87:
+        return b"\x01" + script[2:22]
+    if len(script) == 35 and script[0] == 33 and script[1] in (2, 3) and script[34] == 0xAC:
+        return script[1:34]
+    return _varint(len(script) + 6) + script
+
+
+def undo_data(spent_bytes: bytes) -> bytes:
+    """A block's spent outputs (REST form) as Core's CBlockUndo serialization (every coin at height 1)."""
+    parts = [wire.compact_size(len(spent := wire.parse_spent(spent_bytes)) - 1)]
+    for outs in spent[1:]:
+        parts.append(wire.compact_size(len(outs)))
+        parts.extend(_varint(2) + b"\x00" + _varint(_compress_amount(o.amount)) + _compress_script(o.script) for o in outs)
+    return b"".join(parts)
+
+
+def write_blocks_dir(chain: LinkedChain, directory: Path) -> Path:
+    """The chain as Core's blocks/ folder: blk00000.dat and rev00000.dat (regtest magic) and xor.dat."""
+    directory.mkdir()
+    key8 = bytes.fromhex("5a1e2f3c4d6e7f80")
+    (directory / "xor.dat").write_bytes(key8)
+    magic, undo = MAGIC["regtest"], undo_data(chain.spent)
+    blk, rev, prev = bytearray(), bytearray(), b"\x00" * 32
+    for hash32, raw in chain.blocks:  # block 0 spends too: it gets undo data, as genesis never does
+        blk += magic + len(raw).to_bytes(4, "little") + raw
+        rev += magic + len(undo).to_bytes(4, "little") + undo + wire.sha256d(prev + undo)
+        prev = hash32
+    (directory / "blk00000.dat").write_bytes(unxor(bytes(blk), key8, 0))
+    (directory / "rev00000.dat").write_bytes(unxor(bytes(rev), key8, 0))
+    return directory
+
+
+def files_rows(chain: LinkedChain, jobs_list: list[int], workdir: Path) -> list[str]:
+    blocks_dir = write_blocks_dir(chain, workdir / "blocks")
+    rows = []
+    for jobs in jobs_list:
+        with Index.create(workdir / f"files{jobs}.db", "regtest") as idx:
+            began = time.perf_counter()
+            s = idx.sync(CoreBlocks(blocks_dir, "regtest"), jobs=jobs)
+            wall = time.perf_counter() - began
+        per = 1e3 / s.blocks
+        rows.append(
+            f"| --blocks-dir sync, --jobs {jobs} | {s.blocks / wall:.1f} | {s.txs / wall:,.0f} | {s.eligible / wall:,.0f} "
+            f"| {s.fetch_s * per:.1f} | {s.compute_s * per:.1f} | {s.store_s * per:.1f} |"
+        )
+    return rows
 
 
 def store_rows(path: Path, blocks: int) -> list[str]:
@@ -181,12 +271,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=24)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--blocks-dir", action="store_true", help="also sync the chain from Core-format block files")
     args = parser.parse_args()
     print(f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, native: {native.ENABLED}")
     print(f"Chain: {args.blocks} linked copies of mainnet.bin (3,001 txs, 1,412 eligible each)\n")
     chain = LinkedChain(args.blocks)
     with tempfile.TemporaryDirectory() as tmp:
         rows, path = sync_rows(chain, args.jobs, Path(tmp))
+        if args.blocks_dir:
+            rows += files_rows(chain, args.jobs, Path(tmp))
         print("| sync | blocks/s | tx/s | eligible tx/s | fetch ms/block | compute ms/block | store ms/block |")
         print("|---|---|---|---|---|---|---|")
         print("\n".join(rows))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import _checks, native, reference
+from . import _checks, native, reference, wire
 from .errors import SendError
 from .reference.dleq import G, message, point, verify_proof
 from .types import InputKey
@@ -62,5 +62,8 @@ generate_proof = _pick(_generate_proof_native, reference.dleq.generate_proof)
 block_tweaks = _pick(native.block_tweaks, reference.block.tweaks)
 block_scan = _pick(native.block_scan, reference.block.scan)
 block_index = _pick(native.block_index, reference.block.block_index)
+spent_from_undo = _pick(native.spent_from_undo, wire.spent_from_undo)
+unxor = _pick(native.unxor, wire.unxor)
+block_commits = _pick(native.block_commits, wire.block_commits)
 golomb_set = _pick(native.golomb_set, reference.filters.golomb_set)
 spent_hashes = _pick(native.spent_hashes, reference.filters.spent_hashes)

@@ -5,7 +5,9 @@ inputs spend. Core's REST `/rest/spenttxouts/<hash>.bin` (Core 30+) gives them
 as a compact-size tx count including the coinbase (which has 0 entries), then
 per tx a compact-size input count and that many CTxOut (int64 LE value,
 compact-size script length, script); `join_prevouts` pairs them with the
-block's inputs. Every parser refuses truncation and trailing bytes.
+block's inputs. Core's undo data (`rev*.dat`) holds the same outputs compressed;
+`spent_from_undo` turns it into that form. Every parser refuses truncation and
+trailing bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from . import crypto
 from .errors import MalformedBlockError, MalformedDataError, PrevoutsError
 from .types import OutPoint, TxInput
 
@@ -471,3 +474,142 @@ def transactions(block_bytes: bytes, spent_bytes: bytes) -> list[SpentTx]:
         PrevoutsError: they do not match the block's inputs.
     """
     return join_prevouts(parse_block(block_bytes), parse_spent(spent_bytes))
+
+
+def merkle_root(hashes32: Sequence[bytes]) -> bytes:
+    """Core's ComputeMerkleRoot: pairs hashed with SHA256d, an odd level's last hash paired with itself."""
+    level = list(hashes32)
+    while len(level) > 1:
+        if len(level) % 2:
+            level.append(level[-1])
+        level = [sha256d(level[i] + level[i + 1]) for i in range(0, len(level), 2)]
+    return level[0]
+
+
+_COMMITMENT = bytes.fromhex("6a24aa21a9ed")
+"""OP_RETURN, a 36-byte push, then BIP141's commitment header: the start of a witness commitment output."""
+
+
+def tx_spans(block_bytes: bytes) -> list[tuple[int, int]]:
+    """(start, end) offsets of each transaction of a block, witness included.
+
+    Raises:
+        MalformedBlockError: as `parse_block`.
+    """
+    r = Reader(bytes(block_bytes), error=MalformedBlockError, what="block", pos=HEADER_BYTES)
+    spans = []
+    for _ in range(r.count(_MIN_TX)):
+        start = r.pos
+        _tx(r)
+        spans.append((start, r.pos))
+    r.end()
+    return spans
+
+
+def block_commits(block_bytes: bytes) -> bool:
+    """True when a block's header commits to its transactions: the merkle root of the txids, and when a
+    transaction has a witness, the coinbase's BIP141 commitment to the wtxids (its last output starting
+    6a24aa21a9ed; the coinbase witness one 32-byte item). False for a block that does not parse."""
+    try:
+        block = parse_block(block_bytes)
+    except MalformedBlockError:
+        return False
+    wtxids = [sha256d(block_bytes[start:end]) for start, end in tx_spans(block_bytes)]
+    if merkle_root([tx.txid32 for tx in block.txs]) != block.header80[36:68]:
+        return False
+    commitments = [o.script for o in block.txs[0].outputs if len(o.script) >= 38 and o.script[:6] == _COMMITMENT]
+    if not commitments:
+        return not any(i.witness for tx in block.txs for i in tx.inputs)
+    reserved = block.txs[0].inputs[0].witness
+    if len(reserved) != 1 or len(reserved[0]) != 32:
+        return False
+    return sha256d(merkle_root([bytes(32), *wtxids[1:]]) + reserved[0]) == commitments[-1][6:38]
+
+
+def unxor(data: bytes, key8: bytes, offset: int) -> bytes:
+    """`data` read at `offset` of a block file Core obfuscated with `key8` (xor.dat, Core 28+), in the clear.
+
+    Raises:
+        MalformedDataError: key8 is not 8 bytes.
+    """
+    if len(key8) != 8:
+        raise MalformedDataError(f"key8: {len(key8)} bytes, not 8")
+    turn = offset % 8
+    stream = (key8[turn:] + key8[:turn]) * (len(data) // 8 + 1)
+    return (int.from_bytes(data, "little") ^ int.from_bytes(stream[: len(data)], "little")).to_bytes(len(data), "little")
+
+
+MAX_SCRIPT_SIZE = 10_000
+"""Core's script size limit: undo data stores a longer (unspendable) script as OP_RETURN."""
+_SPECIAL_SCRIPTS = 6
+_U32, _U64 = (1 << 32) - 1, (1 << 64) - 1
+
+
+def _varint(r: Reader, limit: int) -> int:
+    """Read Core's VARINT (serialize.h): base-128 digits, most significant first, each continuation adding one."""
+    n = 0
+    while True:
+        byte = r.read(1)[0]
+        if n > limit >> 7:
+            raise r.fail(f"VARINT too large at offset {r.pos - 1}")
+        n = n << 7 | byte & 0x7F
+        if not byte & 0x80:
+            return n
+        if n == limit:
+            raise r.fail(f"VARINT too large at offset {r.pos - 1}")
+        n += 1
+
+
+def _decompress_amount(x: int) -> int:
+    """Core's DecompressAmount (compressor.cpp): 0, or 1 + 10·(9·n + d − 1) + e, or 1 + 10·(n − 1) + 9."""
+    if x == 0:
+        return 0
+    x -= 1
+    e, x = x % 10, x // 10
+    n = x // 9 * 10 + x % 9 + 1 if e < 9 else x + 1
+    return n * 10**e
+
+
+def _decompress_script(r: Reader) -> bytes:
+    """Core's ScriptCompression: P2PKH (0), P2SH (1), P2PK compressed (2, 3) or uncompressed (4, 5; b"" when
+    the x-coordinate is not on the curve, as Core leaves it), else the script's length + 6 then the script."""
+    size = _varint(r, _U32)
+    if size in (0, 1):
+        hash20 = r.read(20)
+        return b"\x76\xa9\x14" + hash20 + b"\x88\xac" if size == 0 else b"\xa9\x14" + hash20 + b"\x87"
+    if size < _SPECIAL_SCRIPTS:
+        x32 = r.read(32)
+        if size < 4:
+            return b"\x21" + bytes([size]) + x32 + b"\xac"
+        point = crypto.point(bytes([size - 2]) + x32)
+        return b"" if point is None else b"\x41" + point.format(compressed=False) + b"\xac"
+    size -= _SPECIAL_SCRIPTS
+    if size > MAX_SCRIPT_SIZE:
+        r.skip(size)
+        return b"\x6a"
+    return r.read(size)
+
+
+def spent_from_undo(undo_bytes: bytes) -> bytes:
+    """Turn Core's undo data of a block (a CBlockUndo as `rev*.dat` stores it: per non-coinbase tx, each
+    input's spent coin with its height, compressed amount and script) into the REST spent-outputs form.
+
+    Raises:
+        MalformedDataError: truncated, trailing bytes, a non-canonical count, a VARINT out of range, or an
+            amount above MAX_MONEY.
+    """
+    r = Reader(bytes(undo_bytes), what="undo data")
+    n_tx = r.count(1)
+    parts = [compact_size(n_tx + 1), b"\x00"]
+    for _ in range(n_tx):
+        n_in = r.count(1)
+        parts.append(compact_size(n_in))
+        for _ in range(n_in):
+            if _varint(r, _U32) >> 1:  # the coin's height; above 0 a dummy version follows
+                _varint(r, _U32)
+            amount = _decompress_amount(_varint(r, _U64))
+            if amount > MAX_MONEY:
+                raise r.fail(f"amount {amount} out of range at offset {r.pos}")
+            parts.append(TxOut(amount, _decompress_script(r)).to_bytes())
+    r.end()
+    return b"".join(parts)

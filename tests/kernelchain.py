@@ -218,8 +218,10 @@ class KernelChain:
             _LOG = _KernelLog()
         self._log = _LOG
         self._lock = threading.RLock()
+        self.blocks_dir = Path(datadir) / "blocks"
+        """Where Core's storage code writes blk*.dat, rev*.dat and xor.dat."""
         context = pbk.make_context(pbk.ChainType.REGTEST)
-        options = pbk.ChainstateManagerOptions(context, str(datadir), str(Path(datadir) / "blocks"))
+        options = pbk.ChainstateManagerOptions(context, str(datadir), str(self.blocks_dir))
         options.update_block_tree_db_in_memory(True)
         options.update_chainstate_db_in_memory(True)
         self._chainman = pbk.ChainstateManager(options)

@@ -193,7 +193,7 @@ def test_a_missing_rpc_cookie_file_is_one_line_at_once_not_retried(tmp_path):
     ("args", "needle"),
     [
         (["--rest", "http://x", "BLOCK"], "not both"),
-        ([], "give --rest URL, --rpc URL or BLOCK files"),
+        ([], "give --rest URL, --rpc URL, --blocks-dir DIR or BLOCK files"),
         (["--rest", "http://x", "--network", "main"], "--network goes with BLOCK files"),
         (["--rest", "http://x", "--from", "5", "--to", "4"], "--to is below --from"),
         (["--rpc-user", "u"], "go with --rpc"),

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from sp_scan.index import NETWORKS, BlockFiles, Index, Retry, SyncStats
+from sp_scan.index import corefiles
 from sp_scan.index.scan import DASK_PARTITION_BLOCKS, DEFAULT_PARTITION_BLOCKS
 from sp_scan.errors import NodeError
 from sp_scan.index.sync import TAPROOT_ACTIVATION, network_of
@@ -61,17 +62,35 @@ def index() -> None:
     pass
 
 
-def _source(blocks, network, rest_url, rpc_url, rpc_cookie, rpc_user, existing: Index | None):
+def _core_blocks(blocks_dir: str, network: str | None, start: int | None, existing: Index | None) -> corefiles.CoreBlocks:
+    """Core's blocks folder as the source, from the height the sync starts at (a notice names what a
+    pruned node no longer has when a new index starts above its default)."""
+    network = network or (existing.network if existing else None) or corefiles.network_of(blocks_dir)
+    tip = existing.tip() if existing else None
+    first = tip[0] + 1 if tip else start if start is not None else TAPROOT_ACTIVATION if network == "main" else 0
+    source = corefiles.CoreBlocks(blocks_dir, network, first)
+    if source.floor > first:
+        missing = f"blocks {first}..{source.floor - 1} are pruned from {blocks_dir}"
+        if tip or start is not None:
+            raise NodeError(f"{missing} (its files start at height {source.floor}): the index cannot go on from there")
+        click.echo(f"sp-scan: {missing}; indexing from height {source.floor}", err=True)
+        source.start = source.floor
+    return source
+
+
+def _source(blocks, blocks_dir, network, start, rest_url, rpc_url, rpc_cookie, rpc_user, existing: Index | None):
     refuse_key_like(blocks)
     node = node_client(rest_url, rpc_url, rpc_cookie, rpc_user)
+    if sum(map(bool, (node, blocks, blocks_dir))) > 1:
+        raise click.UsageError("give --rest/--rpc, --blocks-dir or BLOCK files, not both")
+    if blocks_dir:
+        return _core_blocks(blocks_dir, network, start, existing)
     if node is not None:
-        if blocks:
-            raise click.UsageError("give --rest/--rpc or BLOCK files, not both")
         if network:
             raise click.UsageError("--network goes with BLOCK files (a node names its chain)")
         return node
     if not blocks:
-        raise click.UsageError("give --rest URL, --rpc URL or BLOCK files")
+        raise click.UsageError("give --rest URL, --rpc URL, --blocks-dir DIR or BLOCK files")
     network = network or (existing.network if existing else None)
     if network is None:
         raise click.UsageError("block files do not say their network: give --network N")
@@ -119,6 +138,11 @@ replace its own; a node behind the index is waited for with --follow and refused
 must extend the index. The first height defaults to taproot activation (709,632) on mainnet and 0 elsewhere
 (the lowest file's height for BLOCK files).
 
+With --blocks-dir, Core's own files are read in place, read-only, without RPC: the best chain is the one of
+most work among the blocks with their undo data (stale blocks are skipped), a running node's newest records
+are picked up by --follow, and a pruned node's files are indexed from their first block (a notice names the
+heights it no longer has).
+
 With --follow --mempool, the index file also holds the node's mempool (its eligible txs, for `index scan
 --mempool`), polled every --interval, or followed through Core's ZMQ `sequence` topic with --zmq
 (-zmqpubsequence; pip install 'sp-scan[zmq]') with a full poll every 6 intervals as a safety net. It is rebuilt
@@ -126,7 +150,8 @@ from the node at each start and emptied when the sync stops.""")
 @DB_OPTION
 @click.argument("blocks", metavar="[BLOCK...]", nargs=-1)
 @node_options
-@click.option("--network", type=click.Choice(NETWORKS), help="The network of BLOCK files (a node names its own).")
+@click.option("--blocks-dir", metavar="DIR", help="Bitcoin Core's blocks/ folder, read in place (blk*.dat, rev*.dat, xor.dat): no RPC.")
+@click.option("--network", type=click.Choice(NETWORKS), help="The network of BLOCK files (a node names its own; --blocks-dir: its records say).")
 @click.option("--from", "start", type=click.IntRange(min=0), metavar="H", help="First height of a new index.")
 @click.option("--to", "stop", type=click.IntRange(min=0), metavar="H", help="Last height (default: the node's tip).")
 @click.option("--follow", is_flag=True, help="Keep polling for new blocks (and wait for a node behind the index) until Ctrl-C or SIGTERM.")
@@ -136,10 +161,10 @@ from the node at each start and emptied when the sync stops.""")
 @click.option("--mempool", is_flag=True, help="With --follow: keep the node's mempool in the index too (see above).")
 @click.option("--zmq", "zmq_url", metavar="URL", help="With --mempool: Core's -zmqpubsequence endpoint, e.g. tcp://127.0.0.1:28332.")
 @click.pass_context
-def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, start, stop, follow, interval, jobs, retries, mempool, zmq_url):
+def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, blocks_dir, network, start, stop, follow, interval, jobs, retries, mempool, zmq_url):
     if start is not None and stop is not None and stop < start:
         raise click.UsageError("--to is below --from")
-    if mempool and (not follow or blocks):
+    if mempool and (not follow or blocks or blocks_dir):
         raise click.UsageError("--mempool goes with --follow and a node (--rest or --rpc)")
     if zmq_url is not None and not mempool:
         raise click.UsageError("--zmq goes with --mempool")
@@ -147,7 +172,7 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, network, star
     path = Path(db)
     existing = Index.open(path) if path.exists() else None
     try:
-        source = _source(blocks, network, rest_url, rpc_url, rpc_cookie, rpc_user, existing)
+        source = _source(blocks, blocks_dir, network, start, rest_url, rpc_url, rpc_cookie, rpc_user, existing)
         idx = existing or Index.create(path, _network(source, retry, start))
     except BaseException:
         if existing:

@@ -19,7 +19,8 @@ each round, so a reorg between runs or while following is seen too.
 
 A source is any object with `chain()`, `tip_height()`, `block_hash(height)` (display hex)
 and `block(hash_hex)` -> (block_bytes, spent_bytes): `sp_scan.node.RestNode`, `RpcNode`,
-or `BlockFiles` below. It is pickled to the workers.
+`corefiles.CoreBlocks` (Core's own blocks folder; followed as a node is, an empty index starts at
+its `start`) or `BlockFiles` below. It is pickled to the workers.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .. import block, wire, workers
 from ..errors import HeightError, IndexStoreError, NodeConfigError, NodeError, SPError
 from ..types import BlockData
 from . import filters
+from .corefiles import CoreBlocks
 from .store import NETWORKS, BlockRow, Store, block_row
 
 TAPROOT_ACTIVATION = 709_632
@@ -376,7 +378,8 @@ class Syncer:
     def _default_start(self, network: str) -> int:
         if self._files and self.source.heights:
             return self.source.heights[0]
-        return TAPROOT_ACTIVATION if network == "main" else 0
+        default = TAPROOT_ACTIVATION if network == "main" else 0
+        return max(default, self.source.start) if isinstance(self.source, CoreBlocks) else default
 
     def _wait(self, interval: float) -> None:
         self.stats.waiting = True

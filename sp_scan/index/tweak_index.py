@@ -427,9 +427,10 @@ class Index:
         extend the index.
 
         Args:
-            source: a `RestNode`, `RpcNode` or `BlockFiles`.
+            source: a `RestNode`, `RpcNode`, `corefiles.CoreBlocks` (Core's blocks folder, followed as a
+                node is) or `BlockFiles`.
             start: the first height of an empty index (default: taproot activation on main, else 0,
-                or the lowest block file); on a non-empty index it must be its first height.
+                the lowest block file, or a CoreBlocks' start when higher); on a non-empty index it must be its first height.
             stop: the last height (default: the source's tip, re-read every round).
             follow: poll for new blocks every `interval` seconds until interrupted (and wait for a node
                 whose chain is shorter than the index's).

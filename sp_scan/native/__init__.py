@@ -410,6 +410,32 @@ def block_index(block_bytes: bytes, spent_bytes: bytes) -> BlockData:
     return BlockData(*_core.block_index(block_bytes, spent_bytes))
 
 
+def spent_from_undo(undo_bytes: bytes) -> bytes:
+    """Native `wire.spent_from_undo`: Core's undo data of a block in the REST spent-outputs form.
+
+    The GIL is released while it is decoded.
+
+    Raises:
+        MalformedDataError: as `wire.spent_from_undo`.
+    """
+    return _core.spent_from_undo(undo_bytes)
+
+
+def block_commits(block_bytes: bytes) -> bool:
+    """Native `wire.block_commits`: True when the block's header commits to its transactions (merkle root,
+    BIP141 witness commitment). The GIL is released while it hashes."""
+    return _core.block_commits(block_bytes)
+
+
+def unxor(data: bytes, key8: bytes, offset: int) -> bytes:
+    """Native `wire.unxor`: `data` read at `offset` of a file Core obfuscated with `key8`, in the clear.
+
+    Raises:
+        MalformedDataError: key8 is not 8 bytes.
+    """
+    return _core.unxor(data, key8, offset)
+
+
 # ---- BIP374 proofs and BIP375 ECDH shares (secrets stay in C) -----------------
 
 

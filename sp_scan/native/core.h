@@ -96,6 +96,7 @@ enum {
     SPN_ESEND = -6,     /* no recipient / no inputs / input_hash out of range */
     SPN_EKEYSUM = -7,   /* private keys sum to zero */
     SPN_EKMAX = -8,     /* more than K_max outputs for one scan key */
+    SPN_EUNDO = -9,     /* Core's undo data does not parse */
 };
 
 /* ---- extraction and summary (core_extract.c) ---- */
@@ -345,5 +346,20 @@ typedef struct {
 int spn_block_index_build(const unsigned char *block, size_t block_len, const unsigned char *spent, size_t spent_len,
                           spn_block_index *out);
 void spn_block_index_free(spn_block_index *x);
+
+/* ---- Core's block files (core_corefiles.c) ---- */
+
+/* 1 when the header commits to the block's transactions: the merkle root of the txids, and when a tx
+ * has a witness, the coinbase's BIP141 commitment to the wtxids (its witness one 32-byte item); 0 when
+ * not, or when the block does not parse; SPN_ENOMEM. Safe without the GIL. */
+int spn_block_commits(const unsigned char *block, size_t len);
+
+/* Core's CBlockUndo serialization (rev*.dat) in the REST spent-outputs form; *out malloc'd (free it).
+ * Returns 1, SPN_EUNDO (truncated, trailing bytes, bad count or VARINT, amount above MAX_MONEY) or
+ * SPN_ENOMEM. Safe without the GIL (the contexts must be started: uncompressed P2PK keys). */
+int spn_spent_from_undo(const unsigned char *undo, size_t undo_len, unsigned char **out, size_t *out_len);
+
+/* XOR data, read at `offset` of a block file, with Core's 8-byte obfuscation key (xor.dat), in place. */
+void spn_unxor(unsigned char *data, size_t n, const unsigned char key8[8], uint64_t offset);
 
 #endif

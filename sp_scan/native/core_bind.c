@@ -41,6 +41,9 @@ PyObject *spn_py_raise_code(long code, const char *what) {
     case SPN_EKMAX:
         PyErr_Format(E_KMAX, "more than %d outputs for one scan key", SPN_K_MAX);
         break;
+    case SPN_EUNDO:
+        PyErr_SetString(E_DATA, "undo data: does not parse (truncated, trailing bytes, bad count or VARINT, or amount)");
+        break;
     default:
         PyErr_SetString(PyExc_RuntimeError, "sp_scan native: unexpected failure");
     }

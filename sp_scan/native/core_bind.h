@@ -68,6 +68,6 @@ int spn_py_scanner_add(PyObject *module);
 
 /* Each stage's functions, added to the module at import (core_module.c). */
 extern PyMethodDef spn_py_extract_methods[], spn_py_scan_methods[], spn_py_send_methods[], spn_py_dleq_methods[],
-    spn_py_block_methods[];
+    spn_py_block_methods[], spn_py_corefiles_methods[];
 
 #endif

@@ -129,7 +129,7 @@ PyMODINIT_FUNC SPN_MODULE_INIT(void) {
     if (m == NULL) return NULL;
     if (!spn_py_bind_start() || !spn_py_scanner_add(m)) goto fail;
     PyMethodDef *stages[] = {spn_py_extract_methods, spn_py_scan_methods, spn_py_send_methods, spn_py_dleq_methods,
-                             spn_py_block_methods};
+                             spn_py_block_methods, spn_py_corefiles_methods};
     for (size_t i = 0; i < sizeof stages / sizeof *stages; i++)
         if (PyModule_AddFunctions(m, stages[i]) < 0) goto fail;
     if (PyModule_AddIntConstant(m, "K_MAX", SPN_K_MAX) < 0 || PyModule_AddIntConstant(m, "STRATEGY_AUTO", SPN_STRATEGY_AUTO) < 0 ||
