@@ -54,6 +54,7 @@ shared_secret = _pick(native.shared_secret, reference.scan.shared_secret)
 scan_tweak = _pick(native.scan_tweak, reference.scan.scan_tweak)
 scan_tweaks = _pick(native.scan_tweaks, reference.scan.scan_tweaks)
 scan_tweaks_packed = _pick(native.scan_tweaks_packed, reference.scan.scan_tweaks_packed)
+k0_outputs = reference.scan.k0_outputs
 scan_tx = _pick(native.scan_tx, reference.scan.scan_tx)
 create_outputs = _pick(native.create_outputs, reference.send.create_outputs)
 send_shared_secret = _pick(native.send_shared_secret, reference.send.shared_secret)
