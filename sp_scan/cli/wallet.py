@@ -98,8 +98,16 @@ def _show(progress: Progress):
     return show
 
 
-def _retrying(line: str) -> None:
-    click.echo(f"sp-scan: {line}", err=True)
+class _Retrying:
+    """Print a retry notice once, not once per request in flight (a server that went away fails them all)."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    def __call__(self, line: str) -> None:
+        if line != self.last:
+            self.last = line
+            click.echo(f"sp-scan: {line}", err=True)
 
 
 @wallet.command(help=f"""Scan the source's blocks since the wallet's last synced height (or its birthday) for payments.
@@ -125,7 +133,7 @@ block is committed with the synced height, so an interrupted or killed sync resu
 @click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing request (0.5 s, doubling) before giving up.")
 @click.pass_context
 def sync(ctx, path, scan_key_file, descriptor_file, db, rest_url, rpc_url, rpc_cookie, rpc_user, blindbit, cut_through, dust_limit, stop, follow, interval, mempool, jobs, retries):
-    retry = Retry(retries, report=_retrying)
+    retry = Retry(retries, report=_Retrying())
     if descriptor_file is not None and scan_key_file is not None:
         raise click.UsageError("give --scan-key-file or --descriptor-file, not both")
     with Wallet.open(path) as w:

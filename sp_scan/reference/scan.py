@@ -180,13 +180,14 @@ def scan_tweaks_packed(
     return out
 
 
-def k0_outputs(tweaks: bytes, tweak_width: int, receiver: Receiver) -> bytes:
+def k0_outputs(tweaks: bytes, tweak_width: int, receiver: Receiver, threads: int = 1) -> bytes:
     """The k = 0 output keys each tweak would pay the receiver: what a light client looks up in a filter.
 
     Args:
         tweaks: n tweaks (input_hash·A) of tweak_width bytes, concatenated.
         tweak_width: 33 (ser_P) or 64 (x ‖ y).
         receiver: the keys; its labels in `receiver.labels` order (the change label 0 first).
+        threads: native threads (the reference runs in the calling thread); results do not depend on it.
 
     Returns:
         n × (1 + len(receiver.labels)) × 32 bytes: per tweak, x(P_0) with P_0 = B_spend + t_0·G, then
@@ -201,6 +202,8 @@ def k0_outputs(tweaks: bytes, tweak_width: int, receiver: Receiver) -> bytes:
         raise InvalidKeyError(f"tweak_width must be 33 or 64, not {tweak_width}")
     if len(tweaks) % tweak_width:
         raise InvalidKeyError(f"tweaks: {len(tweaks)} bytes is not a whole number of {tweak_width}-byte tweaks")
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, not {threads}")
     points = [_tweak_point(tweaks[i : i + tweak_width], i // tweak_width) for i in range(0, len(tweaks), tweak_width)]
     spend = crypto.pubkey(receiver.spend_pubkey33, "spend_pubkey33")
     by_m = {m: PublicKey(label33) for label33, (m, _) in receiver.label_table.items()}

@@ -179,11 +179,11 @@ class Wallet:
             What was done.
 
         Raises:
-            InvalidKeyError: the scan key is not this wallet's; a tweak the source gave is not a point.
+            InvalidKeyError: the scan key is not this wallet's.
             WalletStoreError: the source is on another network, or another process syncs the wallet.
             HeightError: stop is beyond the source's tip (without follow).
             NodeError: the source fails after the retries, or is behind the wallet (without follow).
-            SourceError: an answer the checks refuse (the block is not written).
+            SourceError: an answer the checks refuse, a tweak that is not a point among them (the block is not written).
             The message of a failure names the height to resume at.
         """
         receiver = self.receiver(scan_key32)

@@ -67,7 +67,7 @@ def keys0(tweaks33: bytes, receiver: Receiver, threads: int = 1) -> Keys0:
     Raises:
         InvalidKeyError: a tweak that is not a point.
     """
-    return Keys0(sp_scan.k0_outputs(tweaks33, 33, receiver), 1 + len(receiver.labels))
+    return Keys0(sp_scan.k0_outputs(tweaks33, 33, receiver, threads), 1 + len(receiver.labels))
 
 
 def pair(txs: BlockTxs, tweaks33: bytes, keys: Keys0) -> tuple[BlockTxs, list[int]]:
@@ -154,8 +154,7 @@ class Syncer:
             WalletStoreError: the source is on another network, or another process syncs the wallet.
             HeightError: stop is beyond the source's tip (without follow).
             NodeError: the source fails after its retries, or is behind the wallet (without follow).
-            SourceError: an answer the checks refuse.
-            InvalidKeyError: a tweak that is not a point.
+            SourceError: an answer the checks refuse (a tweak that is not a point among them).
             Every error's message ends with the height the wallet is at and where the next sync resumes.
         """
         try:
@@ -168,7 +167,7 @@ class Syncer:
             self.stats.height = tip[0] if tip else None
             self.stats.start = tip[0] + 1 if tip else self.store.birthday
             return self._loop(stop, follow, interval, mempool)
-        except (NodeError, SourceError, InvalidKeyError, HeightError) as exc:
+        except (NodeError, SourceError, HeightError) as exc:
             raise type(exc)(f"{exc} ({self.resume_hint()})") from None
 
     def resume_hint(self) -> str:
@@ -215,7 +214,7 @@ class Syncer:
     def _roll_back(self, tip: tuple[int, bytes]) -> None:
         """The source has another block at the wallet's tip: forget every block above the highest stored one it still has."""
         keep = self.store.birthday - 1
-        for height, hash32 in self.store.hashes(tip[0] + 1, KEEP_HASHES + 1):
+        for height, hash32 in self.store.hashes(tip[0], KEEP_HASHES):
             if self.retry.call(self.source.block_hash, height) == hash32:
                 keep = height
                 break
@@ -275,22 +274,24 @@ class Syncer:
         """(outputs found, spends of the wallet's outputs) of one block, every answer checked.
 
         Raises:
-            SourceError: an answer the checks refuse.
-            InvalidKeyError: a tweak that is not a point.
+            SourceError: an answer the checks refuse (a tweak that is not a point among them).
         """
         what = f"block {block.height} from {self.source.name}"
         tweaks33 = block.tweaks33
         if len(tweaks33) % 33 or len(tweaks33) // 33 > MAX_BLOCK_TXS:
             raise SourceError(f"{what}: {len(tweaks33)} bytes of tweaks")
-        keys = keys0(tweaks33, self.receiver, self.threads) if block.wants_keys0 and tweaks33 else None
-        txs = block.txs(keys)
-        txs.check(what)
-        positions = None
-        if txs.tweak_width == 0 and txs.n_tx:
-            if keys is None:
-                raise SourceError(f"{what}: transactions without tweaks from a source that does not filter")
-            txs, positions = pair(txs, tweaks33, keys)
-        found = scan_txs(txs, self.receiver, self.threads, positions)
+        try:
+            keys = keys0(tweaks33, self.receiver, self.threads) if block.wants_keys0 and tweaks33 else None
+            txs = block.txs(keys)
+            txs.check(what)
+            positions = None
+            if txs.tweak_width == 0 and txs.n_tx:
+                if keys is None:
+                    raise SourceError(f"{what}: transactions without tweaks from a source that does not filter")
+                txs, positions = pair(txs, tweaks33, keys)
+            found = scan_txs(txs, self.receiver, self.threads, positions)
+        except InvalidKeyError as exc:
+            raise SourceError(f"{what}: {exc}") from None
         asked = sorted([*self._unspent, *(f.txid32 + struct.pack("<I", f.vout) for f in found)])
         spends = block.spends(asked) if asked else []
         seen = set()
