@@ -6,7 +6,9 @@ sender paid (tests/kernelchain.py records every payment, tweak and spend from th
 
 from __future__ import annotations
 
+import signal
 import sqlite3
+import subprocess
 import threading
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 import kernelchain as kc
 import serving
 from cli_support import closed_port_url
+from index_support import wait_until
 from sp_scan.errors import InvalidKeyError, WalletStoreError
 from sp_scan.index import Index
 from sp_scan.node import RestNode
@@ -21,7 +24,7 @@ from sp_scan.wallet import Wallet
 from sp_scan.wallet.sources.index import IndexSource
 from sp_scan.wallet.sources.node import NodeSource
 from test_cli import assert_fails, invoke, json_lines
-from wallet_support import W, create, index_scan, kill_9_while_syncing, listed, paid, scan_key_file, sync, wallet_tip
+from wallet_support import WALLET_CLI, W, create, index_scan, kill_9_while_syncing, listed, paid, scan_key_file, sync, wallet_tip
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +219,64 @@ def test_a_source_on_another_network_behind_the_wallet_or_starting_after_it_is_r
         idx.sync(RestNode(kernel_rest.url), start=80)
     assert_fails(sync(fresh, "--db", str(tmp_path / "from80.db")), "height 40 is not in the index", "holds 80..110", "resume at 41")
     assert_fails(sync(create(tmp_path, "new.wallet"), "--db", str(tmp_path / "from80.db")), "needs heights 0..110", "holds 80..110", "start at 0")
+
+
+def test_mempool_payments_are_listed_unconfirmed_then_once_at_their_height(kernel_copy, tmp_path):
+    from node_mempool import NodeMempool, wait_for
+    from test_index_mempool import following, mine
+
+    chain, pool = kernel_copy, NodeMempool(kernel_copy)
+    db, path = tmp_path / "m.db", create(tmp_path)
+    with following(db, chain, pool) as f:
+        tx = chain.transaction("pay", [chain.reserve.pop()], [("wallet", None), ("wallet", 7), ("other",)])
+        pool.accept(tx.tx.serialize())
+        wait_for("the tx listed", lambda: f.listed() == {tx.txid32})
+        assert sync(path, "--db", str(db), "--mempool").exit_code == 0
+        pending = [
+            {"height": None, "txid": tx.txid32[::-1].hex(), "vout": p.vout, "amount": p.amount, "output": p.output32.hex(), "tweak": p.tweak32.hex(), "label": p.label, "spent": False}
+            for p in sorted(tx.payments, key=lambda p: p.vout)
+            if p.wallet == W.name
+        ]
+        assert listed(path) == paid(chain) + pending and len(pending) == 2
+        balance = json_lines(invoke("wallet", "balance", str(path), "--json").stdout)[0]
+        assert balance["unconfirmed"] == sum(r["amount"] for r in pending)
+        height = mine(chain, pool, [tx])
+        wait_for("the block indexed and the mempool emptied", lambda: f.at(height) and not f.listed())
+        assert sync(path, "--db", str(db), "--mempool").exit_code == 0
+    rows = listed(path)
+    assert rows == paid(chain) and [r for r in rows if r["txid"] == tx.txid32[::-1].hex()] == [{**r, "height": height} for r in pending]
+    assert json_lines(invoke("wallet", "balance", str(path), "--json").stdout)[0]["unconfirmed"] == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_follow_finds_a_new_block_and_a_stop_signal_says_where_the_wallet_is(signum, kernel_copy, tmp_path):
+    path = create(tmp_path)
+    with kc.rest_server(kernel_copy) as rest:
+        args = [*WALLET_CLI, "sync", str(path), "--scan-key-file", str(scan_key_file(tmp_path)), "--rest", rest.url, "--follow", "--interval", "0.05"]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: wallet_tip(path) == kc.SAMPLE_TIP, proc, "the first catch-up")
+            tx = kernel_copy.transaction("late", [kernel_copy.reserve.pop()], [("wallet", 1), ("p2wpkh",)])
+            kernel_copy.mine([tx])
+            wait_until(lambda: wallet_tip(path) == kc.SAMPLE_TIP + 1, proc, "the new block")
+        finally:
+            proc.send_signal(signum)
+            _, err = proc.communicate(timeout=60)
+    assert proc.returncode == (0 if signum == signal.SIGTERM else 130)
+    assert err.strip().endswith(f"the wallet is synced to height {kc.SAMPLE_TIP + 1} (sync again to resume)")
+    assert listed(path) == paid(kernel_copy) and listed(path)[-1]["txid"] == tx.txid32[::-1].hex()
+
+
+def test_a_descriptor_gives_the_wallet_its_keys_labels_and_birthday(kernel_chain, kernel_index, tmp_path):
+    from sp_scan import descriptor
+
+    desc = descriptor.from_keys(W.scan_key32, W.spend_pubkey33, network="test", annotations=(("bh", 104), ("ml", 7)))
+    (tmp_path / "w.desc").write_text(str(desc) + "\n")
+    path = tmp_path / "d.wallet"
+    result = invoke("wallet", "create", str(path), "--network", "regtest", "--descriptor-file", str(tmp_path / "w.desc"))
+    assert result.exit_code == 0, result.output
+    assert invoke("wallet", "sync", str(path), "--descriptor-file", str(tmp_path / "w.desc"), "--db", str(kernel_index)).exit_code == 0
+    info = json_lines(invoke("wallet", "info", str(path), "--json").stdout)[0]
+    assert info["labels"] == list(range(8)) and info["birthday"] == 104
+    assert listed(path) == paid(kernel_chain, start=104)
+    assert_fails(invoke("wallet", "create", str(tmp_path / "m.wallet"), "--network", "main", "--descriptor-file", str(tmp_path / "w.desc")), "test networks")
