@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 
 import click
@@ -16,12 +15,11 @@ from sp_scan.types import FoundOutput, IndexMatch
 from sp_scan.wallet import SyncStats, Wallet, WalletOutput
 
 from . import output
-from .index import _on_stop, _Terminated
 from .options import (
-    EXIT_INTERRUPTED, KEYS_HELP, SCAN_KEY_ENV, Group, descriptor_option, key_options, node_client, node_options, parse_pubkey,
+    KEYS_HELP, SCAN_KEY_ENV, Group, descriptor_option, key_options, node_client, node_options, parse_pubkey,
     read_descriptor, read_scan_key,
 )  # fmt: skip
-from .run import Progress
+from .run import Progress, Terminated, stop_signals, stopped
 
 WALLET_ARGUMENT = click.argument("path", metavar="W")
 
@@ -141,16 +139,14 @@ def sync(ctx, path, scan_key_file, descriptor_file, db, rest_url, rpc_url, rpc_c
         try:
             scan_key32 = read_descriptor(descriptor_file).scan_key32 if descriptor_file else read_scan_key(scan_key_file)
             progress = Progress(0, sys.stderr, sys.stderr.isatty())
-            previous = {s: signal.signal(s, _on_stop) for s in (signal.SIGINT, signal.SIGTERM)}
             code = 0
             try:
-                stats = w.sync(source, scan_key32, stop=stop, follow=follow, interval=interval, mempool=mempool, threads=jobs, retry=retry, progress=_show(progress))
-            except (KeyboardInterrupt, _Terminated) as exc:
+                with stop_signals("the wallet"):
+                    stats = w.sync(source, scan_key32, stop=stop, follow=follow, interval=interval, mempool=mempool, threads=jobs, retry=retry, progress=_show(progress))
+            except (KeyboardInterrupt, Terminated) as exc:
                 progress.close()
                 tip = w.tip()
-                where = f"the wallet is synced to height {tip[0]}" if tip else "the wallet has synced no block"
-                click.echo(f"sp-scan: {'interrupted' if isinstance(exc, KeyboardInterrupt) else 'stopped'}; {where} (sync again to resume)", err=True)
-                code = EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else 0
+                code = stopped(exc, f"the wallet is synced to height {tip[0]}" if tip else "the wallet has synced no block")
             else:
                 progress.close()
                 tip = w.tip()
@@ -158,9 +154,7 @@ def sync(ctx, path, scan_key_file, descriptor_file, db, rest_url, rpc_url, rpc_c
                 forks = f", {stats.reorgs} fork(s) rolled back {stats.rolled_back} block(s)" if stats.reorgs else ""
                 click.echo(f"wallet {at}: {stats.blocks} block(s) scanned, {stats.found} output(s) found, {stats.spent} spent{forks}")
             finally:
-                progress.close()
-                for s, handler in previous.items():
-                    signal.signal(s, handler)
+                progress.close()  # before an error's line
         finally:
             source.close()
     ctx.exit(code)

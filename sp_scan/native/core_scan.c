@@ -482,25 +482,43 @@ static void slice_free(slice_t *s) {
     s->found = NULL;
 }
 
-long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, spn_batch_found **out, size_t *bad_tx) {
-    slice_t *sl;
-    pthread_t *tid;
-    unsigned char *started;
-    long ret = 0;
-    *out = NULL;
-    if (b->n == 0) return 0;
-    if (threads < 1) threads = 1;
-    if (threads > SPN_MAX_THREADS) threads = SPN_MAX_THREADS;
-    if (threads > b->n) threads = b->n;
-    sl = calloc(threads, sizeof *sl);
-    tid = calloc(threads, sizeof *tid);
-    started = calloc(threads, 1);
-    if (!sl || !tid || !started) {
-        free(sl);
+/* Run fn on each of n slices of `size` bytes at `slices`: slice 0 in the calling thread, the others in
+ * threads of their own; a slice whose thread cannot be started runs in the caller too. 1, or
+ * SPN_ENOMEM (nothing ran). */
+static long run_threads(void *(*fn)(void *), void *slices, size_t size, size_t n) {
+    pthread_t *tid = calloc(n, sizeof *tid);
+    unsigned char *started = calloc(n, 1);
+    unsigned char *at = slices;
+    if (!tid || !started) {
         free(tid);
         free(started);
         return SPN_ENOMEM;
     }
+    for (size_t t = 1; t < n; t++) started[t] = pthread_create(&tid[t], NULL, fn, at + t * size) == 0;
+    fn(at);
+    for (size_t t = 1; t < n; t++) {
+        if (started[t]) pthread_join(tid[t], NULL);
+        else fn(at + t * size);
+    }
+    free(tid);
+    free(started);
+    return 1;
+}
+
+/* The thread count for n items: threads clamped to [1, SPN_MAX_THREADS] and to `most`. */
+static size_t thread_count(size_t threads, size_t most) {
+    if (threads < 1) threads = 1;
+    if (threads > SPN_MAX_THREADS) threads = SPN_MAX_THREADS;
+    return threads > most ? most : threads;
+}
+
+long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, spn_batch_found **out, size_t *bad_tx) {
+    slice_t *sl;
+    long ret = 0;
+    *out = NULL;
+    if (b->n == 0) return 0;
+    threads = thread_count(threads, b->n);
+    if (!(sl = calloc(threads, sizeof *sl))) return SPN_ENOMEM;
     size_t each = b->n / threads, extra = b->n % threads;
     for (size_t t = 0, lo = 0; t < threads; t++) {
         sl[t].sc = sc;
@@ -509,11 +527,9 @@ long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, s
         lo += each + (t < extra);
         sl[t].hi = lo;
     }
-    for (size_t t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, run_slice, &sl[t]) == 0;
-    run_slice(&sl[0]);
-    for (size_t t = 1; t < threads; t++) {
-        if (started[t]) pthread_join(tid[t], NULL);
-        else run_slice(&sl[t]); /* no thread: the caller scans that slice too */
+    if (run_threads(run_slice, sl, sizeof *sl, threads) != 1) {
+        free(sl);
+        return SPN_ENOMEM;
     }
     /* The first slice that failed decides: its first bad tx is the batch's first. */
     size_t total = 0;
@@ -538,8 +554,6 @@ long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, s
     }
     for (size_t t = 0; t < threads; t++) slice_free(&sl[t]);
     free(sl);
-    free(tid);
-    free(started);
     return ret < 0 ? ret : (long)total;
 }
 
@@ -618,39 +632,19 @@ static void *run_k0_slice(void *arg) {
 long spn_k0_outputs(const spn_scanner *sc, const unsigned char *tweaks, size_t width, size_t n, size_t threads,
                     unsigned char *out32, size_t *bad) {
     k0_slice_t *sl;
-    pthread_t *tid;
-    unsigned char *started;
-    long ret = 1;
     if (n == 0) return 1;
-    if (threads < 1) threads = 1;
-    if (threads > SPN_MAX_THREADS) threads = SPN_MAX_THREADS;
-    if (threads > (n + SPN_GROUP - 1) / SPN_GROUP) threads = (n + SPN_GROUP - 1) / SPN_GROUP;
-    sl = calloc(threads, sizeof *sl);
-    tid = calloc(threads, sizeof *tid);
-    started = calloc(threads, 1);
-    if (!sl || !tid || !started) {
-        free(sl);
-        free(tid);
-        free(started);
-        return SPN_ENOMEM;
-    }
+    threads = thread_count(threads, (n + SPN_GROUP - 1) / SPN_GROUP);
+    if (!(sl = calloc(threads, sizeof *sl))) return SPN_ENOMEM;
     size_t each = n / threads, extra = n % threads;
     for (size_t t = 0, lo = 0; t < threads; t++) {
         sl[t] = (k0_slice_t){sc, tweaks, width, lo, lo + each + (t < extra), out32, 0, 0};
         lo = sl[t].hi;
     }
-    for (size_t t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, run_k0_slice, &sl[t]) == 0;
-    run_k0_slice(&sl[0]);
-    for (size_t t = 1; t < threads; t++) {
-        if (started[t]) pthread_join(tid[t], NULL);
-        else run_k0_slice(&sl[t]);
-    }
+    long ret = run_threads(run_k0_slice, sl, sizeof *sl, threads);
     for (size_t t = 0; t < threads && ret == 1; t++) { /* the first failing slice holds the lowest bad tweak */
         ret = sl[t].ret;
         if (ret == SPN_EKEY) *bad = sl[t].bad;
     }
     free(sl);
-    free(tid);
-    free(started);
     return ret;
 }
