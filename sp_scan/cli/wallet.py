@@ -142,7 +142,7 @@ def sync(ctx, path, scan_key_file, descriptor_file, db, rest_url, rpc_url, rpc_c
             code = 0
             try:
                 with stop_signals("the wallet"):
-                    stats = w.sync(source, scan_key32, stop=stop, follow=follow, interval=interval, mempool=mempool, threads=jobs, retry=retry, progress=_show(progress))
+                    stats = w.sync(source, scan_key32, stop=stop, follow=follow, interval=interval, mempool=mempool, threads=jobs, progress=_show(progress))
             except (KeyboardInterrupt, Terminated) as exc:
                 progress.close()
                 tip = w.tip()

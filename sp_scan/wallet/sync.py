@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 from .. import scan as sp_scan
 from ..errors import HeightError, InvalidKeyError, NodeError, SourceError, WalletStoreError
-from ..index.sync import Retry
 from ..scan import Receiver
 from .sources import MAX_BLOCK_TXS, BlockTxs, Keys0, Source, SourceBlock
 from .store import KEEP_HASHES, Found, WalletOutput, WalletStore
@@ -137,11 +136,10 @@ class Syncer:
         receiver: Receiver,
         *,
         threads: int = 1,
-        retry: Retry = Retry(),
         progress: Callable[[SyncStats], None] | None = None,
         on_output: Callable[[WalletOutput], None] | None = None,
     ) -> None:
-        self.store, self.source, self.receiver, self.threads, self.retry = store, source, receiver, threads, retry
+        self.store, self.source, self.receiver, self.threads = store, source, receiver, threads
         self.progress = progress or (lambda stats: None)
         self.on_output = on_output or (lambda output: None)
         self.stats = SyncStats()
@@ -153,12 +151,12 @@ class Syncer:
         Raises:
             WalletStoreError: the source is on another network, or another process syncs the wallet.
             HeightError: stop is beyond the source's tip (without follow).
-            NodeError: the source fails after its retries, or is behind the wallet (without follow).
+            NodeError: the source fails (after the retries it makes itself), or is behind the wallet (without follow).
             SourceError: an answer the checks refuse (a tweak that is not a point among them).
             Every error's message ends with the height the wallet is at and where the next sync resumes.
         """
         try:
-            network = self.retry.call(self.source.network)
+            network = self.source.network()
             if network != self.store.network:
                 raise WalletStoreError(f"{self.store.path} is a wallet for {self.store.network}; {self.source.name} is on {network}")
             self.store.lock_writer()
@@ -184,7 +182,7 @@ class Syncer:
 
     def _loop(self, stop: int | None, follow: bool, interval: float, mempool: bool) -> SyncStats:
         while True:
-            source_tip = self.retry.call(self.source.tip_height)
+            source_tip = self.source.tip_height()
             tip = self.store.tip()
             if stop is not None and stop > source_tip and not follow:
                 raise HeightError(f"height {stop} is beyond {self.source.name}'s tip {source_tip}")
@@ -193,7 +191,7 @@ class Syncer:
                     raise NodeError(f"{self.source.name}'s chain ends at height {source_tip}, below the wallet's {tip[0]}: nothing is rolled back; --follow waits for it")
                 self._wait(interval)
                 continue
-            if tip is not None and self.retry.call(self.source.block_hash, tip[0]) != tip[1]:
+            if tip is not None and self.source.block_hash(tip[0]) != tip[1]:
                 self._roll_back(tip)
                 continue
             nxt = tip[0] + 1 if tip else self.store.birthday
@@ -215,7 +213,7 @@ class Syncer:
         """The source has another block at the wallet's tip: forget every block above the highest stored one it still has."""
         keep = self.store.birthday - 1
         for height, hash32 in self.store.hashes(tip[0], KEEP_HASHES):
-            if self.retry.call(self.source.block_hash, height) == hash32:
+            if self.source.block_hash(height) == hash32:
                 keep = height
                 break
         self.stats.rolled_back += self.store.rollback_to(keep)
@@ -304,7 +302,7 @@ class Syncer:
 
     def _mempool(self) -> None:
         """Replace the wallet's unconfirmed outputs with those among the source's mempool txs."""
-        txs = self.retry.call(self.source.mempool)
+        txs = self.source.mempool()
         if txs is None:
             return
         txs.check(f"the mempool of {self.source.name}")

@@ -18,6 +18,9 @@ A source only answers; the sync loop (`sp_scan.wallet.sync`) checks the answers,
   or None when it has no mempool to give.
 - `close()`.
 
+A source retries what its transport allows (a `Retry`: doubling waits) before it raises `NodeError`;
+the loop does not retry, and what a source raises ends the sync (naming the height to resume at).
+
 `SourceBlock` (what the source says of one height):
 - `height`, `hash32`, `prev32` (None when the source does not say: forks are then found between
   rounds through `block_hash`; a prev32 that is not the previous block's hash ends the round).

@@ -3,7 +3,9 @@
 
 Per block, many blocks in flight: the tweaks (`/tweak-index/:h`, or `/tweaks/:h` with cut-through,
 with `dustLimit`) and both filters (`/filter/new-utxos/:h`, `/filter/spent/:h`); the block hash is
-the filters' `block_hash` (both must name the same one). The sync loop hands the block the k = 0
+the filters' `block_hash` (both must name the same one); the last `REORG_WINDOW` blocks below the
+server's tip, where a reorg may replace a block between two answers (the tweaks name no block), are
+read one at a time between two /block-hash answers that must agree with the filters. The sync loop hands the block the k = 0
 keys of every tweak for the address and each label; only when one is in the new-UTXO filter are
 the block's outputs fetched (`/utxos/:h`), and the loop pairs each tx with the tweak whose key it
 holds and runs the full k loop. The wallet's unspent outpoints are hashed with the block hash and
@@ -46,6 +48,9 @@ CONNECTIONS = 16
 TIMEOUT = 60.0
 MAX_SPENT = 200_000
 """More spent-index hashes than a block has inputs."""
+REORG_WINDOW = 6
+"""Blocks this close to the server's tip are read between two /block-hash answers (see `_stable`)."""
+_STABLE_TRIES = 3
 _HEX = frozenset("0123456789abcdefABCDEF")
 _ROUTES = {  # (dust limit > 0, cut-through) -> the /info flag that says the route is filled
     (False, False): "tweaks_full_basic",
@@ -242,6 +247,7 @@ class BlindBitSource:
         self.name = f"BlindBit at {self.client.url}"
         self.dust_limit, self.cut_through, self.ahead, self.connections = dust_limit, cut_through, ahead, connections
         self._info: dict | None = None
+        self._tip: int | None = None
 
     @property
     def received(self) -> int:
@@ -267,7 +273,8 @@ class BlindBitSource:
         return self._info["network"]
 
     def tip_height(self) -> int:
-        return _int(_field(self.client.get("/block-height"), "block_height", "BlindBit /block-height"), 0, 2**32 - 1, "BlindBit /block-height")
+        self._tip = _int(_field(self.client.get("/block-height"), "block_height", "BlindBit /block-height"), 0, 2**32 - 1, "BlindBit /block-height")
+        return self._tip
 
     def block_hash(self, height: int) -> bytes:
         body = self.client.get(f"/block-hash/{height}")
@@ -287,31 +294,55 @@ class BlindBitSource:
             raise SourceError(f"{what}: block_height is not {height}")
         return _hex(_field(body, "block_hash", what), 32, f"{what}: block_hash")[::-1], _hex(_field(body, "data", what), None, f"{what}: data")
 
-    def blocks(self, start: int, stop: int) -> Iterator[BlindBitBlock]:
-        """Heights start..stop: each one's three answers asked for `ahead` blocks in advance.
+    def _stable(self, height: int) -> tuple[bytes, bytes, bytes, bytes]:
+        """(hash32, tweaks, new-UTXO filter, spent filter) of a block near the tip, read one after the other
+        between two /block-hash answers; read again while they and the filters do not name one block.
 
         Raises:
-            NodeError: the server fails after the retries.
+            NodeError: the block kept changing over `_STABLE_TRIES` reads (a reorg in progress).
+        """
+        for _ in range(_STABLE_TRIES):
+            before = self.block_hash(height)
+            tweaks = self._tweaks(height)
+            (new_hash32, new_filter), (spent_hash32, spent_filter) = self._filter(height, "new-utxos"), self._filter(height, "spent")
+            if before == new_hash32 == spent_hash32 == self.block_hash(height):
+                return before, tweaks, new_filter, spent_filter
+        raise NodeError(f"BlindBit's block {height} keeps changing (a reorg in progress)")
+
+    def _parallel(self, height: int, tweaks, new, spent) -> tuple[bytes, bytes, bytes, bytes]:
+        (hash32, new_filter), (spent_hash32, spent_filter) = new.result(), spent.result()
+        if spent_hash32 != hash32:
+            raise SourceError(f"BlindBit's two filters of block {height} name different blocks")
+        return hash32, tweaks.result(), new_filter, spent_filter
+
+    def blocks(self, start: int, stop: int) -> Iterator[BlindBitBlock]:
+        """Heights start..stop: each one's three answers asked for `ahead` blocks in advance (those of the
+        last REORG_WINDOW blocks below the server's tip in one task, `_stable`).
+
+        Raises:
+            NodeError: the server fails after the retries, or a block near its tip keeps changing.
             SourceError: an answer the checks refuse.
         """
+        near = (self.tip_height() if self._tip is None else self._tip) - REORG_WINDOW
         pool = concurrent.futures.ThreadPoolExecutor(self.connections, thread_name_prefix="sp-scan-blindbit")
         ahead: deque = deque()
         heights = iter(range(start, stop + 1))
         try:
             while True:
                 for height in heights:
-                    ahead.append((height, pool.submit(self._tweaks, height), pool.submit(self._filter, height, "new-utxos"), pool.submit(self._filter, height, "spent")))
+                    if height > near:
+                        ahead.append((height, [pool.submit(self._stable, height)]))
+                    else:
+                        ahead.append((height, [pool.submit(self._tweaks, height), pool.submit(self._filter, height, "new-utxos"), pool.submit(self._filter, height, "spent")]))
                     if len(ahead) >= self.ahead:
                         break
                 if not ahead:
                     return
-                height, tweaks, new, spent = ahead.popleft()
-                (hash32, new_filter), (spent_hash32, spent_filter) = new.result(), spent.result()
-                if spent_hash32 != hash32:
-                    raise SourceError(f"BlindBit's two filters of block {height} name different blocks")
-                yield BlindBitBlock(height, hash32, tweaks.result(), new_filter, spent_filter, self.client)
+                height, futures = ahead.popleft()
+                hash32, tweaks, new_filter, spent_filter = futures[0].result() if len(futures) == 1 else self._parallel(height, *futures)
+                yield BlindBitBlock(height, hash32, tweaks, new_filter, spent_filter, self.client)
         finally:
-            for _, *futures in ahead:
+            for _, futures in ahead:
                 for future in futures:
                     future.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
