@@ -31,6 +31,8 @@ from .store import KEEP_HASHES, Found, WalletOutput, WalletStore
 
 COMMIT_SECONDS = 1.0
 """Blocks that change nothing are committed together at most this often."""
+MAX_UNLINKED = 5
+"""Rounds in a row whose first block does not link to the wallet's tip while the source still has that tip."""
 
 
 @dataclass
@@ -181,6 +183,7 @@ class Syncer:
         time.sleep(interval)
 
     def _loop(self, stop: int | None, follow: bool, interval: float, mempool: bool) -> SyncStats:
+        unlinked = 0
         while True:
             source_tip = self.source.tip_height()
             tip = self.store.tip()
@@ -198,10 +201,13 @@ class Syncer:
             target = source_tip if stop is None else min(stop, source_tip)
             self.stats.target, self.stats.waiting = target, False
             if nxt <= target:
+                done = self.stats.blocks
                 try:
                     self._blocks(nxt, target, tip[1] if tip else None)
-                except _Fork:
-                    pass
+                except _Fork as exc:
+                    unlinked = 1 if self.stats.blocks > done else unlinked + 1
+                    if unlinked > MAX_UNLINKED:
+                        raise NodeError(f"{exc}, while the wallet's block {tip[0]} is still its own; seen {unlinked} times (a stale cache in front of it?)") from None
                 continue  # look again: the source may have moved on or switched branches
             if mempool:
                 self._mempool()
@@ -237,7 +243,7 @@ class Syncer:
                 if len(block.hash32) != 32 or (block.prev32 is not None and len(block.prev32) != 32):
                     raise SourceError(f"{self.source.name}: block {block.height}'s hash is not 32 bytes")
                 if block.prev32 is not None and prev32 is not None and block.prev32 != prev32:
-                    raise _Fork
+                    raise _Fork(f"{self.source.name}'s block {block.height} names {block.prev32[::-1].hex()} as its parent, not the wallet's {prev32[::-1].hex()}")
                 found, spends = self._scan(block)
                 self.store.append(block.height, block.hash32, found, [(s.outpoint36, s.txid32) for s in spends])
                 outputs = [WalletOutput(block.height, f.txid32, f.vout, f.amount, f.output32, f.tweak32, f.label, block.hash32) for f in found]
