@@ -244,6 +244,7 @@ def test_mempool_payments_are_listed_unconfirmed_then_once_at_their_height(kerne
     rows = listed(path)
     assert rows == paid(chain) and [r for r in rows if r["txid"] == tx.txid32[::-1].hex()] == [{**r, "height": height} for r in pending]
     assert json_lines(invoke("wallet", "balance", str(path), "--json").stdout)[0]["unconfirmed"] == 0
+    assert_fails(sync(path, "--rest", "http://127.0.0.1:1", "--mempool"), "--mempool goes with --db")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])

@@ -16,7 +16,7 @@ from sp_scan.wallet import SyncStats, Wallet, WalletOutput
 
 from . import output
 from .options import (
-    KEYS_HELP, SCAN_KEY_ENV, Group, descriptor_option, key_options, node_client, node_options, parse_pubkey,
+    KEYS_HELP, SCAN_KEY_ENV, SOURCES, Group, descriptor_option, key_options, node_client, node_options, parse_pubkey,
     read_descriptor, read_scan_key,
 )  # fmt: skip
 from .run import Progress, Terminated, stop_signals, stopped
@@ -114,10 +114,12 @@ One source: --db (a local sp-scan index), --rest/--rpc (your Core node, block by
 BlindBit Oracle v1 server: tweaks and filters per block; outputs fetched only when a filter matches). Each
 block is committed with the synced height, so an interrupted or killed sync resumes where it stopped. A fork
 (a stored block hash the source no longer has) rolls back what came after it and rescans.
-{KEYS_HELP}""")
+
+The scan key is read only from {SOURCES} (or the wallet's sp() descriptor file), never from an argument,
+and must be the wallet's.""")
 @WALLET_ARGUMENT
 @click.option("--scan-key-file", metavar="F", help=f"File holding the 64-hex scan key; - reads stdin. Else {SCAN_KEY_ENV}, else stdin.")
-@descriptor_option
+@click.option("--descriptor-file", metavar="F", help="Read the scan key from the wallet's sp() descriptor file instead (- reads stdin).")
 @click.option("--db", metavar="FILE", help="Sync from a local sp-scan index file.")
 @node_options
 @click.option("--blindbit", metavar="URL", help="Sync from a BlindBit Oracle v1 server, e.g. http://127.0.0.1:8000.")
@@ -134,6 +136,8 @@ def sync(ctx, path, scan_key_file, descriptor_file, db, rest_url, rpc_url, rpc_c
     retry = Retry(retries, report=_Retrying())
     if descriptor_file is not None and scan_key_file is not None:
         raise click.UsageError("give --scan-key-file or --descriptor-file, not both")
+    if mempool and not db:
+        raise click.UsageError("--mempool goes with --db (an index that `sp-scan index sync --follow --mempool` keeps): a node gives no prevouts for mempool txs, BlindBit v1 no mempool")
     with Wallet.open(path) as w:
         source = _source(db, node_client(rest_url, rpc_url, rpc_cookie, rpc_user), blindbit, cut_through, dust_limit, retry)
         try:

@@ -296,6 +296,8 @@ class Syncer:
             found = scan_txs(txs, self.receiver, self.threads, positions)
         except InvalidKeyError as exc:
             raise SourceError(f"{what}: {exc}") from None
+        if len({(f.txid32, f.vout) for f in found}) != len(found):
+            raise SourceError(f"{what}: an output paying the wallet is listed twice")
         asked = sorted([*self._unspent, *(f.txid32 + struct.pack("<I", f.vout) for f in found)])
         spends = block.spends(asked) if asked else []
         seen = set()

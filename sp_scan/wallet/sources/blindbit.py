@@ -181,6 +181,7 @@ class BlindBitBlock:
         what = f"BlindBit /utxos/{self.height}"
         rows = _list(self.client.get(f"/utxos/{self.height}"), MAX_BLOCK_OUTPUTS, what)
         txs: dict[bytes, list[tuple[int, bytes, int]]] = {}
+        seen: set[tuple[bytes, int]] = set()
         for row in rows:
             self._named(row, what)
             script = _hex(_field(row, "scriptpubkey", what), 34, f"{what}: scriptpubkey")
@@ -189,6 +190,9 @@ class BlindBitBlock:
             txid32 = _hex(_field(row, "txid", what), 32, f"{what}: txid")[::-1]
             vout = _int(_field(row, "vout", what), 0, 2**32 - 1, f"{what}: vout")
             value = _int(_field(row, "value", what), 0, MAX_MONEY, f"{what}: value")
+            if (txid32, vout) in seen:
+                raise SourceError(f"{what}: an output listed twice")
+            seen.add((txid32, vout))
             txs.setdefault(txid32, []).append((vout, script[2:], value))
         keys = b"".join(o[1] for outs in txs.values() for o in outs)
         if len(self._matches(self.new_filter, keys, 32)) != len(keys) // 32:
