@@ -232,6 +232,21 @@ static PyObject *py_scan_tweak(PyObject *self, PyObject *const *args, Py_ssize_t
     return out;
 }
 
+/* The number of tweak_width-byte tweaks in tw, or 0 with the key error set (a width other than 33 or 64,
+ * or a length that is not a whole number of tweaks). */
+static int tweak_count(const Py_buffer *tw, Py_ssize_t width, size_t *n) {
+    if (width != 33 && width != 64) {
+        PyErr_Format(E_KEY, "tweak_width must be 33 or 64, not %zd", width);
+        return 0;
+    }
+    if (tw->len % width) {
+        PyErr_Format(E_KEY, "tweaks: %zd bytes is not a whole number of %zd-byte tweaks", tw->len, width);
+        return 0;
+    }
+    *n = (size_t)(tw->len / width);
+    return 1;
+}
+
 /* scan_tweaks_packed(scanner, tweaks, tweak_width, outputs32, counts, threads)
  *   -> [(tx_index, output_index, tweak32, label | None)] */
 static PyObject *py_scan_tweaks_packed(PyObject *self, PyObject *args) {
@@ -249,15 +264,7 @@ static PyObject *py_scan_tweaks_packed(PyObject *self, PyObject *args) {
     if (!spn_py_ready() || !spn_py_scanner_of(scanner, &sc)) goto done;
     held = (ScannerObject *)scanner;
     held->busy++;
-    if (width != 33 && width != 64) {
-        PyErr_Format(E_KEY, "tweak_width must be 33 or 64, not %zd", width);
-        goto done;
-    }
-    if (tw.len % width) {
-        PyErr_Format(E_KEY, "tweaks: %zd bytes is not a whole number of %zd-byte tweaks", tw.len, width);
-        goto done;
-    }
-    n = (size_t)(tw.len / width);
+    if (!tweak_count(&tw, width, &n)) goto done;
     if ((size_t)cb.len != 4 * n) {
         PyErr_Format(E_DATA, "counts: %zd bytes for %zu tweaks (one uint32 LE per tweak)", cb.len, n);
         goto done;
@@ -313,19 +320,13 @@ static PyObject *py_k0_outputs(PyObject *self, PyObject *args) {
     if (!spn_py_ready() || !spn_py_scanner_of(scanner, &sc)) goto done;
     held = (ScannerObject *)scanner;
     held->busy++;
-    if (width != 33 && width != 64) {
-        PyErr_Format(E_KEY, "tweak_width must be 33 or 64, not %zd", width);
-        goto done;
-    }
-    if (tw.len % width) {
-        PyErr_Format(E_KEY, "tweaks: %zd bytes is not a whole number of %zd-byte tweaks", tw.len, width);
-        goto done;
-    }
+    size_t n;
+    if (!tweak_count(&tw, width, &n)) goto done;
     if (threads < 1) {
         PyErr_Format(PyExc_ValueError, "threads must be at least 1, not %zd", threads);
         goto done;
     }
-    size_t n = (size_t)(tw.len / width), size = n * (1 + sc->n_labels) * 32;
+    size_t size = n * (1 + sc->n_labels) * 32;
     if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size))) goto done;
     spn_ecc_enter();
     Py_BEGIN_ALLOW_THREADS

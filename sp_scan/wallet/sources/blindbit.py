@@ -22,7 +22,6 @@ status raises `NodeError`, tried again `retry.attempts` times with doubling wait
 
 from __future__ import annotations
 
-import concurrent.futures
 import http.client
 import json
 import threading
@@ -37,7 +36,7 @@ from sp_scan.index.filters import matches, spent_hashes
 from sp_scan.index.sync import Retry
 from sp_scan.network import NETWORKS
 
-from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, BlockTxs, Keys0, Spend
+from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, Ahead, BlockTxs, Keys0, Spend
 
 MAX_BODY = 64 << 20
 """The largest answer read (after gunzip): a mainnet block's /utxos is a few MB."""
@@ -138,14 +137,14 @@ class _Client:
             raise NodeError(f"BlindBit {path}: HTTP {reply.status} {detail[0] if detail else ''}".rstrip())
         return body
 
-    def get(self, path: str) -> object:
-        """The JSON of GET path, retried on NodeError.
+    def get(self, path: str, stop: threading.Event | None = None) -> object:
+        """The JSON of GET path, retried on NodeError (given up at once when `stop` is set).
 
         Raises:
             NodeError: unreachable or an error status after the retries.
             SourceError: an oversized body, or not JSON.
         """
-        body = self.retry.call(self._once, path)
+        body = self.retry.call(self._once, path, stop=stop)
         try:
             return json.loads(body)
         except (ValueError, UnicodeDecodeError):
@@ -280,25 +279,25 @@ class BlindBitSource:
         self._tip = _int(_field(self.client.get("/block-height"), "block_height", "BlindBit /block-height"), 0, 2**32 - 1, "BlindBit /block-height")
         return self._tip
 
-    def block_hash(self, height: int) -> bytes:
-        body = self.client.get(f"/block-hash/{height}")
+    def block_hash(self, height: int, stop: threading.Event | None = None) -> bytes:
+        body = self.client.get(f"/block-hash/{height}", stop)
         return _hex(_field(body, "block_hash", f"BlindBit /block-hash/{height}"), 32, f"BlindBit /block-hash/{height}")[::-1]
 
-    def _tweaks(self, height: int) -> bytes:
+    def _tweaks(self, height: int, stop: threading.Event | None = None) -> bytes:
         route = "tweaks" if self.cut_through else "tweak-index"
         what = f"BlindBit /{route}/{height}"
-        listed = _list(self.client.get(f"/{route}/{height}?dustLimit={self.dust_limit}"), MAX_BLOCK_TXS, what)
+        listed = _list(self.client.get(f"/{route}/{height}?dustLimit={self.dust_limit}", stop), MAX_BLOCK_TXS, what)
         return b"".join(_hex(t, 33, f"{what}: a tweak") for t in listed)
 
-    def _filter(self, height: int, kind: str) -> tuple[bytes, bytes]:
+    def _filter(self, height: int, kind: str, stop: threading.Event | None = None) -> tuple[bytes, bytes]:
         """(block hash32, filter bytes) of /filter/<kind>/height."""
         what = f"BlindBit /filter/{kind}/{height}"
-        body = self.client.get(f"/filter/{kind}/{height}")
+        body = self.client.get(f"/filter/{kind}/{height}", stop)
         if _field(body, "block_height", what) != height:
             raise SourceError(f"{what}: block_height is not {height}")
         return _hex(_field(body, "block_hash", what), 32, f"{what}: block_hash")[::-1], _hex(_field(body, "data", what), None, f"{what}: data")
 
-    def _stable(self, height: int) -> tuple[bytes, bytes, bytes, bytes]:
+    def _stable(self, height: int, stop: threading.Event) -> tuple[bytes, bytes, bytes, bytes]:
         """(hash32, tweaks, new-UTXO filter, spent filter) of a block near the tip, read one after the other
         between two /block-hash answers; read again while they and the filters do not name one block.
 
@@ -306,10 +305,10 @@ class BlindBitSource:
             NodeError: the block kept changing over `_STABLE_TRIES` reads (a reorg in progress).
         """
         for _ in range(_STABLE_TRIES):
-            before = self.block_hash(height)
-            tweaks = self._tweaks(height)
-            (new_hash32, new_filter), (spent_hash32, spent_filter) = self._filter(height, "new-utxos"), self._filter(height, "spent")
-            if before == new_hash32 == spent_hash32 == self.block_hash(height):
+            before = self.block_hash(height, stop)
+            tweaks = self._tweaks(height, stop)
+            (new_hash32, new_filter), (spent_hash32, spent_filter) = self._filter(height, "new-utxos", stop), self._filter(height, "spent", stop)
+            if before == new_hash32 == spent_hash32 == self.block_hash(height, stop):
                 return before, tweaks, new_filter, spent_filter
         raise NodeError(f"BlindBit's block {height} keeps changing (a reorg in progress)")
 
@@ -328,16 +327,17 @@ class BlindBitSource:
             SourceError: an answer the checks refuse.
         """
         near = (self.tip_height() if self._tip is None else self._tip) - REORG_WINDOW
-        pool = concurrent.futures.ThreadPoolExecutor(self.connections, thread_name_prefix="sp-scan-blindbit")
+        pool = Ahead(self.connections, "sp-scan-blindbit")
         ahead: deque = deque()
         heights = iter(range(start, stop + 1))
         try:
             while True:
                 for height in heights:
                     if height > near:
-                        ahead.append((height, [pool.submit(self._stable, height)]))
+                        ahead.append((height, [pool.submit(self._stable, height, pool.stop)]))
                     else:
-                        ahead.append((height, [pool.submit(self._tweaks, height), pool.submit(self._filter, height, "new-utxos"), pool.submit(self._filter, height, "spent")]))
+                        tasks = ((self._tweaks, height), (self._filter, height, "new-utxos"), (self._filter, height, "spent"))
+                        ahead.append((height, [pool.submit(*task, pool.stop) for task in tasks]))
                     if len(ahead) >= self.ahead:
                         break
                 if not ahead:
@@ -346,10 +346,7 @@ class BlindBitSource:
                 hash32, tweaks, new_filter, spent_filter = futures[0].result() if len(futures) == 1 else self._parallel(height, *futures)
                 yield BlindBitBlock(height, hash32, tweaks, new_filter, spent_filter, self.client)
         finally:
-            for _, futures in ahead:
-                for future in futures:
-                    future.cancel()
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.close()
 
     def mempool(self) -> BlockTxs | None:
         """None: BlindBit v1 serves no mempool."""
