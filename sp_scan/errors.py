@@ -48,7 +48,7 @@ class KmaxExceededError(SendError):
 
 
 class NodeError(SPError):
-    """A Bitcoin Core node is unreachable, refuses the request, or answers with an error."""
+    """A Bitcoin Core node (or a server a wallet source reads) is unreachable, refuses the request, or answers with an error."""
 
 
 class NodeConfigError(NodeError):
@@ -57,6 +57,15 @@ class NodeConfigError(NodeError):
 
 class IndexStoreError(SPError):
     """A tweak index file is missing, corrupt, of another format version or network, or busy."""
+
+
+class WalletStoreError(SPError):
+    """A wallet file is missing, corrupt, of another format version, busy, or does not match the keys given."""
+
+
+class SourceError(SPError):
+    """A wallet's source answers what its protocol does not allow: malformed, oversized, or contradicting
+    itself or what the wallet already holds. Never retried; the wallet keeps what it committed before."""
 
 
 class HeightError(SPError, LookupError):

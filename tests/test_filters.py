@@ -197,3 +197,55 @@ def test_public_functions_check_widths():
         filters.new_utxos_filter(bytes(32), [bytes(33)])
     with pytest.raises(MalformedDataError, match="hashes8"):
         filters.spent_filter(bytes(32), [bytes(9)])
+
+
+# ---- looking items up: what a light client asks of a filter before it fetches ----
+
+MATCHERS = [pytest.param(native.golomb_match, id="native"), pytest.param(reference.filters.golomb_match, id="reference")]
+
+
+def _parts(data: bytes) -> tuple[int, bytes]:
+    first = data[0]
+    size = {0xFD: 2, 0xFE: 4, 0xFF: 8}.get(first, 0)
+    return (int.from_bytes(data[1 : 1 + size], "little") if size else first), data[1 + size :]
+
+
+@pytest.mark.skipif(not native.ENABLED, reason="the native module is not built")
+@pytest.mark.parametrize("n", [0, 1, 2, 300, 5000])
+def test_native_and_reference_lookups_agree_with_the_independent_decoder(n):
+    rng = random.Random(n)
+    key16 = rng.randbytes(16)
+    members = [rng.randbytes(32) for _ in range(n)]
+    queries = members[::3] + [rng.randbytes(32) for _ in range(400)] + members[1:2]
+    count, stream = _parts(reference.filters.golomb_set(key16, members, 32))
+    decoded = GolombSet(reference.filters.golomb_set(key16, members, 32), key16)
+    expected = [i for i, q in enumerate(queries) if q in decoded]
+    assert native.golomb_match(key16, count, stream, b"".join(queries), 32) == expected
+    assert reference.filters.golomb_match(key16, count, stream, queries, 32) == expected
+    assert set(range(len(members[::3]))) <= set(expected)
+
+
+@pytest.mark.parametrize("height", SIGNET)
+def test_blindbits_recorded_filters_hold_every_served_key_and_spent_hash(height):
+    hash32 = bytes.fromhex(signet(height, "filter-new-utxos")["block_hash"])[::-1]
+    keys = b"".join(bytes.fromhex(u["scriptpubkey"])[2:] for u in signet(height, "utxos"))
+    assert filters.matches(hash32, bytes.fromhex(signet(height, "filter-new-utxos")["data"]), keys, 32) == list(range(len(keys) // 32))
+    hashes = b"".join(bytes.fromhex(h) for h in signet(height, "spent-index")["data"])
+    assert filters.matches(hash32, bytes.fromhex(signet(height, "filter-spent")["data"]), hashes, 8) == list(range(len(hashes) // 8))
+
+
+@pytest.mark.parametrize("match", MATCHERS)
+def test_a_lookup_in_a_filter_cut_short_or_claiming_too_many_values_is_malformed(match):
+    key16 = bytes(16)
+    members = [bytes([i]) * 32 for i in range(50)]
+    count, stream = _parts(reference.filters.golomb_set(key16, members, 32))
+    queries = b"".join(members)  # the highest value is the stream's last: the lookup reads it all
+    assert len(stream) > 125
+    with pytest.raises(MalformedDataError, match="ends before"):
+        match(key16, count, stream[:125], queries, 32)  # room for 50 values of 20 bits, not for these
+    with pytest.raises(MalformedDataError, match="fewer bits"):
+        match(key16, 10**6, stream, queries, 32)
+    with pytest.raises(MalformedDataError):
+        match(key16[:15], count, stream, queries, 32)
+    with pytest.raises(MalformedDataError):
+        filters.matches(bytes(32), b"\xfd\x01", queries, 32)  # a CompactSize cut short

@@ -19,6 +19,7 @@ LAYERS = [
     ["extract", "summary", "scan", "send", "dleq", "block"],
     ["psbt", "psbt.*", "descriptor", "node"],
     ["index", "index.*"],
+    ["wallet", "wallet.*"],
     ["server", "server.*"],
     ["cli", "cli.*"],
 ]

@@ -22,7 +22,7 @@ except ConfigError as _exc:
     sys.stderr.write(f"sp-scan: error: {_exc}\n")
     sys.exit(2)
 
-from . import address, blocks, index, interop, serve  # noqa: E402
+from . import address, blocks, index, interop, serve, wallet  # noqa: E402
 from .options import EXIT_ERROR, EXIT_INTERRUPTED, KEYS_HELP, SCAN_KEY_ENV, Group, looks_like_key  # noqa: E402
 from .run import Interrupted  # noqa: E402
 
@@ -116,7 +116,7 @@ def app() -> None:
 
 
 # Commands are reached through their modules, so no command object shadows a submodule (sp_scan.cli.index).
-for _command in (blocks.tweaks, blocks.scan, blocks.extract, blocks.auto, address.address, index.index, serve.serve_command, interop.psbt, interop.descriptor):
+for _command in (blocks.tweaks, blocks.scan, blocks.extract, blocks.auto, address.address, index.index, serve.serve_command, interop.psbt, interop.descriptor, wallet.wallet):
     app.add_command(_command)
 
 

@@ -6,9 +6,6 @@ import contextlib
 import functools
 import json
 import logging
-import multiprocessing
-import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -24,32 +21,12 @@ from sp_scan.workers import signals_held
 
 from . import output, sources, wallets
 from .options import (
-    EXIT_INTERRUPTED, KEYS_HELP, Group, check_network, descriptor_option, key_options, key_options_typed, node_client, node_options,
+    KEYS_HELP, Group, check_network, descriptor_option, key_options, key_options_typed, node_client, node_options,
     refuse_key_like, wallet_of,
 )  # fmt: skip
-from .run import Interrupted, Progress
+from .run import Interrupted, Progress, Terminated, stop_signals, stopped
 
 DB_OPTION = click.option("--db", required=True, metavar="PATH", help="The index file.")
-
-
-class _Terminated(Exception):
-    """SIGTERM during a sync."""
-
-
-def _on_stop(signum: int, frame: object) -> None:
-    """The first Ctrl-C or SIGTERM: the sync unwinds (its workers are killed) and says where the index is."""
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, _exit_now)
-    raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
-
-
-def _exit_now(signum: int, frame: object) -> None:
-    """A second Ctrl-C or SIGTERM: exit at once (130 or 143); the index is as of its last commit."""
-    for child in multiprocessing.active_children():
-        child.kill()
-    sys.stderr.write("sp-scan: stopped at once; the index is as of its last committed block (sync again to resume)\n")
-    sys.stderr.flush()
-    os._exit(128 + signum)
 
 
 @click.group(cls=Group, help="""A tweak index: every block's silent-payments data computed once and kept in a file.
@@ -179,19 +156,17 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, blocks_dir, n
             existing.close()
         raise
     progress = Progress(0, sys.stderr, sys.stderr.isatty())
-    previous = {s: signal.signal(s, _on_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     code = 0
     try:
-        stats = idx.sync(
-            source, start, stop, follow, jobs=jobs, interval=interval, retry=retry, progress=_show_progress(progress),
-            mempool=mempool, zmq=zmq_url, log=functools.partial(click.echo, err=True),
-        )  # fmt: skip
-    except (KeyboardInterrupt, _Terminated) as exc:
+        with stop_signals("the index"):
+            stats = idx.sync(
+                source, start, stop, follow, jobs=jobs, interval=interval, retry=retry, progress=_show_progress(progress),
+                mempool=mempool, zmq=zmq_url, log=functools.partial(click.echo, err=True),
+            )  # fmt: skip
+    except (KeyboardInterrupt, Terminated) as exc:
         progress.close()
         tip = idx.tip()
-        where = f"the index is at height {tip[0]}" if tip else "the index is empty"
-        click.echo(f"sp-scan: {'interrupted' if isinstance(exc, KeyboardInterrupt) else 'stopped'}; {where} (sync again to resume)", err=True)
-        code = EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else 0
+        code = stopped(exc, f"the index is at height {tip[0]}" if tip else "the index is empty")
     else:
         progress.close()
         tip = idx.tip()
@@ -199,8 +174,6 @@ def sync(ctx, db, blocks, rest_url, rpc_url, rpc_cookie, rpc_user, blocks_dir, n
         at = f"at height {tip[0]} ({tip[1][::-1].hex()})" if tip else "empty"
         click.echo(f"index {at}: {stats.blocks} block(s), {stats.txs} transaction(s) added{reorgs}")
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         idx.close()
     ctx.exit(code)
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
+import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TextIO
 
 from sp_scan import block, wire
@@ -13,9 +17,48 @@ from sp_scan.scan import Receiver
 from sp_scan.workers import Workers, signals_held
 
 from . import output
+from .options import EXIT_INTERRUPTED
 from .sources import FileBlock, NodeBlock
 
 Source = FileBlock | NodeBlock
+
+
+class Terminated(Exception):
+    """SIGTERM during a sync."""
+
+
+@contextlib.contextmanager
+def stop_signals(what: str) -> Iterator[None]:
+    """While a sync runs: the first Ctrl-C raises KeyboardInterrupt and the first SIGTERM `Terminated`, so
+    the sync unwinds (its workers are killed) and can say where `what` ("the index") is; a second of either
+    exits at once (130 or 143), `what` as of its last commit. The handlers before are restored after."""
+
+    def exit_now(signum: int, frame: object) -> None:
+        for child in multiprocessing.active_children():
+            child.kill()
+        sys.stderr.write(f"sp-scan: stopped at once; {what} is as of its last committed block (sync again to resume)\n")
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    def on_stop(signum: int, frame: object) -> None:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, exit_now)
+        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+
+    previous = {s: signal.signal(s, on_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def stopped(exc: BaseException, where: str) -> int:
+    """Say on stderr that a sync was interrupted (Ctrl-C) or stopped (SIGTERM) and where its file is
+    ("the index is at height H"); return the exit status: 130 after Ctrl-C, 0 after SIGTERM."""
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    print(f"sp-scan: {'interrupted' if interrupted else 'stopped'}; {where} (sync again to resume)", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED if interrupted else 0
 
 
 class Interrupted(Exception):

@@ -9,7 +9,8 @@ CompactSize(N) ‖ the bit stream zero-padded to a byte, the bytes served as `da
 - spent filter: the block's spent-index hashes, SHA256(prevout txid ‖ vout LE32 ‖ block
   hash)[:8] for every input that spends a P2TR output.
 
-`golomb_set` (SipHash, map, sort, code) and `spent_hashes` come from the chosen backend
+`golomb_set` (SipHash, map, sort, code), `golomb_match` (the lookup a light client makes) and
+`spent_hashes` come from the chosen backend
 (`sp_scan.backend`): C, or the Python of `sp_scan.reference.filters`.
 """
 
@@ -17,11 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sp_scan.backend import golomb_set, spent_hashes
+from sp_scan.backend import golomb_match, golomb_set, spent_hashes
 from sp_scan.errors import MalformedDataError
+from sp_scan.wire import Reader
 from sp_scan.reference.filters import M, P
 
-__all__ = ["M", "P", "golomb_set", "new_utxos_filter", "spent_filter", "spent_hashes"]
+__all__ = ["M", "P", "golomb_match", "golomb_set", "matches", "new_utxos_filter", "spent_filter", "spent_hashes"]
 
 
 def _block_key16(block_hash32: bytes) -> bytes:
@@ -61,3 +63,24 @@ def spent_filter(block_hash32: bytes, hashes8: Sequence[bytes] | bytes) -> bytes
         MalformedDataError: block_hash32 is not 32 bytes or a hash is not 8 bytes.
     """
     return golomb_set(_block_key16(block_hash32), hashes8, 8, "hashes8")
+
+
+def matches(block_hash32: bytes, filter_bytes: bytes, items: bytes, width: int) -> list[int]:
+    """Which items a block's filter (either kind) holds: what a light client asks before it fetches.
+
+    Args:
+        block_hash32: the block hash, internal byte order.
+        filter_bytes: the filter, CompactSize(N) ‖ bit stream, as /filter/* serve it in `data`.
+        items: the items packed, k × width bytes (32-byte x-only keys, or 8-byte spent-index hashes).
+        width: the items' length.
+
+    Returns:
+        The indices of the items the filter holds, ascending (false positives at rate 1/M).
+
+    Raises:
+        MalformedDataError: block_hash32 is not 32 bytes, items are not k × width bytes, or the filter
+            does not parse (a count its stream cannot hold, a non-canonical CompactSize).
+    """
+    reader = Reader(bytes(filter_bytes), what="filter")
+    n = reader.compact_size()
+    return golomb_match(_block_key16(block_hash32), n, reader.data[reader.pos :], items, width)

@@ -194,6 +194,20 @@ def golomb_set(
         raise MalformedDataError(f"{name}: {e}") from None
 
 
+def golomb_match(key16: bytes, n: int, stream: bytes, items: _Sequence[bytes] | bytes, width: int = 0, p: int = 19, m: int = 784931) -> list[int]:
+    """Native `reference.filters.golomb_match`: the items' values hashed, sorted and merged with the decoded set in C.
+
+    Raises:
+        MalformedDataError: key16 is not 16 bytes, an item is not `width` bytes, or the stream ends before its n values.
+    """
+    if len(key16) != 16:
+        raise MalformedDataError("key16 must be 16 bytes")
+    try:
+        return _hash.golomb_match(key16, n, stream, items, width, p, m)
+    except (ValueError, OverflowError) as e:
+        raise MalformedDataError(str(e)) from None
+
+
 def spent_hashes(block_hash32: bytes, outpoints36: _Sequence[bytes] | bytes) -> list[bytes]:
     """Native `index.filters.spent_hashes`: SHA256(outpoint36 ‖ block_hash32)[:8] of each outpoint.
 
@@ -339,6 +353,17 @@ def scan_tweaks(
     for tx, i, tweak32, label in scan_tweaks_packed(b"".join(tweaks), width, packed, counts, receiver, threads):
         found[tx].append(FoundOutput(bytes(outputs[tx][i]), tweak32, label))
     return found
+
+
+def k0_outputs(tweaks: bytes, tweak_width: int, receiver, threads: int = 1) -> bytes:
+    """Native `scan.k0_outputs`: the k = 0 outputs of many tweaks in C, without the GIL, over `threads` threads.
+
+    Raises:
+        InvalidKeyError: tweak_width not 33 or 64, tweaks not a whole number of them, or a tweak that
+            is not a valid point (the message names the lowest index).
+        ValueError: threads < 1.
+    """
+    return _core.k0_outputs(_scanner(receiver), tweaks, tweak_width, threads)
 
 
 def shared_secret(tweak33: bytes, scan_key32: bytes) -> bytes:

@@ -258,6 +258,15 @@ enum { SPN_MAX_THREADS = 256 };
  * lowest such tx, nothing returned); SPN_ENOMEM. Safe without the GIL. */
 long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, spn_batch_found **out, size_t *bad_tx);
 
+/* The k = 0 outputs a light client looks up in a filter: for each of n tweaks (width 33 or 64),
+ * out32[i·(1 + L)] = x(P_0), P_0 = B_spend + t_0·G with t_0 from ser_P(b_scan·T_i), then x(P_0 + L_m)
+ * for the scanner's L labels (given order); 32 zero bytes at infinity (or t_0 not below n). The
+ * secrets (the shared secrets, t_0) meet constant-time code only and are wiped. `threads` as
+ * spn_scan_batch. Returns 1; SPN_EKEY when a tweak is not a point (*bad = the lowest index); SPN_ENOMEM.
+ * Safe without the GIL. */
+long spn_k0_outputs(const spn_scanner *sc, const unsigned char *tweaks, size_t width, size_t n, size_t threads,
+                    unsigned char *out32, size_t *bad);
+
 /* ecdh33 = ser_P(scalar32·point): 1 ok, 0 invalid scalar. */
 int spn_ecdh33(const secp256k1_context *ctx, unsigned char ecdh33[33], const secp256k1_pubkey *point,
                const unsigned char scalar32[32]);

@@ -475,25 +475,43 @@ static void slice_free(slice_t *s) {
     s->found = NULL;
 }
 
-long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, spn_batch_found **out, size_t *bad_tx) {
-    slice_t *sl;
-    pthread_t *tid;
-    unsigned char *started;
-    long ret = 0;
-    *out = NULL;
-    if (b->n == 0) return 0;
-    if (threads < 1) threads = 1;
-    if (threads > SPN_MAX_THREADS) threads = SPN_MAX_THREADS;
-    if (threads > b->n) threads = b->n;
-    sl = calloc(threads, sizeof *sl);
-    tid = calloc(threads, sizeof *tid);
-    started = calloc(threads, 1);
-    if (!sl || !tid || !started) {
-        free(sl);
+/* Run fn on each of n slices of `size` bytes at `slices`: slice 0 in the calling thread, the others in
+ * threads of their own; a slice whose thread cannot be started runs in the caller too. 1, or
+ * SPN_ENOMEM (nothing ran). */
+static long run_threads(void *(*fn)(void *), void *slices, size_t size, size_t n) {
+    pthread_t *tid = calloc(n, sizeof *tid);
+    unsigned char *started = calloc(n, 1);
+    unsigned char *at = slices;
+    if (!tid || !started) {
         free(tid);
         free(started);
         return SPN_ENOMEM;
     }
+    for (size_t t = 1; t < n; t++) started[t] = pthread_create(&tid[t], NULL, fn, at + t * size) == 0;
+    fn(at);
+    for (size_t t = 1; t < n; t++) {
+        if (started[t]) pthread_join(tid[t], NULL);
+        else fn(at + t * size);
+    }
+    free(tid);
+    free(started);
+    return 1;
+}
+
+/* The thread count for n items: threads clamped to [1, SPN_MAX_THREADS] and to `most`. */
+static size_t thread_count(size_t threads, size_t most) {
+    if (threads < 1) threads = 1;
+    if (threads > SPN_MAX_THREADS) threads = SPN_MAX_THREADS;
+    return threads > most ? most : threads;
+}
+
+long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, spn_batch_found **out, size_t *bad_tx) {
+    slice_t *sl;
+    long ret = 0;
+    *out = NULL;
+    if (b->n == 0) return 0;
+    threads = thread_count(threads, b->n);
+    if (!(sl = calloc(threads, sizeof *sl))) return SPN_ENOMEM;
     size_t each = b->n / threads, extra = b->n % threads;
     for (size_t t = 0, lo = 0; t < threads; t++) {
         sl[t].sc = sc;
@@ -502,11 +520,9 @@ long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, s
         lo += each + (t < extra);
         sl[t].hi = lo;
     }
-    for (size_t t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, run_slice, &sl[t]) == 0;
-    run_slice(&sl[0]);
-    for (size_t t = 1; t < threads; t++) {
-        if (started[t]) pthread_join(tid[t], NULL);
-        else run_slice(&sl[t]); /* no thread: the caller scans that slice too */
+    if (run_threads(run_slice, sl, sizeof *sl, threads) != 1) {
+        free(sl);
+        return SPN_ENOMEM;
     }
     /* The first slice that failed decides: its first bad tx is the batch's first. */
     size_t total = 0;
@@ -531,7 +547,97 @@ long spn_scan_batch(const spn_scanner *sc, const spn_batch *b, size_t threads, s
     }
     for (size_t t = 0; t < threads; t++) slice_free(&sl[t]);
     free(sl);
-    free(tid);
-    free(started);
     return ret < 0 ? ret : (long)total;
+}
+
+/* ---- the k = 0 outputs of many tweaks (light clients' filter lookups) ---- */
+
+typedef struct {
+    const spn_scanner *sc;
+    const unsigned char *tweaks;
+    size_t width, lo, hi;
+    unsigned char *out32;
+    long ret;
+    size_t bad;
+} k0_slice_t;
+
+/* Tweaks [g0, g0 + n) of a slice: n <= SPN_GROUP. 1 or SPN_EKEY (s->bad set). */
+static long k0_group(k0_slice_t *s, size_t g0, size_t n, unsigned char (*sums33)[33]) {
+    const spn_scanner *sc = s->sc;
+    const spn_engine *e = spn_engine_active;
+    const size_t per = 1 + sc->n_labels;
+    secp256k1_pubkey points[SPN_GROUP], p_k[SPN_GROUP];
+    unsigned char ecdh33[SPN_GROUP][33], t_0[SPN_GROUP][32], p33[SPN_GROUP][33];
+    size_t bad;
+    if (!e->parse_points(s->tweaks + g0 * s->width, s->width, n, points, &bad)) {
+        s->bad = g0 + bad;
+        return SPN_EKEY;
+    }
+    e->shared_secrets(sc, points, NULL, n, ecdh33);
+    for (size_t i = 0; i < n; i++) {
+        spn_sha256 base;
+        if (ecdh33[i][0] == 0) {
+            memset(t_0[i], 0, 32); /* not in [1, n): spend_points marks it */
+            continue;
+        }
+        spn_sha256_init_tagged(&base, SPN_TAG_SHARED_SECRET);
+        spn_sha256_write(&base, ecdh33[i], 33);
+        spn_t_k(&base, 0, t_0[i]);
+        spn_cleanse(&base, sizeof base);
+    }
+    spn_cleanse(ecdh33, sizeof ecdh33);
+    e->spend_points(sc, (const unsigned char(*)[32])t_0, n, p_k, p33);
+    spn_cleanse(t_0, sizeof t_0);
+    for (size_t i = 0; i < n; i++)
+        if (p33[i][0] == 0) p_k[i] = sc->spend; /* any valid point for label_sums; its sums are not used */
+    if (sc->n_labels) e->label_sums(sc, p_k, n, sums33);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *row = s->out32 + (g0 + i) * per * 32;
+        if (p33[i][0] == 0) {
+            memset(row, 0, per * 32);
+            continue;
+        }
+        memcpy(row, p33[i] + 1, 32);
+        for (size_t m = 0; m < sc->n_labels; m++) {
+            const unsigned char *sum = sums33[i * sc->n_labels + m];
+            if (sum[0] == 0) memset(row + 32 * (1 + m), 0, 32);
+            else memcpy(row + 32 * (1 + m), sum + 1, 32);
+        }
+    }
+    spn_cleanse(p_k, sizeof p_k);
+    return 1;
+}
+
+static void *run_k0_slice(void *arg) {
+    k0_slice_t *s = arg;
+    unsigned char (*sums33)[33] = NULL;
+    if (s->sc->n_labels && !(sums33 = malloc(SPN_GROUP * s->sc->n_labels * sizeof *sums33))) {
+        s->ret = SPN_ENOMEM;
+        return NULL;
+    }
+    s->ret = 1;
+    for (size_t g0 = s->lo; s->ret == 1 && g0 < s->hi; g0 += SPN_GROUP)
+        s->ret = k0_group(s, g0, s->hi - g0 < SPN_GROUP ? s->hi - g0 : SPN_GROUP, sums33);
+    free(sums33);
+    return NULL;
+}
+
+long spn_k0_outputs(const spn_scanner *sc, const unsigned char *tweaks, size_t width, size_t n, size_t threads,
+                    unsigned char *out32, size_t *bad) {
+    k0_slice_t *sl;
+    if (n == 0) return 1;
+    threads = thread_count(threads, (n + SPN_GROUP - 1) / SPN_GROUP);
+    if (!(sl = calloc(threads, sizeof *sl))) return SPN_ENOMEM;
+    size_t each = n / threads, extra = n % threads;
+    for (size_t t = 0, lo = 0; t < threads; t++) {
+        sl[t] = (k0_slice_t){sc, tweaks, width, lo, lo + each + (t < extra), out32, 0, 0};
+        lo = sl[t].hi;
+    }
+    long ret = run_threads(run_k0_slice, sl, sizeof *sl, threads);
+    for (size_t t = 0; t < threads && ret == 1; t++) { /* the first failing slice holds the lowest bad tweak */
+        ret = sl[t].ret;
+        if (ret == SPN_EKEY) *bad = sl[t].bad;
+    }
+    free(sl);
+    return ret;
 }

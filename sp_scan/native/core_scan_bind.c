@@ -232,6 +232,21 @@ static PyObject *py_scan_tweak(PyObject *self, PyObject *const *args, Py_ssize_t
     return out;
 }
 
+/* The number of tweak_width-byte tweaks in tw, or 0 with the key error set (a width other than 33 or 64,
+ * or a length that is not a whole number of tweaks). */
+static int tweak_count(const Py_buffer *tw, Py_ssize_t width, size_t *n) {
+    if (width != 33 && width != 64) {
+        PyErr_Format(E_KEY, "tweak_width must be 33 or 64, not %zd", width);
+        return 0;
+    }
+    if (tw->len % width) {
+        PyErr_Format(E_KEY, "tweaks: %zd bytes is not a whole number of %zd-byte tweaks", tw->len, width);
+        return 0;
+    }
+    *n = (size_t)(tw->len / width);
+    return 1;
+}
+
 /* scan_tweaks_packed(scanner, tweaks, tweak_width, outputs32, counts, threads)
  *   -> [(tx_index, output_index, tweak32, label | None)] */
 static PyObject *py_scan_tweaks_packed(PyObject *self, PyObject *args) {
@@ -249,15 +264,7 @@ static PyObject *py_scan_tweaks_packed(PyObject *self, PyObject *args) {
     if (!spn_py_ready() || !spn_py_scanner_of(scanner, &sc)) goto done;
     held = (ScannerObject *)scanner;
     held->busy++;
-    if (width != 33 && width != 64) {
-        PyErr_Format(E_KEY, "tweak_width must be 33 or 64, not %zd", width);
-        goto done;
-    }
-    if (tw.len % width) {
-        PyErr_Format(E_KEY, "tweaks: %zd bytes is not a whole number of %zd-byte tweaks", tw.len, width);
-        goto done;
-    }
-    n = (size_t)(tw.len / width);
+    if (!tweak_count(&tw, width, &n)) goto done;
     if ((size_t)cb.len != 4 * n) {
         PyErr_Format(E_DATA, "counts: %zd bytes for %zu tweaks (one uint32 LE per tweak)", cb.len, n);
         goto done;
@@ -299,6 +306,44 @@ done:
     return out;
 }
 
+/* k0_outputs(scanner, tweaks, tweak_width, threads) -> n × (1 + L) × 32 bytes (see spn_k0_outputs) */
+static PyObject *py_k0_outputs(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *scanner, *out = NULL;
+    Py_buffer tw;
+    Py_ssize_t width, threads;
+    const spn_scanner *sc;
+    ScannerObject *held = NULL;
+    size_t bad = 0;
+    long ret;
+    if (!PyArg_ParseTuple(args, "Oy*nn:k0_outputs", &scanner, &tw, &width, &threads)) return NULL;
+    if (!spn_py_ready() || !spn_py_scanner_of(scanner, &sc)) goto done;
+    held = (ScannerObject *)scanner;
+    held->busy++;
+    size_t n;
+    if (!tweak_count(&tw, width, &n)) goto done;
+    if (threads < 1) {
+        PyErr_Format(PyExc_ValueError, "threads must be at least 1, not %zd", threads);
+        goto done;
+    }
+    size_t size = n * (1 + sc->n_labels) * 32;
+    if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size))) goto done;
+    spn_ecc_enter();
+    Py_BEGIN_ALLOW_THREADS
+    ret = spn_k0_outputs(sc, tw.buf, (size_t)width, n, (size_t)threads, (unsigned char *)PyBytes_AS_STRING(out), &bad);
+    Py_END_ALLOW_THREADS
+    spn_ecc_leave();
+    if (ret != 1) {
+        Py_CLEAR(out);
+        if (ret == SPN_EKEY) PyErr_Format(E_KEY, "tweak %zu is not a valid point", bad);
+        else spn_py_raise_code(ret, "");
+    }
+done:
+    if (held) held->busy--;
+    PyBuffer_Release(&tw);
+    return out;
+}
+
 /* shared_secret(tweak33, scan_key32) -> ser_P(b_scan·tweak) */
 static PyObject *py_shared_secret(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -329,6 +374,7 @@ PyMethodDef spn_py_scan_methods[] = {
     {"scan_tx", (PyCFunction)(void (*)(void))py_scan_tx, METH_FASTCALL, "scan_tx(scanner, inputs, outputs32) -> [(index, tweak32, label)]"},
     {"scan_tweak", (PyCFunction)(void (*)(void))py_scan_tweak, METH_FASTCALL, "scan_tweak(scanner, tweak33, outputs32) -> [(index, tweak32, label)]"},
     {"scan_tweaks_packed", py_scan_tweaks_packed, METH_VARARGS, "scan_tweaks_packed(scanner, tweaks, tweak_width, outputs32, counts, threads) -> [(tx, index, tweak32, label)]"},
+    {"k0_outputs", py_k0_outputs, METH_VARARGS, "k0_outputs(scanner, tweaks, tweak_width, threads) -> x(P_0) and x(P_0 + L_m) per tweak"},
     {"shared_secret", (PyCFunction)(void (*)(void))py_shared_secret, METH_FASTCALL, "shared_secret(tweak33, scan_key32) -> ecdh33"},
     {NULL, NULL, 0, NULL},
 };

@@ -109,3 +109,26 @@ void spn_gcs_encode(const uint64_t *sorted, size_t n, int p, unsigned char *out)
     }
     if (w.pending > 0) *w.out = (unsigned char)(w.acc << (8 - w.pending));
 }
+
+int spn_gcs_match(const unsigned char *in, size_t len, uint64_t n, int p, const spn_gcs_query *queries, size_t n_q,
+                  unsigned char *hit) {
+    const uint64_t bits = (uint64_t)len * 8;
+    uint64_t pos = 0, value = 0;
+    size_t j = 0;
+    for (uint64_t k = 0; k < n && j < n_q; k++) {
+        uint64_t quotient = 0, remainder = 0;
+        for (;;) { /* unary quotient: one bits ended by a zero */
+            if (pos >= bits) return 0;
+            if (!((in[pos >> 3] >> (7 - (pos & 7))) & 1)) break;
+            quotient++;
+            pos++;
+        }
+        pos++;
+        if (pos + (uint64_t)p > bits) return 0;
+        for (int b = 0; b < p; b++, pos++) remainder = (remainder << 1) | ((in[pos >> 3] >> (7 - (pos & 7))) & 1);
+        value += (quotient << p) | remainder;
+        while (j < n_q && queries[j].value < value) j++;
+        for (; j < n_q && queries[j].value == value; j++) hit[queries[j].index] = 1;
+    }
+    return 1;
+}

@@ -26,4 +26,16 @@ size_t spn_gcs_encoded_size(const uint64_t *sorted, size_t n, int p);
  * bit, then the low p bits most significant first; the last byte is zero-padded. */
 void spn_gcs_encode(const uint64_t *sorted, size_t n, int p, unsigned char *out);
 
+/* Match queries against a coded set: the Golomb-Rice stream in[0..len) of n sorted values (as
+ * spn_gcs_encode writes it, p as there) is decoded once, merged with the n_q queries
+ * queries[i].value, which must be sorted ascending by value; hit[queries[i].index] = 1 for every
+ * query whose value the set holds. Returns 1, or 0 when the stream ends before its n values.
+ * Public data only: variable time. */
+typedef struct {
+    uint64_t value;
+    size_t index;
+} spn_gcs_query;
+int spn_gcs_match(const unsigned char *in, size_t len, uint64_t n, int p, const spn_gcs_query *queries, size_t n_q,
+                  unsigned char *hit);
+
 #endif

@@ -245,6 +245,75 @@ static void items_close(item_list *it) {
     Py_XDECREF(it->seq);
 }
 
+static int cmp_query(const void *a, const void *b) {
+    const spn_gcs_query *x = a, *y = b;
+    return (x->value > y->value) - (x->value < y->value);
+}
+
+/* golomb_match(key16, n, stream, items, width, p, m) -> [index of each item the set of n values holds] */
+static PyObject *hash_golomb_match(PyObject *self, PyObject *args) {
+    Py_buffer key, stream;
+    PyObject *obj, *res = NULL;
+    item_list items;
+    Py_ssize_t width;
+    unsigned long long n, m;
+    int p, ok = 1;
+    spn_gcs_query *queries = NULL;
+    unsigned char *hit = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*Ky*OniK:golomb_match", &key, &n, &stream, &obj, &width, &p, &m)) return NULL;
+    if (key.len != 16 || width < 0 || p < 1 || p > 32 || m < 1) {
+        PyBuffer_Release(&key);
+        PyBuffer_Release(&stream);
+        PyErr_SetString(PyExc_ValueError, "golomb_match needs a 16-byte key, width >= 0, 1 <= p <= 32, m >= 1");
+        return NULL;
+    }
+    if (!items_open(&items, obj, width)) {
+        PyBuffer_Release(&key);
+        PyBuffer_Release(&stream);
+        return NULL;
+    }
+    if (n > UINT64_MAX / m || n > (uint64_t)stream.len * 8 / (uint64_t)(p + 1)) {
+        PyErr_SetString(PyExc_ValueError, "the filter holds fewer bits than its count of values needs");
+        goto done;
+    }
+    queries = PyMem_Malloc((size_t)(items.n ? items.n : 1) * sizeof *queries);
+    hit = PyMem_Calloc((size_t)(items.n ? items.n : 1), 1);
+    if (queries == NULL || hit == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < items.n; i++) {
+        Py_buffer item;
+        if (!items_get(&items, i, &item)) goto done;
+        queries[i].value = spn_gcs_map(spn_siphash24(key.buf, item.buf, (size_t)item.len), (uint64_t)n * m);
+        queries[i].index = (size_t)i;
+        PyBuffer_Release(&item);
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    qsort(queries, (size_t)items.n, sizeof *queries, cmp_query);
+    ok = spn_gcs_match(stream.buf, (size_t)stream.len, n, p, queries, (size_t)items.n, hit);
+    Py_END_ALLOW_THREADS;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "the filter's bit stream ends before its count of values");
+        goto done;
+    }
+    res = PyList_New(0);
+    for (Py_ssize_t i = 0; res && i < items.n; i++) {
+        if (!hit[i]) continue;
+        PyObject *index = PyLong_FromSsize_t(i);
+        if (index == NULL || PyList_Append(res, index) < 0) Py_CLEAR(res);
+        Py_XDECREF(index);
+    }
+done:
+    PyMem_Free(queries);
+    PyMem_Free(hit);
+    items_close(&items);
+    PyBuffer_Release(&key);
+    PyBuffer_Release(&stream);
+    return res;
+}
+
 static PyObject *hash_golomb_set(PyObject *self, PyObject *args) {
     Py_buffer key;
     PyObject *obj, *res = NULL;
@@ -384,6 +453,8 @@ static PyMethodDef methods[] = {
     {"ripemd160", hash_ripemd160, METH_O, "ripemd160(data) -> 20-byte digest."},
     {"hash160_33_many", hash_hash160_33_many, METH_O,
      "hash160_33_many(keys) -> HASH160 of each 33-byte slice of keys, concatenated. Raises ValueError."},
+    {"golomb_match", hash_golomb_match, METH_VARARGS,
+     "golomb_match(key16, n, stream, items, width, p, m) -> the indices of the items the Golomb-coded set of n values holds"},
     {"golomb_set", hash_golomb_set, METH_VARARGS,
      "golomb_set(key16, items, width, p, m) -> CompactSize(N) || Golomb-Rice stream of the sorted SipHash-2-4 "
      "items mapped into [0, N*m) (BIP158); width 0 allows any length; with width > 0 items may be one packed "

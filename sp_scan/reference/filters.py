@@ -101,6 +101,44 @@ def golomb_set(
     return compact_size(len(items)) + int("1" + stream, 2).to_bytes(len(stream) // 8 + 1, "big")[1:]
 
 
+def golomb_match(key16: bytes, n: int, stream: bytes, items: Sequence[bytes] | bytes, width: int = 0, p: int = P, m: int = M) -> list[int]:
+    """Which items a Golomb-coded set holds: its stream decoded once and merged with the items' values.
+
+    Args:
+        key16: the set's 16-byte SipHash-2-4 key.
+        n: the number of values the set codes (its CompactSize prefix).
+        stream: the Golomb-Rice bit stream after that prefix.
+        items: the items to look up; with a width, also one bytes object of them packed.
+        width: when non-zero, the length every item must have.
+        p, m: as `golomb_set`.
+
+    Returns:
+        The indices of the items whose mapped value the set holds (false positives at rate 1/m), ascending.
+
+    Raises:
+        MalformedDataError: key16 is not 16 bytes, an item is not `width` bytes, or the stream ends
+            before its n values.
+    """
+    if len(key16) != 16:
+        raise MalformedDataError("key16 must be 16 bytes")
+    items = _items(items, width, "items")
+    if n > len(stream) * 8 // (p + 1):
+        raise MalformedDataError("the filter holds fewer bits than its count of values needs")
+    wanted: dict[int, list[int]] = {}
+    for i, item in enumerate(items):
+        wanted.setdefault((siphash24(key16, bytes(item)) * n * m) >> 64, []).append(i)
+    bits = "".join(f"{byte:08b}" for byte in stream)
+    pos, value, hits = 0, 0, []
+    for _ in range(n if wanted else 0):
+        stop = bits.find("0", pos)
+        if stop < 0 or stop + 1 + p > len(bits):
+            raise MalformedDataError("the filter's bit stream ends before its count of values")
+        value += ((stop - pos) << p) | int(bits[stop + 1 : stop + 1 + p], 2)
+        pos = stop + 1 + p
+        hits.extend(wanted.pop(value, ()))
+    return sorted(hits)
+
+
 def spent_hashes(block_hash32: bytes, outpoints36: Sequence[bytes] | bytes) -> list[bytes]:
     """Return the spent-index hash of each outpoint: SHA256(outpoint36 ‖ block_hash32)[:8].
 

@@ -180,6 +180,49 @@ def scan_tweaks_packed(
     return out
 
 
+def k0_outputs(tweaks: bytes, tweak_width: int, receiver: Receiver, threads: int = 1) -> bytes:
+    """The k = 0 output keys each tweak would pay the receiver: what a light client looks up in a filter.
+
+    Args:
+        tweaks: n tweaks (input_hash·A) of tweak_width bytes, concatenated.
+        tweak_width: 33 (ser_P) or 64 (x ‖ y).
+        receiver: the keys; its labels in `receiver.labels` order (the change label 0 first).
+        threads: native threads (the reference runs in the calling thread); results do not depend on it.
+
+    Returns:
+        n × (1 + len(receiver.labels)) × 32 bytes: per tweak, x(P_0) with P_0 = B_spend + t_0·G, then
+        x(P_0 + ℓ_m·G) for each label m; 32 zero bytes where a sum is the point at infinity (or t_0
+        is not below n).
+
+    Raises:
+        InvalidKeyError: tweak_width not 33 or 64, tweaks not a whole number of them, or a tweak that
+            is not a valid point (the message names the lowest index).
+    """
+    if tweak_width not in _checks.TWEAK_WIDTHS:
+        raise InvalidKeyError(f"tweak_width must be 33 or 64, not {tweak_width}")
+    if len(tweaks) % tweak_width:
+        raise InvalidKeyError(f"tweaks: {len(tweaks)} bytes is not a whole number of {tweak_width}-byte tweaks")
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, not {threads}")
+    points = [_tweak_point(tweaks[i : i + tweak_width], i // tweak_width) for i in range(0, len(tweaks), tweak_width)]
+    spend = crypto.pubkey(receiver.spend_pubkey33, "spend_pubkey33")
+    by_m = {m: PublicKey(label33) for label33, (m, _) in receiver.label_table.items()}
+    labels = [by_m[m] for m in receiver.labels]
+    zero = bytes(32)
+    out = []
+    for p in points:
+        t_0 = crypto.tagged_hash(crypto.TAG_SHARED_SECRET, p.multiply(bytes(receiver.scan_key32)).format() + crypto.ser32(0))
+        if not 0 < int.from_bytes(t_0, "big") < crypto.N:
+            out.append(zero * (1 + len(labels)))
+            continue
+        p_0 = spend.add(t_0)
+        out.append(p_0.format()[1:])
+        for label in labels:
+            total = crypto.add([p_0, label])
+            out.append(zero if total is None else total.format()[1:])
+    return b"".join(out)
+
+
 def scan_tx(inputs: Sequence[TxInput], outputs32: Sequence[bytes], receiver: Receiver) -> list[FoundOutput]:
     """Scan a full transaction: its inputs (with prevouts) and its taproot output keys.
 

@@ -1,0 +1,220 @@
+"""`sp-scan wallet create|sync|list|balance|info`: a receiving wallet kept in a file, synced from any source."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from coincurve import PrivateKey
+
+from sp_scan import network as sp_network
+from sp_scan.index import NETWORKS, Retry
+from sp_scan.scan import Receiver
+from sp_scan.types import FoundOutput, IndexMatch
+from sp_scan.wallet import SyncStats, Wallet, WalletOutput
+
+from . import output
+from .options import (
+    KEYS_HELP, SCAN_KEY_ENV, SOURCES, Group, descriptor_option, key_options, node_client, node_options, parse_pubkey,
+    read_descriptor, read_scan_key,
+)  # fmt: skip
+from .run import Progress, Terminated, stop_signals, stopped
+
+WALLET_ARGUMENT = click.argument("path", metavar="W")
+
+
+@click.group(cls=Group, help="""A receiving wallet: silent payments found through a source, kept in the file W.
+
+\b
+sp-scan wallet create alice.wallet --network main --scan-key-file alice.scan --spend-pubkey 02...
+sp-scan wallet sync alice.wallet --scan-key-file alice.scan --blindbit https://oracle.example
+sp-scan wallet list alice.wallet
+sp-scan wallet balance alice.wallet
+
+The file holds the scan public key, never the scan private key: every sync reads it again.""")
+def wallet() -> None:
+    pass
+
+
+@wallet.command(help=f"""Create the wallet file W for the keys (or an sp() descriptor) on --network.
+
+The scan key is read only to derive its public key; it is not stored. --birthday is the first height scanned
+(default: a descriptor's bh, else taproot activation on main and 0 elsewhere). A descriptor gives labels 1..ml.
+{KEYS_HELP}""")
+@WALLET_ARGUMENT
+@click.option("--network", "network_name", required=True, type=click.Choice(sorted([*NETWORKS, *sp_network.ALIASES])), help="The chain the wallet receives on.")
+@key_options
+@descriptor_option
+@click.option("--birthday", type=click.IntRange(min=0), metavar="H", help="The first height to scan.")
+def create(path, network_name, scan_key_file, spend_pubkey, labels, descriptor_file, birthday):
+    network = sp_network.get(network_name).name
+    if descriptor_file is not None:
+        if scan_key_file or spend_pubkey or labels:
+            raise click.UsageError("give --descriptor-file or --scan-key-file/--spend-pubkey/--label, not both")
+        described = read_descriptor(descriptor_file)
+        if described.network != sp_network.get(network).family:
+            raise click.UsageError(f"the descriptor is for {'mainnet' if described.network == sp_network.MAIN else 'the test networks'}, not {network}")
+        receiver = described.receiver()
+        birthday = described.birthday_height if birthday is None else birthday
+    else:
+        if not spend_pubkey:
+            raise click.UsageError("give --spend-pubkey HEX (and the scan key) or --descriptor-file")
+        spend33 = parse_pubkey(spend_pubkey, "--spend-pubkey")
+        receiver = Receiver(read_scan_key(scan_key_file), spend33, tuple(labels))
+    scan_pub33 = PrivateKey(receiver.scan_key32).public_key.format()
+    with Wallet.create(path, network, scan_pub33, receiver.spend_pubkey33, receiver.labels, birthday) as w:
+        click.echo(f"wallet {path} created: {network}, address {w.address()}, scanning from height {w.birthday}")
+
+
+def _source(db, node, blindbit, cut_through, dust_limit, retry):
+    """The one source the options name."""
+    given = [name for name, value in (("--db", db), ("--rest/--rpc", node), ("--blindbit", blindbit)) if value]
+    if len(given) != 1:
+        raise click.UsageError("give one source: --db FILE, --rest URL, --rpc URL or --blindbit URL" + (f" (not {' and '.join(given)})" if given else ""))
+    if (cut_through or dust_limit) and not blindbit:
+        raise click.UsageError("--cut-through and --dust-limit go with a tweak server (--blindbit)")
+    if db:
+        from sp_scan.wallet.sources.index import IndexSource
+
+        return IndexSource(db)
+    if node:
+        from sp_scan.wallet.sources.node import NodeSource
+
+        return NodeSource(node, retry)
+    from sp_scan.wallet.sources.blindbit import BlindBitSource
+
+    return BlindBitSource(blindbit, dust_limit=dust_limit, cut_through=cut_through, retry=retry)
+
+
+def _show(progress: Progress):
+    def show(stats: SyncStats) -> None:
+        progress.total = max(stats.target - stats.start + 1, stats.blocks)
+        label = f"height {stats.height}  {stats.found} found, {stats.spent} spent" + ("  (waiting for blocks)" if stats.waiting else "")
+        progress.update(stats.blocks, label)
+
+    return show
+
+
+class _Retrying:
+    """Print a retry notice once, not once per request in flight (a server that went away fails them all)."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    def __call__(self, line: str) -> None:
+        if line != self.last:
+            self.last = line
+            click.echo(f"sp-scan: {line}", err=True)
+
+
+@wallet.command(help=f"""Scan the source's blocks since the wallet's last synced height (or its birthday) for payments.
+
+One source: --db (a local sp-scan index), --rest/--rpc (your Core node, block by block) or --blindbit (a
+BlindBit Oracle v1 server: tweaks and filters per block; outputs fetched only when a filter matches). Each
+block is committed with the synced height, so an interrupted or killed sync resumes where it stopped. A fork
+(a stored block hash the source no longer has) rolls back what came after it and rescans.
+
+The scan key is read only from {SOURCES} (or the wallet's sp() descriptor file), never from an argument,
+and must be the wallet's.""")
+@WALLET_ARGUMENT
+@click.option("--scan-key-file", metavar="F", help=f"File holding the 64-hex scan key; - reads stdin. Else {SCAN_KEY_ENV}, else stdin.")
+@click.option("--descriptor-file", metavar="F", help="Read the scan key from the wallet's sp() descriptor file instead (- reads stdin).")
+@click.option("--db", metavar="FILE", help="Sync from a local sp-scan index file.")
+@node_options
+@click.option("--blindbit", metavar="URL", help="Sync from a BlindBit Oracle v1 server, e.g. http://127.0.0.1:8000.")
+@click.option("--cut-through", is_flag=True, help="With --blindbit: ask for the cut-through tweaks (/tweaks): txs whose outputs are all spent are skipped, and so never listed.")
+@click.option("--dust-limit", type=click.IntRange(min=0), default=0, metavar="N", help="With --blindbit: skip txs whose largest taproot output is below N sats.")
+@click.option("--to", "stop", type=click.IntRange(min=0), metavar="H", help="Last height to sync (default: the source's tip).")
+@click.option("--follow", is_flag=True, help="Keep polling for new blocks until Ctrl-C or SIGTERM.")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between polls with --follow.")
+@click.option("--mempool", is_flag=True, help="Also keep the unconfirmed payments in the source's mempool (--db over an index synced with --mempool).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Scanning threads.")
+@click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing request (0.5 s, doubling) before giving up.")
+@click.pass_context
+def sync(ctx, path, scan_key_file, descriptor_file, db, rest_url, rpc_url, rpc_cookie, rpc_user, blindbit, cut_through, dust_limit, stop, follow, interval, mempool, jobs, retries):
+    retry = Retry(retries, report=_Retrying())
+    if descriptor_file is not None and scan_key_file is not None:
+        raise click.UsageError("give --scan-key-file or --descriptor-file, not both")
+    if mempool and not db:
+        raise click.UsageError("--mempool goes with --db (an index that `sp-scan index sync --follow --mempool` keeps): a node gives no prevouts for mempool txs, BlindBit v1 no mempool")
+    with Wallet.open(path) as w:
+        source = _source(db, node_client(rest_url, rpc_url, rpc_cookie, rpc_user), blindbit, cut_through, dust_limit, retry)
+        try:
+            scan_key32 = read_descriptor(descriptor_file).scan_key32 if descriptor_file else read_scan_key(scan_key_file)
+            progress = Progress(0, sys.stderr, sys.stderr.isatty())
+            code = 0
+            try:
+                with stop_signals("the wallet"):
+                    stats = w.sync(source, scan_key32, stop=stop, follow=follow, interval=interval, mempool=mempool, threads=jobs, progress=_show(progress))
+            except (KeyboardInterrupt, Terminated) as exc:
+                progress.close()
+                tip = w.tip()
+                code = stopped(exc, f"the wallet is synced to height {tip[0]}" if tip else "the wallet has synced no block")
+            else:
+                progress.close()
+                tip = w.tip()
+                at = f"at height {tip[0]} ({tip[1][::-1].hex()})" if tip else "before its birthday"
+                forks = f", {stats.reorgs} fork(s) rolled back {stats.rolled_back} block(s)" if stats.reorgs else ""
+                click.echo(f"wallet {at}: {stats.blocks} block(s) scanned, {stats.found} output(s) found, {stats.spent} spent{forks}")
+            finally:
+                progress.close()  # before an error's line
+        finally:
+            source.close()
+    ctx.exit(code)
+
+
+def record(o: WalletOutput) -> dict:
+    """An output as `index scan --json` prints one."""
+    return output.index_match_record(IndexMatch(o.height, o.txid32, o.vout, o.amount, FoundOutput(o.output32, o.tweak32, o.label), o.spent))
+
+
+@wallet.command("list", help="""Every output found, in block order, then the unconfirmed ones (height null).
+
+JSON Lines with --json, the keys of `sp-scan index scan --json`: {"height", "txid", "vout", "amount", "output",
+"tweak", "label", "spent"}; spend an output with b_spend + tweak.""")
+@WALLET_ARGUMENT
+@click.option("--unspent", is_flag=True, help="Only the outputs not yet spent.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON Lines.")
+def list_command(path, unspent, as_json):
+    with Wallet.open(path) as w:
+        outputs = w.unspent() if unspent else w.outputs()
+    emit = output.Emitter("index-scan", as_json)
+    emit.block(emit.text([record(o) for o in outputs]))
+
+
+@wallet.command(help="""The unspent outputs' total: {"confirmed": sats, "unconfirmed": sats} with --json.""")
+@WALLET_ARGUMENT
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def balance(path, as_json):
+    with Wallet.open(path) as w:
+        sums = w.balance()
+    if as_json:
+        click.echo(json.dumps(sums))
+    else:
+        for name, value in sums.items():
+            click.echo(f"{name:<13}{value:>20,} sats")
+
+
+@wallet.command(help="""Describe the wallet: network, address, labels, birthday, synced height, outputs and balance.""")
+@WALLET_ARGUMENT
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def info(path, as_json):
+    with Wallet.open(path) as w:
+        record_ = w.info()
+    if as_json:
+        click.echo(json.dumps(record_))
+        return
+    rows = [
+        ("network", record_["network"]),
+        ("address", record_["address"]),
+        ("labels", ", ".join(map(str, record_["labels"]))),
+        ("birthday", record_["birthday"]),
+        ("synced to", record_["height"]),
+        ("block hash", record_["hash"]),
+        ("outputs", f"{record_['outputs']:,} ({record_['spent']:,} spent)"),
+        ("confirmed", f"{record_['confirmed']:,} sats"),
+        ("unconfirmed", f"{record_['unconfirmed']:,} sats"),
+    ]
+    for name, value in rows:
+        click.echo(f"{name:<13}{'-' if value is None else value}")

@@ -1,0 +1,121 @@
+"""`--rest URL` / `--rpc URL`: the user's own Bitcoin Core node as a wallet's source, block by block.
+
+Each block and its spent outputs are fetched (REST `/rest/block` + `/rest/spenttxouts`, or RPC
+`getblock` 0 and 3) a few blocks ahead in threads, and computed with the native block code
+(`block.block_index`: the eligible txs' tweaks and taproot outputs, and every outpoint the block
+spends). The block must hash to what the node named at that height, and names its parent. A
+spend of a wallet output is read from the block's inputs, with the spending txid. No mempool:
+a node gives no prevouts for mempool txs (keep it with `sp-scan index sync --follow --mempool`
+and sync the wallet from that index).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from sp_scan import block, wire
+from sp_scan.errors import NodeError, SPError
+from sp_scan.index.sync import Retry
+from sp_scan.node import RestNode, RpcNode
+from sp_scan.types import BlockData
+
+from . import Ahead, BlockTxs, Keys0, Spend
+
+AHEAD = 8
+"""Blocks fetched ahead of the one being scanned."""
+THREADS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class NodeBlock:
+    """One block from the node (a `SourceBlock`), computed."""
+
+    height: int
+    hash32: bytes
+    prev32: bytes
+    data: BlockData
+    raw: bytes
+    tweaks33: bytes = b""
+    wants_keys0: bool = False
+
+    def txs(self, keys0: Keys0 | None) -> BlockTxs:
+        d = self.data
+        return BlockTxs(d.txids, d.tweaks64, 64, d.out_counts, d.out_keys, d.out_vouts, d.out_values)
+
+    def spends(self, outpoints36: Sequence[bytes]) -> list[Spend]:
+        """The wallet's outpoints among the block's spent taproot outpoints, each with its spending txid."""
+        spent = self.data.spent_outpoints
+        hits = set(outpoints36).intersection(spent[i : i + 36] for i in range(0, len(spent), 36))
+        if not hits:
+            return []
+        by = {i.outpoint.to_bytes(): tx.txid32 for tx in wire.parse_block(self.raw).txs[1:] for i in tx.inputs}
+        return [Spend(op, by.get(op)) for op in sorted(hits)]
+
+
+class NodeSource:
+    """A Core node (RestNode or RpcNode) as a wallet's source.
+
+    Args:
+        node: the client.
+        retry: how a failing call is tried again.
+    """
+
+    def __init__(self, node: RestNode | RpcNode, retry: Retry = Retry()) -> None:
+        self.node, self.retry = node, retry
+        self.name = f"the node at {node.url}"
+        self.received = 0
+
+    def network(self) -> str:
+        return self.retry.call(self.node.chain)
+
+    def tip_height(self) -> int:
+        return self.retry.call(self.node.tip_height)
+
+    def block_hash(self, height: int) -> bytes:
+        return bytes.fromhex(self.retry.call(self.node.block_hash, height))[::-1]
+
+    def _fetch(self, height: int, stop: threading.Event) -> tuple[str, bytes, bytes]:
+        hash_hex = self.retry.call(self.node.block_hash, height, stop=stop)
+        raw, spent = self.retry.call(self.node.block, hash_hex, stop=stop)
+        return hash_hex, raw, spent
+
+    def blocks(self, start: int, stop: int) -> Iterator[NodeBlock]:
+        """Heights start..stop, AHEAD blocks fetched in THREADS threads (`Ahead`) ahead of the one given.
+
+        Raises:
+            NodeError: the node fails after the retries, or serves a block of another hash than it named.
+            MalformedDataError, PrevoutsError: a block or its spent outputs do not parse.
+        """
+        pool = Ahead(THREADS, "sp-scan-wallet-node")
+        ahead: deque = deque()
+        try:
+            for height in range(start, stop + 1):
+                ahead.append((height, pool.submit(self._fetch, height, pool.stop)))
+                if len(ahead) > AHEAD:
+                    yield self._block(*ahead.popleft())
+            while ahead:
+                yield self._block(*ahead.popleft())
+        finally:
+            pool.close()
+
+    def _block(self, height: int, future: concurrent.futures.Future) -> NodeBlock:
+        hash_hex, raw, spent = future.result()
+        self.received += len(raw) + len(spent)
+        try:
+            data = block.block_index(raw, spent)
+        except SPError as exc:
+            raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
+        if data.hash32[::-1].hex() != hash_hex:
+            raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
+        return NodeBlock(height, data.hash32, data.prev32, data, raw)
+
+    def mempool(self) -> BlockTxs | None:
+        """None: a node gives no prevouts for mempool txs (see the module docstring)."""
+        return None
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,321 @@
+"""The wallet's sync loop: a source's blocks, checked, scanned, and committed with the synced height.
+
+One loop, like the index's (`sp_scan.index.sync`): before each round the stored tip hash is
+compared with the source's block at that height; when they differ, the stored hashes are walked
+down to the highest one the source still has and everything above it is rolled back (outputs
+found there, spends seen there), then the loop rescans from there. A source whose chain is
+shorter than the wallet's is waited for (`follow`) or refused; it never shrinks the wallet.
+
+Per block: the tweaks and outputs the source gives are checked (`BlockTxs.check`), scanned with
+the native batch scan (`sp_scan.scan.scan_tweaks_packed`), then the block's spends of the wallet's
+unspent outputs are asked for (outputs found in the block included) and checked to be outputs the
+wallet asked about. The block then goes into the store's open batch with its hash as the new tip;
+a batch commits at once when the block changed the wallet, else every `COMMIT_SECONDS`, and
+always when the loop ends, fails or is interrupted: a killed sync resumes from its last commit.
+The per-output callback runs after the commit that holds the output (found, then spent).
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .. import scan as sp_scan
+from ..errors import HeightError, InvalidKeyError, NodeError, SourceError, WalletStoreError
+from ..scan import Receiver
+from .sources import MAX_BLOCK_TXS, BlockTxs, Keys0, Source, SourceBlock
+from .store import KEEP_HASHES, Found, WalletOutput, WalletStore
+
+COMMIT_SECONDS = 1.0
+"""Blocks that change nothing are committed together at most this often."""
+MAX_UNLINKED = 5
+"""Rounds in a row whose first block does not link to the wallet's tip while the source still has that tip."""
+
+
+@dataclass
+class SyncStats:
+    """What a wallet sync did so far (given to the progress callback after every block and while waiting).
+
+    Attributes:
+        height: the wallet's synced height (None before its first block).
+        target: the height being synced to.
+        start: the first height this run scanned or will scan.
+        blocks: blocks scanned; found, spent: outputs found and spends seen.
+        reorgs, rolled_back: forks followed and blocks they rolled back.
+        waiting: True while following and caught up, or while the source is behind the wallet.
+        unconfirmed: outputs paying the wallet in the source's mempool (with mempool=True).
+    """
+
+    height: int | None = None
+    target: int = 0
+    start: int = 0
+    blocks: int = 0
+    found: int = 0
+    spent: int = 0
+    reorgs: int = 0
+    rolled_back: int = 0
+    waiting: bool = False
+    unconfirmed: int = 0
+    began: float = field(default_factory=time.monotonic)
+
+
+def keys0(tweaks33: bytes, receiver: Receiver, threads: int = 1) -> Keys0:
+    """The k = 0 output keys of every tweak for the receiver's address and labels (see `Keys0`).
+
+    Raises:
+        InvalidKeyError: a tweak that is not a point.
+    """
+    return Keys0(sp_scan.k0_outputs(tweaks33, 33, receiver, threads), 1 + len(receiver.labels))
+
+
+def pair(txs: BlockTxs, tweaks33: bytes, keys: Keys0) -> tuple[BlockTxs, list[int]]:
+    """Give each tx of an unpaired answer (BlindBit's /utxos) the tweak whose k = 0 key one of its outputs is.
+
+    Returns:
+        (the txs that hold such a key, with their tweaks, in the tweaks' order; each one's tweak
+        number, its position in the block).
+    """
+    owner: dict[bytes, int] = {}
+    zero = bytes(32)
+    for j, key in enumerate(keys):
+        if key != zero:
+            owner.setdefault(key, j // keys.per_tweak)
+    firsts = txs.firsts()
+    picked = []
+    for i in range(txs.n_tx):
+        hits = [owner[k] for k in (txs.outputs32[32 * o : 32 * o + 32] for o in range(firsts[i], firsts[i + 1])) if k in owner]
+        if hits:
+            picked.append((min(hits), i))
+    picked.sort()
+    parts = [(t, txs.txids[32 * i : 32 * i + 32], firsts[i], firsts[i + 1]) for t, i in picked]
+    paired = BlockTxs(
+        b"".join(p[1] for p in parts),
+        b"".join(tweaks33[33 * p[0] : 33 * p[0] + 33] for p in parts),
+        33,
+        struct.pack(f"<{len(parts)}I", *(b - a for _, _, a, b in parts)),
+        b"".join(txs.outputs32[32 * a : 32 * b] for _, _, a, b in parts),
+        b"".join(txs.vouts[4 * a : 4 * b] for _, _, a, b in parts),
+        b"".join(txs.amounts[8 * a : 8 * b] for _, _, a, b in parts),
+    )
+    return paired, [p[0] for p in parts]
+
+
+def scan_txs(txs: BlockTxs, receiver: Receiver, threads: int, positions: list[int] | None = None) -> list[Found]:
+    """The outputs of paired `txs` paying the receiver, in tx then vout order.
+
+    Args:
+        positions: each tx's position in its block (default: its index in txs).
+
+    Raises:
+        InvalidKeyError: a tweak that is not a point (the message names the tx).
+    """
+    if not txs.n_tx:
+        return []
+    found = sp_scan.scan_tweaks_packed(txs.tweaks, txs.tweak_width, txs.outputs32, txs.counts, receiver, threads)
+    firsts, vouts, amounts = txs.firsts(), memoryview(txs.vouts).cast("I"), memoryview(txs.amounts).cast("Q")
+    out = []
+    for tx, j, tweak32, label in found:
+        o = firsts[tx] + j
+        position = tx if positions is None else positions[tx]
+        out.append(Found(txs.txids[32 * tx : 32 * tx + 32], vouts[o], position, amounts[o], txs.outputs32[32 * o : 32 * o + 32], tweak32, label))
+    return sorted(out, key=lambda f: (f.position, f.vout))
+
+
+class _Fork(Exception):
+    """A block that does not link to the wallet's tip: the source changed branches during the round."""
+
+
+class Syncer:
+    """One sync run of a wallet store from a source (see `run`)."""
+
+    def __init__(
+        self,
+        store: WalletStore,
+        source: Source,
+        receiver: Receiver,
+        *,
+        threads: int = 1,
+        progress: Callable[[SyncStats], None] | None = None,
+        on_output: Callable[[WalletOutput], None] | None = None,
+    ) -> None:
+        self.store, self.source, self.receiver, self.threads = store, source, receiver, threads
+        self.progress = progress or (lambda stats: None)
+        self.on_output = on_output or (lambda output: None)
+        self.stats = SyncStats()
+        self._unspent: dict[bytes, WalletOutput] = {}
+
+    def run(self, stop: int | None, follow: bool, interval: float, mempool: bool) -> SyncStats:
+        """Sync to `stop` (default: the source's tip, re-read every round); with `follow`, keep polling.
+
+        Raises:
+            WalletStoreError: the source is on another network, or another process syncs the wallet.
+            HeightError: stop is beyond the source's tip (without follow).
+            NodeError: the source fails (after the retries it makes itself), or is behind the wallet (without follow).
+            SourceError: an answer the checks refuse (a tweak that is not a point among them).
+            Every error's message ends with the height the wallet is at and where the next sync resumes.
+        """
+        try:
+            network = self.source.network()
+            if network != self.store.network:
+                raise WalletStoreError(f"{self.store.path} is a wallet for {self.store.network}; {self.source.name} is on {network}")
+            self.store.lock_writer()
+            self._unspent = {o.outpoint36: o for o in self.store.outputs(unspent=True) if o.height is not None}
+            tip = self.store.tip()
+            self.stats.height = tip[0] if tip else None
+            self.stats.start = tip[0] + 1 if tip else self.store.birthday
+            return self._loop(stop, follow, interval, mempool)
+        except (NodeError, SourceError, HeightError) as exc:
+            raise type(exc)(f"{exc} ({self.resume_hint()})") from None
+
+    def resume_hint(self) -> str:
+        """Where the wallet is, and the height the next sync starts at."""
+        tip = self.store.tip()
+        if tip is None:
+            return f"the wallet has synced no block; sync again to start at {self.store.birthday}"
+        return f"the wallet is synced to height {tip[0]}; sync again to resume at {tip[0] + 1}"
+
+    def _wait(self, interval: float) -> None:
+        self.stats.waiting = True
+        self.progress(self.stats)
+        time.sleep(interval)
+
+    def _loop(self, stop: int | None, follow: bool, interval: float, mempool: bool) -> SyncStats:
+        unlinked = 0
+        while True:
+            source_tip = self.source.tip_height()
+            tip = self.store.tip()
+            if stop is not None and stop > source_tip and not follow:
+                raise HeightError(f"height {stop} is beyond {self.source.name}'s tip {source_tip}")
+            if tip is not None and source_tip < tip[0]:
+                if not follow:
+                    raise NodeError(f"{self.source.name}'s chain ends at height {source_tip}, below the wallet's {tip[0]}: nothing is rolled back; --follow waits for it")
+                self._wait(interval)
+                continue
+            if tip is not None and self.source.block_hash(tip[0]) != tip[1]:
+                self._roll_back(tip)
+                continue
+            nxt = tip[0] + 1 if tip else self.store.birthday
+            target = source_tip if stop is None else min(stop, source_tip)
+            self.stats.target, self.stats.waiting = target, False
+            if nxt <= target:
+                done = self.stats.blocks
+                try:
+                    self._blocks(nxt, target, tip[1] if tip else None)
+                except _Fork as exc:
+                    unlinked = 1 if self.stats.blocks > done else unlinked + 1
+                    if unlinked > MAX_UNLINKED:
+                        raise NodeError(f"{exc}, while the wallet's block {tip[0]} is still its own; seen {unlinked} times (a stale cache in front of it?)") from None
+                continue  # look again: the source may have moved on or switched branches
+            if mempool:
+                self._mempool()
+            if not follow or (stop is not None and nxt > stop):
+                return self.stats
+            self._wait(interval)
+
+    def _roll_back(self, tip: tuple[int, bytes]) -> None:
+        """The source has another block at the wallet's tip: forget every block above the highest stored one it still has."""
+        keep = self.store.birthday - 1
+        for height, hash32 in self.store.hashes(tip[0], KEEP_HASHES):
+            if self.source.block_hash(height) == hash32:
+                keep = height
+                break
+        self.stats.rolled_back += self.store.rollback_to(keep)
+        self.stats.reorgs += 1
+        self._unspent = {o.outpoint36: o for o in self.store.outputs(unspent=True) if o.height is not None}
+        tip = self.store.tip()
+        self.stats.height = tip[0] if tip else None
+
+    def _blocks(self, start: int, stop: int, prev32: bytes | None) -> None:
+        """Scan and store heights start..stop from the source, committing as the module says.
+
+        Raises:
+            _Fork: a block names another parent than the wallet's tip.
+        """
+        blocks = self.source.blocks(start, stop)
+        expected, last_commit, done = start, time.monotonic(), []
+        try:
+            for block in blocks:
+                if block.height != expected:
+                    raise SourceError(f"{self.source.name} gave block {block.height} where {expected} was asked for")
+                if len(block.hash32) != 32 or (block.prev32 is not None and len(block.prev32) != 32):
+                    raise SourceError(f"{self.source.name}: block {block.height}'s hash is not 32 bytes")
+                if block.prev32 is not None and prev32 is not None and block.prev32 != prev32:
+                    raise _Fork(f"{self.source.name}'s block {block.height} names {block.prev32[::-1].hex()} as its parent, not the wallet's {prev32[::-1].hex()}")
+                found, spends = self._scan(block)
+                self.store.append(block.height, block.hash32, found, [(s.outpoint36, s.txid32) for s in spends])
+                outputs = [WalletOutput(block.height, f.txid32, f.vout, f.amount, f.output32, f.tweak32, f.label, block.hash32) for f in found]
+                self._unspent.update((o.outpoint36, o) for o in outputs)
+                spent = [self._spent(s.outpoint36, s.txid32, block.height) for s in spends]
+                done.extend(outputs + spent)
+                if done or time.monotonic() - last_commit >= COMMIT_SECONDS:
+                    self._commit(done)
+                    last_commit = time.monotonic()
+                s = self.stats
+                s.height, s.blocks, s.found, s.spent = block.height, s.blocks + 1, s.found + len(found), s.spent + len(spends)
+                self.progress(s)
+                expected, prev32 = expected + 1, block.hash32
+        finally:
+            close = getattr(blocks, "close", None)
+            if close is not None:
+                close()  # stops a source's fetching ahead
+            self._commit(done)
+
+    def _commit(self, done: list[WalletOutput]) -> None:
+        """Commit the open batch, then tell the callback of the outputs it found or spent."""
+        self.store.commit()
+        for output in done:
+            self.on_output(output)
+        done.clear()
+
+    def _spent(self, outpoint36: bytes, txid32: bytes | None, height: int) -> WalletOutput:
+        o = self._unspent.pop(outpoint36)
+        return WalletOutput(o.height, o.txid32, o.vout, o.amount, o.output32, o.tweak32, o.label, o.block_hash32, height, txid32)
+
+    def _scan(self, block: SourceBlock) -> tuple[list[Found], list]:
+        """(outputs found, spends of the wallet's outputs) of one block, every answer checked.
+
+        Raises:
+            SourceError: an answer the checks refuse (a tweak that is not a point among them).
+        """
+        what = f"block {block.height} from {self.source.name}"
+        tweaks33 = block.tweaks33
+        if len(tweaks33) % 33 or len(tweaks33) // 33 > MAX_BLOCK_TXS:
+            raise SourceError(f"{what}: {len(tweaks33)} bytes of tweaks")
+        try:
+            keys = keys0(tweaks33, self.receiver, self.threads) if block.wants_keys0 and tweaks33 else None
+            txs = block.txs(keys)
+            txs.check(what)
+            positions = None
+            if txs.tweak_width == 0 and txs.n_tx:
+                if keys is None:
+                    raise SourceError(f"{what}: transactions without tweaks from a source that does not filter")
+                txs, positions = pair(txs, tweaks33, keys)
+            found = scan_txs(txs, self.receiver, self.threads, positions)
+        except InvalidKeyError as exc:
+            raise SourceError(f"{what}: {exc}") from None
+        if len({(f.txid32, f.vout) for f in found}) != len(found):
+            raise SourceError(f"{what}: an output paying the wallet is listed twice")
+        asked = sorted([*self._unspent, *(f.txid32 + struct.pack("<I", f.vout) for f in found)])
+        spends = block.spends(asked) if asked else []
+        seen = set()
+        for s in spends:
+            i = bisect.bisect_left(asked, s.outpoint36)
+            if i == len(asked) or asked[i] != s.outpoint36 or s.outpoint36 in seen:
+                raise SourceError(f"{what}: a spend of an output the wallet did not ask about")
+            seen.add(s.outpoint36)
+        return found, spends
+
+    def _mempool(self) -> None:
+        """Replace the wallet's unconfirmed outputs with those among the source's mempool txs."""
+        txs = self.source.mempool()
+        if txs is None:
+            return
+        txs.check(f"the mempool of {self.source.name}")
+        if txs.tweak_width == 0 and txs.n_tx:
+            raise SourceError(f"the mempool of {self.source.name}: transactions without tweaks")
+        found = scan_txs(txs, self.receiver, self.threads)
+        self.store.set_unconfirmed(found)
+        self.stats.unconfirmed = len(found)

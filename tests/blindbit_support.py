@@ -1,0 +1,188 @@
+"""Test support for the BlindBit v1 wallet source: a proxy in front of `sp-scan serve` that can hold,
+drop or rewrite answers, and a server of BlindBit's own recorded answers (vectors/blindbit/).
+
+Both are HTTP servers on 127.0.0.1 in a thread, used as context managers; `.url` reaches them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VECTORS = ROOT / "vectors" / "blindbit"
+_HEIGHT = re.compile(r"/(?:tweak-index|tweaks|utxos|spent-index|block-hash|filter/new-utxos|filter/spent)/([0-9]+)")
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def height_of(path: str) -> int | None:
+    """The height a BlindBit route names, or None (/info, /block-height)."""
+    found = _HEIGHT.match(path)
+    return int(found.group(1)) if found else None
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # a client that hangs up is not a server failure
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.server.owner.handle(self)
+
+
+class _Threaded:
+    def __init__(self) -> None:
+        self.httpd = _Server(("127.0.0.1", 0), _Handler)
+        self.httpd.owner = self
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+
+class Proxy(_Threaded):
+    """Forward every GET to `upstream` (an `sp-scan serve`), recording it, with these knobs:
+
+    - `hold(height)`: hang requests for that height or above until `release()`; `held` counts them.
+    - `stop_answering(after)`: answer `after` more requests, then close connections unanswered.
+    - `tamper`: f(path, json_body) -> a new JSON value, or bytes to send as they are, or None to
+      send the upstream answer unchanged (then asked without gzip).
+    """
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__()
+        self.upstream = upstream
+        self.paths: list[str] = []
+        self.lock = threading.Lock()
+        self.hold_from: int | None = None
+        self.released = threading.Event()
+        self.held = 0
+        self.budget: int | None = None
+        self.tamper: Callable[[str, object], object] | None = None
+
+    def hold(self, height: int) -> None:
+        self.released.clear()
+        with self.lock:
+            self.held = 0
+        self.hold_from = height
+
+    def release(self) -> None:
+        self.hold_from = None
+        self.released.set()
+
+    def stop_answering(self, after: int = 0) -> None:
+        with self.lock:
+            self.budget = after
+
+    def resume_answering(self) -> None:
+        with self.lock:
+            self.budget = None
+
+    def close(self) -> None:
+        self.release()
+        super().close()
+
+    def handle(self, h: _Handler) -> None:
+        path = h.path
+        with self.lock:
+            self.paths.append(path)
+            budget = self.budget
+            if budget is not None:
+                self.budget = budget - 1
+        if budget is not None and budget <= 0:
+            h.close_connection = True
+            return
+        height = height_of(path)
+        if self.hold_from is not None and height is not None and height >= self.hold_from:
+            with self.lock:
+                self.held += 1
+            self.released.wait()
+        tamper = self.tamper
+        headers = {} if tamper else {k: v for k, v in h.headers.items() if k.lower() == "accept-encoding"}
+        request = urllib.request.Request(self.upstream + path, headers=headers)
+        try:
+            with _OPENER.open(request, timeout=30) as reply:
+                status, body, kept = reply.status, reply.read(), dict(reply.headers)
+        except urllib.error.HTTPError as err:
+            status, body, kept = err.code, err.read(), dict(err.headers)
+        out = {k: v for k, v in kept.items() if k.lower() in ("content-type", "content-encoding")}
+        if tamper is not None and status == 200:
+            changed = tamper(path, json.loads(body))
+            if changed is not None:
+                body = changed if isinstance(changed, bytes) else json.dumps(changed).encode()
+        h.send(status, body, out)
+
+    def count(self, prefix: str) -> int:
+        """Requests whose path starts with `prefix`."""
+        with self.lock:
+            return sum(p.startswith(prefix) for p in self.paths)
+
+
+class Recorded(_Threaded):
+    """BlindBit's recorded answers for signet blocks 200000, 200001, 295125 and 295147 (vectors/blindbit/),
+    as its server gives them: /tweaks (cut-through, as spdk's test asks), both filters, /utxos and
+    /spent-index from the files; /block-hash from the filters; /info and /block-height as a signet
+    oracle at 295147. Other heights answer 404 with a JSON error, as BlindBit does."""
+
+    TIP = 295147
+
+    def handle(self, h: _Handler) -> None:
+        path = h.path.split("?")[0]
+        height = height_of(path)
+        files = {"tweaks": "tweaks.json", "utxos": "utxos.json", "spent-index": "spent-index.json", "filter/new-utxos": "filter-new-utxos.json", "filter/spent": "filter-spent.json"}
+        if path == "/info":
+            body = {"network": "signet", "height": self.TIP, "tweaks_only": False, "tweaks_full_basic": True, "tweaks_full_with_dust_filter": True, "tweaks_cut_through_with_dust_filter": True}
+        elif path == "/block-height":
+            body = {"block_height": self.TIP}
+        elif height is not None and (VECTORS / str(height)).is_dir():
+            route = path[1:].rsplit("/", 1)[0]
+            if route == "block-hash":
+                body = {"block_hash": json.loads((VECTORS / str(height) / "filter-new-utxos.json").read_text())["block_hash"]}
+            elif route in files:
+                h.send(200, (VECTORS / str(height) / files[route]).read_bytes(), {"Content-Type": "application/json"})
+                return
+            else:
+                h.send(404, b'{"error":"not served"}', {"Content-Type": "application/json"})
+                return
+        else:
+            h.send(404, b'{"error":"block not found"}', {"Content-Type": "application/json"})
+            return
+        h.send(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
