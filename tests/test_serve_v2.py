@@ -17,7 +17,7 @@ from google.protobuf import empty_pb2
 import kernelchain
 from serving import ServerThread, ok
 from sp_scan.node import RestNode
-from sp_scan.server.proto import blindbit_oracle_pb2 as pb
+from sp_scan.proto import blindbit_oracle_pb2 as pb
 from sp_scan.wire import parse_spent
 
 TIP = kernelchain.SAMPLE_TIP
