@@ -292,8 +292,9 @@ class Syncer:
             found = scan_txs(txs, self.receiver, self.threads, positions)
         except InvalidKeyError as exc:
             raise SourceError(f"{what}: {exc}") from None
-        asked = sorted([*self._unspent, *(f.txid32 + struct.pack("<I", f.vout) for f in found)])
-        spends = block.spends(asked) if asked else []
+        keys = {op: o.output32 for op, o in self._unspent.items()} | {f.txid32 + struct.pack("<I", f.vout): f.output32 for f in found}
+        asked = sorted(keys)
+        spends = block.spends(asked, [keys[op] for op in asked]) if asked else []
         seen = set()
         for s in spends:
             i = bisect.bisect_left(asked, s.outpoint36)
