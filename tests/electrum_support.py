@@ -158,11 +158,15 @@ class ElectrumX:
         rpc_port: the stand-in's port (credentials user:pass).
         datadir: an empty directory for its database.
         tip: the height it must reach before `start` returns.
+        padding_wait: seconds ElectrumX 2 holds a small answer back to pad it with the next ones (its
+            traffic-analysis defence, 1.0 by default: a client making one call at a time waits that long
+            for each); None leaves its default.
     """
 
-    def __init__(self, rpc_port: int, datadir: Path, tip: int) -> None:
+    def __init__(self, rpc_port: int, datadir: Path, tip: int, padding_wait: float | None = None) -> None:
         self.port = free_port()
         self.tip = tip
+        self.padding_wait = padding_wait
         self.log = datadir / "electrumx.log"
         self.env = {
             **os.environ,
@@ -180,6 +184,8 @@ class ElectrumX:
 
     def start(self) -> ElectrumX:
         code = "from electrumx.cli.electrumx_server import main; main()"
+        if self.padding_wait is not None:
+            code = f"from electrumx.server.transport import PaddedRSTransport as T; T.WAIT_FOR_BUFFER_GROWTH_SECONDS = {self.padding_wait!r}; {code}"
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen([sys.executable, "-c", code], env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.wait_for(self.tip)
