@@ -172,8 +172,9 @@ def _raw(data: bytes) -> bytes:
 class JsonRpcProxy(_Knobs):
     """Newline-delimited JSON-RPC relayed to 127.0.0.1:`port`; `.port` reaches the proxy.
 
-    `tamper(message)` sees each message the server sends (a dict, or a list for a batch reply);
-    `hold(pred)` takes pred(message); `seen` holds every request the client sent (parsed).
+    `tamper(message, request)`, `hold(pred)`'s pred(message, request) and `cut_once`'s pred see each message
+    the server sends with the client's request it answers (None for a notification); `seen` holds every
+    request the client sent (parsed).
     """
 
     def __init__(self, port: int) -> None:
@@ -230,10 +231,11 @@ class JsonRpcProxy(_Knobs):
             server = socket.create_connection(("127.0.0.1", self.target_port))
             with self.lock:
                 self.conns += [client, server]
-            threading.Thread(target=self._upstream, args=(client, server), daemon=True).start()
-            threading.Thread(target=self._downstream, args=(server, client), daemon=True).start()
+            asked: dict = {}
+            threading.Thread(target=self._upstream, args=(client, server, asked), daemon=True).start()
+            threading.Thread(target=self._downstream, args=(server, client, asked), daemon=True).start()
 
-    def _upstream(self, client: socket.socket, server: socket.socket) -> None:
+    def _upstream(self, client: socket.socket, server: socket.socket, asked: dict) -> None:
         try:
             for line in client.makefile("rb"):
                 try:
@@ -241,24 +243,29 @@ class JsonRpcProxy(_Knobs):
                 except ValueError:
                     message = None
                 with self.lock:
-                    self.seen.extend(message if isinstance(message, list) else [message])
+                    for m in message if isinstance(message, list) else [message]:
+                        self.seen.append(m)
+                        if isinstance(m, dict) and "id" in m:
+                            asked[m["id"]] = m
                 server.sendall(line)
         except OSError:
             pass
         _close(client, server)
 
-    def _downstream(self, server: socket.socket, client: socket.socket) -> None:
+    def _downstream(self, server: socket.socket, client: socket.socket, asked: dict) -> None:
         try:
             for line in server.makefile("rb"):
                 message = json.loads(line)
+                with self.lock:
+                    request = asked.pop(message.get("id"), None) if isinstance(message, dict) and message.get("id") is not None else None
                 if not self._spend():
                     self._cut()
                     break
-                if self._cut_here(message):
+                if self._cut_here(message, request):
                     break
-                self._wait(message)
+                self._wait(message, request)
                 tamper = self.tamper
-                changed = tamper(message) if tamper is not None else None
+                changed = tamper(message, request) if tamper is not None else None
                 if changed is not None:
                     line = changed if isinstance(changed, bytes) else json.dumps(changed).encode() + b"\n"
                 client.sendall(line)
