@@ -410,3 +410,19 @@ def test_a_line_longer_than_the_bound_is_refused(proxy, tmp_path, monkeypatch):
     path = create(tmp_path)
     assert_fails(sync(path, *source("cake", proxy.port)), "more than 10,000 bytes")
     assert wallet_tip(path) == 0  # block 0 came with its own header; the next 110 headers are the long line
+
+
+def test_tls_checks_the_servers_certificate(kernel_index, electrumx, tmp_path, monkeypatch):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-keyout", str(key), "-out", str(cert), "-days", "1", "-nodes", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    with ElectrumThread(kernel_index, backend=electrumx.url, tls=(str(cert), str(key))) as server:
+        path = create(tmp_path)
+        assert_fails(sync(path, "--cake", f"localhost:{server.port}", "--tls", "--retries", "0"), "certificate verify failed")
+        assert_fails(sync(path, "--cake", f"localhost:{server.port}", "--retries", "0"))  # plain TCP to a TLS listener: one line
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the server's certificate as the one authority trusted
+        result = sync(path, "--cake", f"localhost:{server.port}", "--tls", "--to", "3")
+        assert result.exit_code == 0, result.output
+        assert wallet_tip(path) == 3

@@ -102,11 +102,12 @@ def parse_block(body: object, what: str) -> tuple[list[bytes], bytes, list[list[
     if len(body) > MAX_BLOCK_TXS:
         raise SourceError(f"{what}: {len(body):,} transactions, more than a block holds")
     txids, tweaks, outputs, total = [], [], [], 0
+    of_txid, of_tweak, of_key, of_vout, of_amount = (f"{what}: {x}" for x in ("a txid", "a tweak", "an output key", "a vout", "an amount"))
     for txid, tx in body.items():
-        txids.append(hex_bytes(txid, 32, f"{what}: a txid")[::-1])
+        txids.append(hex_bytes(txid, 32, of_txid)[::-1])
         if not isinstance(tx, dict) or not isinstance(tx.get("output_pubkeys"), dict):
             raise SourceError(f"{what}: transaction {txid[:64]} has no output_pubkeys object")
-        tweaks.append(hex_bytes(tx.get("tweak"), 33, f"{what}: a tweak"))
+        tweaks.append(hex_bytes(tx.get("tweak"), 33, of_tweak))
         outs = []
         total += len(tx["output_pubkeys"])
         if total > MAX_BLOCK_OUTPUTS:
@@ -116,7 +117,7 @@ def parse_block(body: object, what: str) -> tuple[list[bytes], bytes, list[list[
                 raise SourceError(f"{what}: an output of {txid[:64]} is not \"<vout>\": [key, amount, spent?]")
             if len(item) == 3:
                 _marker(item[2], what)
-            outs.append((integer(int(vout), 0, 2**32 - 1, f"{what}: a vout"), hex_bytes(item[0], 32, f"{what}: an output key"), integer(item[1], 0, MAX_MONEY, f"{what}: an amount")))
+            outs.append((integer(int(vout), 0, 2**32 - 1, of_vout), hex_bytes(item[0], 32, of_key), integer(item[1], 0, MAX_MONEY, of_amount)))
         outputs.append(sorted(outs))
     return txids, b"".join(tweaks), outputs
 
@@ -154,11 +155,11 @@ class CakeSource:
     def block_hash(self, height: int) -> bytes:
         return block_hash32(headers(self.client, height, 1)[0])
 
-    def _take(self, height: int, id_: int):
-        """Block `height`'s streamed body ({} when the server sent none for it), once its call is answered."""
+    def _take(self, height: int, id_: int, last: int):
+        """Block `height`'s streamed body ({} when the server sent none for it), once its call is answered; the
+        bodies of later blocks asked for (up to `last`) that came meanwhile are kept, others dropped."""
         self.client.answer(id_, TWEAKS)
-        while self.client.notes:
-            _, params = self.client.notes.popleft()
+        for params in self.client.pending_notes():
             message = params[0] if isinstance(params, list) and len(params) == 1 else params
             if isinstance(message, dict) and "message" in message:
                 continue  # the end of a call: {"message": "done"} (sp-scan's adds "max_protocol_version")
@@ -167,7 +168,7 @@ class CakeSource:
             ((key, body),) = message.items()
             if not isinstance(key, str) or not key.isdigit() or len(key) > 10:
                 raise SourceError(f"{self.name}: a {TWEAKS} notification names no height")
-            if self._streamed.setdefault(int(key), body) != body:
+            if height <= int(key) <= last and self._streamed.setdefault(int(key), body) != body:
                 raise SourceError(f"{self.name} sent block {key} twice, differently")
         return self._streamed.pop(height, {})
 
@@ -182,7 +183,7 @@ class CakeSource:
                 if not heads:
                     heads.extend(headers(client, height, min(HEADERS_AHEAD, stop - height + 1)))
                 header80 = heads.popleft()
-                txids, tweaks33, outputs = parse_block(self._take(height, sent.popleft()), f"{self.name}: block {height}")
+                txids, tweaks33, outputs = parse_block(self._take(height, sent.popleft(), nxt - 1), f"{self.name}: block {height}")
                 yield CakeBlock(height, block_hash32(header80), header80[4:36], header80, txids, tweaks33, outputs, self, spent)
         finally:
             if sent:

@@ -38,7 +38,8 @@ PROTOCOL = ["1.4", "1.4.2"]
 MAX_LINE = 32 << 20
 """The longest line read: a 2016-header batch is 322 kB of hex, a mainnet block's tweaks a few MB."""
 MAX_NOTES = 100_000
-"""Notifications kept unread before the server is refused as flooding."""
+MAX_NOTE_BYTES = 256 << 20
+"""Notifications (and their bytes) kept unread before the server is refused as flooding."""
 MAX_HISTORY = 10_000
 """More history entries for one output's script than a wallet output would have."""
 MAX_TX_HEX = 8_000_000
@@ -79,7 +80,7 @@ class ElectrumClient:
         host, port: the server.
         tls: wrap the connection in TLS, the certificate checked against the system's authorities
             (and SSL_CERT_FILE) for `host`.
-        listen: the notification methods kept for `note`; others are dropped.
+        listen: the notification methods kept for `note` and `pending_notes`; others are dropped.
     """
 
     def __init__(self, host: str, port: int, tls: bool = False, listen: Iterable[str] = (), timeout: float = TIMEOUT) -> None:
@@ -87,8 +88,8 @@ class ElectrumClient:
         self.url = f"{'ssl' if tls else 'tcp'}://{host}:{port}"
         self.listen = frozenset(listen)
         self.received = 0
-        self.version: list | None = None
-        self.notes: deque = deque()
+        self._notes: deque[tuple[object, int]] = deque()
+        self._note_bytes = 0
         self._sock: socket.socket | None = None
         self._file = None
         self._answers: dict[int, dict] = {}
@@ -102,15 +103,14 @@ class ElectrumClient:
             sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
             if self.tls:
                 sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
-        except (OSError, ssl.SSLError) as exc:
-            raise NodeError(f"cannot reach the Electrum server at {self.url}: {exc.strerror or exc if isinstance(exc, OSError) else exc}") from None
+        except OSError as exc:  # ssl.SSLError is one
+            raise self._lost(exc) from None
         sock.settimeout(self.timeout)
         self._sock, self._file = sock, sock.makefile("rb")
-        self.version = None
-        self.version = self._call_now("server.version", [CLIENT, PROTOCOL])
-        if not isinstance(self.version, list) or len(self.version) != 2:
+        version = self.answer(self._send("server.version", [CLIENT, PROTOCOL]), "server.version")
+        if not isinstance(version, list) or len(version) != 2:
             self.close()
-            raise SourceError(f"the Electrum server at {self.url} answered server.version with {str(self.version)[:80]}")
+            raise SourceError(f"the Electrum server at {self.url} answered server.version with {str(version)[:80]}")
 
     def close(self) -> None:
         """Close the connection (the next call opens another); answers and notes not yet read are dropped."""
@@ -121,9 +121,10 @@ class ElectrumClient:
         self._sock = self._file = None
         self._answers.clear()
         self._pending.clear()
-        self.notes.clear()
+        self._notes.clear()
+        self._note_bytes = 0
 
-    def _lost(self, exc: BaseException) -> NodeError:
+    def _lost(self, exc: BaseException | None) -> NodeError:
         self.close()
         reason = "it closed the connection" if exc is None else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
         return NodeError(f"cannot reach the Electrum server at {self.url}: {reason}")
@@ -169,9 +170,6 @@ class ElectrumClient:
             raise SourceError(f"the Electrum server at {self.url} answered {method} without a result")
         return message["result"]
 
-    def _call_now(self, method: str, params: list):
-        return self.answer(self._send(method, params), method)
-
     def call(self, method: str, params: list):
         """One request's result (see `answer`)."""
         return self.answer(self.send(method, params), method)
@@ -185,18 +183,25 @@ class ElectrumClient:
             out += [self.answer(id_, method) for id_, (method, _) in zip(ids, chunk)]
         return out
 
-    def note(self, method: str):
-        """The params of the next notification of `method` (a method in `listen`), reading until one comes.
+    def note(self):
+        """The params of the next notification of a method in `listen`, reading until one comes.
 
         Raises:
             NodeError: the connection failed or stayed silent for the timeout.
+            SourceError: as `answer`.
         """
-        while True:
-            for i, (m, params) in enumerate(self.notes):
-                if m == method:
-                    del self.notes[i]
-                    return params
+        while not self._notes:
             self._read()
+        params, size = self._notes.popleft()
+        self._note_bytes -= size
+        return params
+
+    def pending_notes(self) -> list:
+        """The params of the notifications read so far and not taken, oldest first (then forgotten)."""
+        out = [params for params, _ in self._notes]
+        self._notes.clear()
+        self._note_bytes = 0
+        return out
 
     def _read(self) -> None:
         if self._file is None:
@@ -226,10 +231,11 @@ class ElectrumClient:
             self._pending.discard(message["id"])
             self._answers[message["id"]] = message
         elif message.get("method") in self.listen:
-            if len(self.notes) >= MAX_NOTES:
+            if len(self._notes) >= MAX_NOTES or self._note_bytes + len(line) > MAX_NOTE_BYTES:
                 self.close()
-                raise SourceError(f"the Electrum server at {self.url} sent more than {MAX_NOTES:,} notifications unasked")
-            self.notes.append((message["method"], message.get("params")))
+                raise SourceError(f"the Electrum server at {self.url} sent more notifications than were asked for")
+            self._notes.append((message.get("params"), len(line)))
+            self._note_bytes += len(line)
 
 
 # ---- the chain ----

@@ -137,7 +137,7 @@ class FrigateSource:
         self._check_reply(reply)
         found: dict[bytes, tuple[int, bytes]] = {}
         while True:
-            params = self.client.note(SUBSCRIBE)
+            params = self.client.note()
             if isinstance(params, list) and len(params) == 3:
                 params = dict(zip(("subscription", "progress", "history"), params))
             if not isinstance(params, dict) or params.get("subscription") != reply:
