@@ -17,6 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Protocol
 
+import pytest
+
 import blockfactory as bf
 from bitcoin.core import CTransaction
 from bitcoin.core.serialize import SerializationError
@@ -596,6 +598,23 @@ class NodeServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def node_fixtures(chain: ChainView, credentials: str):
+    """Module-scoped `rest` and `rpc` fixtures: Core-like REST and JSON-RPC servers over `chain` (RPC with
+    `credentials`, "user:password"); a test module takes them with `rest, rpc = node_fixtures(...)`."""
+
+    @pytest.fixture(scope="module")
+    def rest():
+        with NodeServer(RestHandler, chain) as server:
+            yield server
+
+    @pytest.fixture(scope="module")
+    def rpc():
+        with NodeServer(RpcHandler, chain, credentials=credentials) as server:
+            yield server
+
+    return rest, rpc
 
 
 def closed_port_url() -> str:

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from coincurve import PrivateKey
 
 import blockfactory as bf
-from cli_support import ROOT, Chain, NodeServer, RestHandler, RpcHandler, closed_port_url
+from cli_support import ROOT, Chain, NodeServer, RestHandler, closed_port_url, node_fixtures
 from sp_scan import address, cli, descriptor
 from sp_scan.cli.run import Progress
 
@@ -407,18 +407,7 @@ def test_an_unreachable_node_exits_2():
 # --- node ranges ---
 
 CHAIN = Chain(length=6, per_block=4)
-
-
-@pytest.fixture(scope="module")
-def rest():
-    with NodeServer(RestHandler, CHAIN) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def rpc():
-    with NodeServer(RpcHandler, CHAIN, credentials=f"__cookie__:{PASSWORD}") as server:
-        yield server
+rest, rpc = node_fixtures(CHAIN, f"__cookie__:{PASSWORD}")
 
 
 def test_rest_range_mode_end_to_end(rest):
@@ -488,16 +477,19 @@ def test_progress_shows_rate_and_eta():
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_ctrl_c_exits_130_with_a_resume_height_and_valid_output(tmp_path, jobs):
-    server = NodeServer(RestHandler, CHAIN, delay=0.3)
+    held = 3
+    server = NodeServer(RestHandler, CHAIN)
+    server.hold(held)  # the node hangs on the hash of block 3: the run is interrupted mid-range whatever the load
     try:
         code = "from sp_scan.cli import main; main()"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
         args = [sys.executable, "-c", code, "tweaks", "--rest", server.url, "--from", "0", "--json", "--jobs", jobs]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path, text=True)
-        first = proc.stdout.readline()  # a block's output is out: interrupt the run mid-range
+        first = proc.stdout.readline()  # a block's output is out
+        assert server.held.wait(120), "the run never asked for block 3"
         proc.send_signal(signal.SIGINT)
         rest_out, err = proc.stdout.read(), proc.stderr.read()  # not communicate(): readline buffered some
-        proc.wait(timeout=20)
+        proc.wait(timeout=120)
     finally:
         server.stop()
     assert proc.returncode == 130, err
@@ -505,7 +497,7 @@ def test_ctrl_c_exits_130_with_a_resume_height_and_valid_output(tmp_path, jobs):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("sp-scan: interrupted; resume with --from ")
     resume = int(lines[0].rsplit(" ", 1)[1])
-    assert 1 <= resume <= CHAIN.tip
+    assert 1 <= resume <= held
     rows = json_lines(first + rest_out)
     assert rows == CHAIN.expected_tweaks(0, resume - 1)
 

@@ -1,7 +1,8 @@
 """Which EC engine scans: the best this CPU runs (ifma > avx2 > scalar), or the one SP_SCAN_ECC names;
 an unknown setting, or an engine this CPU or build cannot run, is refused (ConfigError in the library,
-one line and exit 2 in the CLI), as are unknown SP_SCAN_BACKEND and SP_SCAN_SHA256 values. Each is
-read once, when sp_scan.native is imported, so every case runs in a new process."""
+one line and exit 2 in the CLI), as are unknown SP_SCAN_BACKEND and SP_SCAN_SHA256 values and a
+coincurve other than the one the C core binds libsecp256k1 out of. Each is read once, when
+sp_scan.native is imported, so every case runs in a new process."""
 
 from __future__ import annotations
 
@@ -86,3 +87,34 @@ def test_the_accepted_settings_run_and_the_cli_names_the_engine():
 def test_the_engine_in_use_is_named_in_this_process():
     expected = os.environ.get("SP_SCAN_ECC") or best_here()
     assert native.ec_engine() == native.EC_ENGINES.get(expected, expected)
+
+
+def as_if_coincurve_were(version: str, code: str) -> list[str]:
+    """A new Python that runs `code` with coincurve's stated version replaced by `version`."""
+    return [sys.executable, "-c", f"import coincurve; coincurve.__version__ = {version!r}\n{code}"]
+
+
+CLI_VERSION = "import sys; sys.argv = ['sp-scan', '--version']; from sp_scan.cli import main; main()"
+
+
+@pytest.mark.parametrize("version", ["20.0.0", "21.0.1", "22.0.0"])
+def test_a_coincurve_other_than_the_one_the_core_binds_is_refused_by_the_library_and_by_the_cli_in_one_line(version):
+    library = run(as_if_coincurve_were(version, "import sp_scan.native"))
+    assert library.returncode != 0 and "sp_scan.errors.ConfigError" in library.stderr and f"coincurve {version}" in library.stderr
+    cli = run(as_if_coincurve_were(version, CLI_VERSION))
+    assert cli.returncode == 2 and cli.stdout == ""
+    assert cli.stderr.count("\n") == 1 and cli.stderr.startswith(f"sp-scan: error: coincurve {version} is installed")
+    assert f"pip install 'coincurve=={native.COINCURVE_VERSIONS[-1]}'" in cli.stderr
+
+
+def test_the_coincurve_the_core_binds_loads_and_the_reference_backend_takes_any():
+    assert run(as_if_coincurve_were(native.COINCURVE_VERSIONS[-1], CLI_VERSION)).returncode == 0
+    reference = run(as_if_coincurve_were("20.0.0", CLI_VERSION), SP_SCAN_BACKEND="reference")
+    assert reference.returncode == 0 and "(EC engine: reference;" in reference.stdout
+
+
+def test_pyproject_pins_the_coincurve_releases_the_door_accepts():
+    import tomllib
+
+    dependencies = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert [d for d in dependencies if d.startswith("coincurve")] == [f"coincurve=={v}" for v in native.COINCURVE_VERSIONS]

@@ -151,14 +151,14 @@ def test_partition_ranges_cover_the_heights_asked_for_in_order(kernel_index):
 
 
 def test_ctrl_c_mid_scan_exits_130_naming_the_height_to_resume_at_after_the_lines_before_it(kernel_chain, kernel_index, tmp_path, monkeypatch):
-    import sp_scan.index
+    import sp_scan.index.tweak_index
 
     def interrupted_at_105(partition, *args):
         if partition.start == 105:
             raise KeyboardInterrupt
         return scan_partition_wallets(partition, *args)
 
-    monkeypatch.setattr(sp_scan.index, "scan_partition_wallets", interrupted_at_105)
+    monkeypatch.setattr(sp_scan.index.tweak_index, "scan_partition_wallets", interrupted_at_105)
     wallets = write_wallets(tmp_path)
     result = invoke("index", "scan", "--db", str(kernel_index), "--wallets", str(wallets), "--json", "--from", "100", "--partition-blocks", "5")
     assert result.exit_code == 130 and result.stderr == "sp-scan: interrupted; resume with --from 105\n"

@@ -6,25 +6,14 @@ import pickle
 
 import pytest
 
-from cli_support import Chain, NodeServer, RestHandler, RpcHandler, closed_port_url
+from cli_support import Chain, NodeServer, RestHandler, RpcHandler, closed_port_url, node_fixtures
 from sp_scan import formats
 from sp_scan.errors import NodeError
 from sp_scan.node import RestNode, RpcNode
 
 CHAIN = Chain(length=3, per_block=3)
 PASSWORD = "s3cret-pass"
-
-
-@pytest.fixture(scope="module")
-def rest():
-    with NodeServer(RestHandler, CHAIN) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def rpc():
-    with NodeServer(RpcHandler, CHAIN, credentials=f"alice:{PASSWORD}") as server:
-        yield server
+rest, rpc = node_fixtures(CHAIN, f"alice:{PASSWORD}")
 
 
 def test_rest_gives_tip_hash_block_and_spent_outputs(rest):

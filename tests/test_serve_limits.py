@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -26,6 +25,7 @@ from google.protobuf import empty_pb2
 
 import kernelchain
 from electrum_support import RawClient
+from index_support import wait_until
 from serving import ServerThread, ok
 from sp_scan.server.limits import Gate, Limits, RateLimitedLog, connection_cap, ip_group
 from sp_scan.proto import blindbit_oracle_pb2 as pb
@@ -35,13 +35,6 @@ TIP = kernelchain.SAMPLE_TIP
 OTHER = "127.0.0.2"
 THIRD = "127.0.0.3"
 MAINNET_HEIGHT = 930_000
-
-
-def wait_until(condition, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "the condition did not come true"
-        time.sleep(0.02)
 
 
 def connect(url: str, source: str = "127.0.0.1", rcvbuf: int | None = None) -> socket.socket:

@@ -9,15 +9,15 @@ from __future__ import annotations
 import signal
 import sqlite3
 import subprocess
-import threading
 
 import pytest
+from coincurve import PrivateKey
 
 import kernelchain as kc
 import serving
 from cli_support import closed_port_url
 from index_support import wait_until
-from sp_scan.errors import InvalidKeyError, WalletStoreError
+from sp_scan.errors import InvalidKeyError, NodeError, WalletStoreError
 from sp_scan.index import Index
 from sp_scan.node import RestNode
 from sp_scan.wallet import Wallet
@@ -82,6 +82,7 @@ def test_sync_refuses_a_scan_key_that_is_not_the_wallets_and_the_file_never_hold
     other = scan_key_file(tmp_path, kc.OTHER_WALLET)
     assert_fails(invoke("wallet", "sync", str(path), "--scan-key-file", str(other), "--db", str(kernel_index)), "scan key", "not")
     assert wallet_tip(path) == -1
+    assert {p.stat().st_mode & 0o777 for p in tmp_path.glob("test.wallet*")} == {0o600}  # the file, its -wal and -shm
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("test.wallet*"))
     assert W.scan_key32 not in raw and W.scan_key32.hex().encode() not in raw
     assert W.scan_pubkey33 in raw
@@ -168,15 +169,12 @@ def test_the_callback_sees_each_output_found_then_spent_after_its_commit(kernel_
 def test_two_syncs_of_one_wallet_are_refused_and_create_never_replaces_a_file(kernel_index, tmp_path):
     path = create(tmp_path)
     with Wallet.open(path) as w:
-        started = threading.Event()
-
-        def hold(stats):
-            started.set()
-
-        w.sync(IndexSource(kernel_index), W.scan_key32, stop=3, progress=hold)
+        w.sync(IndexSource(kernel_index), W.scan_key32, stop=3)  # the writer lock is held until close
         with Wallet.open(path) as other, pytest.raises(WalletStoreError, match="another process"):
             other.sync(IndexSource(kernel_index), W.scan_key32)
-    assert started.is_set()
+    with Wallet.open(path) as w:
+        w.sync(IndexSource(kernel_index), W.scan_key32, stop=4)
+        assert w.tip()[0] == 4
     result = invoke("wallet", "create", str(path), "--network", "regtest", "--scan-key-file", str(scan_key_file(tmp_path)), "--spend-pubkey", W.spend_pubkey33.hex())
     assert_fails(result, "already exists")
     (tmp_path / "junk").write_text("not a wallet")
@@ -246,6 +244,7 @@ def test_mempool_payments_are_listed_unconfirmed_then_once_at_their_height(kerne
     rows = listed(path)
     assert rows == paid(chain) and [r for r in rows if r["txid"] == tx.txid32[::-1].hex()] == [{**r, "height": height} for r in pending]
     assert json_lines(invoke("wallet", "balance", str(path), "--json").stdout)[0]["unconfirmed"] == 0
+    assert_fails(sync(path, "--rest", "http://127.0.0.1:1", "--mempool"), "--mempool goes with --db")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
@@ -280,3 +279,37 @@ def test_a_descriptor_gives_the_wallet_its_keys_labels_and_birthday(kernel_chain
     assert info["labels"] == list(range(8)) and info["birthday"] == 104
     assert listed(path) == paid(kernel_chain, start=104)
     assert_fails(invoke("wallet", "create", str(tmp_path / "m.wallet"), "--network", "main", "--descriptor-file", str(tmp_path / "w.desc")), "test networks")
+
+
+def test_a_node_whose_next_block_does_not_link_to_its_own_is_asked_again_then_refused(tmp_path):
+    from cli_support import NodeServer, RestHandler, StaleHeights, spending_chain
+    from index_support import SCAN_HEX, SPEND_HEX
+
+    chain = spending_chain(12)
+    branch = spending_chain(15, chain, fork_height=7, salt=1)
+    scan = bytes.fromhex(SCAN_HEX)
+    with NodeServer(RestHandler, StaleHeights(chain, branch, {9})) as server:  # a cache answering height 9 from the branch
+        with Wallet.create(tmp_path / "s.wallet", "regtest", PrivateKey(scan).public_key.format(), bytes.fromhex(SPEND_HEX), (), 0) as w:
+            w.sync(NodeSource(RestNode(server.url)), scan, stop=8)
+            found = w.outputs()
+            with pytest.raises(NodeError, match=f"block 9 names {branch.blocks[8].hash_hex} as its parent, not the wallet's {chain.blocks[8].hash_hex}.*seen 6 times"):
+                w.sync(NodeSource(RestNode(server.url)), scan)
+            assert w.tip() == (8, chain.hash_at(8)) and w.outputs() == found != []
+
+
+def test_work_a_closed_source_left_in_flight_gives_up_its_retries_at_once():
+    from sp_scan.index import Retry
+    from sp_scan.wallet.sources import Ahead
+
+    reported = []
+    retry = Retry(attempts=50, delay=3600.0, report=reported.append)  # an hour between tries: only `stop` ends it
+
+    def failing(stop):
+        raise NodeError("the server went away")
+
+    pool = Ahead(2, "test-ahead")
+    future = pool.submit(lambda stop: retry.call(failing, stop, stop=stop), pool.stop)
+    wait_until(lambda: reported, what="the first retry")
+    pool.close()
+    assert isinstance(future.exception(timeout=300), NodeError)  # the bound only turns a hang into a failure
+    assert len(reported) == 1

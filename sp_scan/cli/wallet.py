@@ -16,7 +16,7 @@ from sp_scan.wallet import SyncStats, Wallet, WalletOutput
 
 from . import output
 from .options import (
-    KEYS_HELP, SCAN_KEY_ENV, Group, descriptor_option, key_options, node_client, node_options, parse_pubkey,
+    KEYS_HELP, SCAN_KEY_ENV, SOURCES, Group, descriptor_option, key_options, node_client, node_options, parse_pubkey,
     read_descriptor, read_scan_key,
 )  # fmt: skip
 from .run import Progress, Terminated, stop_signals, stopped
@@ -157,13 +157,15 @@ BlindBit Oracle v1 server: tweaks and filters per block; outputs fetched only wh
 electrs: tweaks and output keys streamed; a match's tx and merkle proof fetched) or --electrum (Frigate:
 the server scans with the scan key it is given, --share-scan-key; each reported tx and its merkle proof
 are fetched and checked here). Spends through --electrum and --cake come from the history of each
-output's script. Each
-block is committed with the synced height, so an interrupted or killed sync resumes where it stopped. A fork
-(a stored block hash the source no longer has) rolls back what came after it and rescans.
-{KEYS_HELP}""")
+output's script. Each block is committed with the synced height, so an interrupted or killed sync resumes
+where it stopped. A fork (a stored block hash the source no longer has) rolls back what came after it and
+rescans.
+
+The scan key is read only from {SOURCES} (or the wallet's sp() descriptor file), never from an argument,
+and must be the wallet's.""")
 @WALLET_ARGUMENT
 @click.option("--scan-key-file", metavar="F", help=f"File holding the 64-hex scan key; - reads stdin. Else {SCAN_KEY_ENV}, else stdin.")
-@descriptor_option
+@click.option("--descriptor-file", metavar="F", help="Read the scan key from the wallet's sp() descriptor file instead (- reads stdin).")
 @click.option("--db", metavar="FILE", help="Sync from a local sp-scan index file.")
 @node_options
 @click.option("--blindbit", metavar="URL", help="Sync from a BlindBit Oracle v1 server, e.g. http://127.0.0.1:8000.")
@@ -177,7 +179,7 @@ block is committed with the synced height, so an interrupted or killed sync resu
 @click.option("--to", "stop", type=click.IntRange(min=0), metavar="H", help="Last height to sync (default: the source's tip).")
 @click.option("--follow", is_flag=True, help="Keep polling for new blocks until Ctrl-C or SIGTERM.")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between polls with --follow.")
-@click.option("--mempool", is_flag=True, help="Also keep the unconfirmed payments in the source's mempool (--db over an index synced with --mempool).")
+@click.option("--mempool", is_flag=True, help="Also keep the unconfirmed payments in the source's mempool (--db over an index synced with --mempool, or --electrum).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Scanning threads.")
 @click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing request (0.5 s, doubling) before giving up.")
 @click.pass_context
@@ -188,6 +190,10 @@ def sync(
     retry = Retry(retries, report=_Retrying())
     if descriptor_file is not None and scan_key_file is not None:
         raise click.UsageError("give --scan-key-file or --descriptor-file, not both")
+    if mempool and not (db or electrum_target):
+        raise click.UsageError(
+            "--mempool goes with --db (an index that `sp-scan index sync --follow --mempool` keeps) or --electrum: a node gives no prevouts for mempool txs, BlindBit and Cake no mempool"
+        )
     with Wallet.open(path) as w:
         remote = {"grpc": grpc_target, "electrum": electrum_target, "cake": cake_target, "tls": tls, "share_scan_key": share_scan_key}
         if electrum_target and share_scan_key:  # Frigate's source is given the key it sends (checked to be the wallet's first)
@@ -201,7 +207,7 @@ def sync(
             code = 0
             try:
                 with stop_signals("the wallet"):
-                    stats = w.sync(source, scan_key32, stop=stop, follow=follow, interval=interval, mempool=mempool, threads=jobs, retry=retry, progress=_show(progress))
+                    stats = w.sync(source, scan_key32, stop=stop, follow=follow, interval=interval, mempool=mempool, threads=jobs, progress=_show(progress))
             except (KeyboardInterrupt, Terminated) as exc:
                 progress.close()
                 tip = w.tip()

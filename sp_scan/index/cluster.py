@@ -28,8 +28,8 @@ import distributed
 from ..errors import ClusterError, SchedulerAddressError
 from ..scan import Receiver
 from ..types import IndexMatch
-from . import Index
 from .scan import DASK_PARTITION_BLOCKS, scan_partition_wallets
+from .tweak_index import Index
 
 SCHEMES = ("tcp", "tls")
 README_SECTION = "Scanning on a cluster"

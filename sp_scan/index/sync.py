@@ -25,6 +25,7 @@ or `BlockFiles` below. It is pickled to the workers.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -123,18 +124,22 @@ class Retry:
     delay: float = 0.5
     report: Callable[[str], None] | None = None
 
-    def call(self, fn: Callable, *args: object):
-        """fn(*args), retried on NodeError; the last NodeError is raised."""
+    def call(self, fn: Callable, *args: object, stop: threading.Event | None = None):
+        """fn(*args), retried on NodeError; the last NodeError is raised, and at once (no retry, no
+        report) once `stop` is set: work its caller gave up on neither waits out its retries nor reports them."""
         wait, left = self.delay, self.attempts
         while True:
             try:
                 return fn(*args)
             except NodeError as exc:
-                if left == 0:
+                if left == 0 or (stop is not None and stop.is_set()):
                     raise
                 if self.report is not None:
                     self.report(f"{exc}; retry {self.attempts - left + 1} of {self.attempts} in {wait:g} s")
-                time.sleep(wait)
+                if stop is None:
+                    time.sleep(wait)
+                elif stop.wait(wait):
+                    raise
                 wait, left = 2 * wait, left - 1
 
 

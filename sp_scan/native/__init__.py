@@ -14,6 +14,9 @@ Three environment variables, read once at import; any other value raises
                      "libsecp" ("libsecp256k1" and "portable" are synonyms);
                      unset: the best this CPU runs (ifma > avx2 > scalar).
                      Naming one the CPU or this build cannot run is refused.
+
+The native backend also refuses (ConfigError) a coincurve other than the
+releases in COINCURVE_VERSIONS: _core calls libsecp256k1 out of its library.
 """
 
 import os as _os
@@ -57,6 +60,9 @@ _SECP_FUNCTIONS = (
     "ec_pubkey_create", "ec_seckey_verify", "ec_seckey_negate", "ec_seckey_tweak_add", "ec_seckey_tweak_mul",
     "ecdh",
 )  # fmt: skip
+COINCURVE_VERSIONS = ("21.0.0",)
+"""The coincurve releases whose libsecp256k1 _core was built and tested against (pyproject.toml pins the same):
+_core calls its functions by address, so any other release is refused when the native backend starts."""
 
 
 def _setting(name: str, accepted) -> str:
@@ -68,9 +74,20 @@ def _setting(name: str, accepted) -> str:
 
 
 def _secp_addresses() -> dict[str, int]:
-    """The addresses of the libsecp256k1 functions _core binds, from coincurve's compiled library."""
+    """The addresses of the libsecp256k1 functions _core binds, from coincurve's compiled library.
+
+    Raises:
+        ConfigError: the installed coincurve is not one of COINCURVE_VERSIONS.
+    """
+    import coincurve
     from coincurve._libsecp256k1 import ffi, lib
 
+    version = getattr(coincurve, "__version__", "(of no stated version)")
+    if version not in COINCURVE_VERSIONS:
+        raise ConfigError(
+            f"coincurve {version} is installed, but sp-scan's C core binds libsecp256k1 out of coincurve "
+            f"{' or '.join(COINCURVE_VERSIONS)} only: pip install 'coincurve=={COINCURVE_VERSIONS[-1]}' (or set SP_SCAN_BACKEND=reference)"
+        )
     return {
         f"secp256k1_{name}": int(ffi.cast("uintptr_t", ffi.addressof(lib, f"secp256k1_{name}")))
         for name in _SECP_FUNCTIONS
@@ -85,7 +102,8 @@ def _load():
 
     Raises:
         ConfigError: a setting is not accepted, SP_SCAN_BACKEND=native without the
-            built extension, or SP_SCAN_ECC names an engine this CPU or build cannot run.
+            built extension, SP_SCAN_ECC names an engine this CPU or build cannot run,
+            or coincurve is not one of COINCURVE_VERSIONS.
     """
     backend = _setting("SP_SCAN_BACKEND", BACKENDS)
     _setting("SP_SCAN_SHA256", SHA256_SETTINGS)

@@ -46,7 +46,7 @@ static PyObject *py_set_ec_engine(PyObject *self, PyObject *arg) {
     char why[200];
     const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
     if (name == NULL) return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "engine name must be a str");
-    if (!ready()) return NULL;
+    if (!spn_py_ready()) return NULL;
     PyObject *previous = PyUnicode_FromString(spn_engine_active->name);
     if (previous && !spn_engine_select(name, why, sizeof why)) {
         Py_DECREF(previous);
@@ -156,7 +156,7 @@ static PyObject *py_shared_secrets(PyObject *self, PyObject *args) {
     size_t sc_len = 0, n = (size_t)pts.len / 64;
     const spn_ec_core *c = core_named(name);
     if (c == NULL) goto done;
-    if (key.len != 32 || pts.len % 64 || (scalars != Py_None && (!as_bytes(scalars, &sc, &sc_len) || sc_len != n * 32))) {
+    if (key.len != 32 || pts.len % 64 || (scalars != Py_None && (!spn_py_as_bytes(scalars, &sc, &sc_len) || sc_len != n * 32))) {
         PyErr_SetString(PyExc_ValueError, "scan_key32, n x 64 points and n x 32 scalars (or None)");
         goto done;
     }

@@ -33,7 +33,7 @@ from coincurve import PrivateKey
 from .. import crypto
 from ..address import encode
 from ..errors import InvalidKeyError, WalletStoreError
-from ..index.sync import TAPROOT_ACTIVATION, Retry
+from ..index.sync import TAPROOT_ACTIVATION
 from ..network import get as get_network
 from ..scan import CHANGE_LABEL, Receiver
 from .sources import Source
@@ -157,7 +157,6 @@ class Wallet:
         interval: float = 10.0,
         mempool: bool = False,
         threads: int = 1,
-        retry: Retry = Retry(),
         on_output: Callable[[WalletOutput], None] | None = None,
         progress: Callable[[SyncStats], None] | None = None,
     ) -> SyncStats:
@@ -170,7 +169,6 @@ class Wallet:
             follow: poll every `interval` seconds until interrupted (and wait for a source behind the wallet).
             mempool: once caught up, keep the outputs paying the wallet in the source's mempool as unconfirmed.
             threads: native scanning threads.
-            retry: how a failing source call is tried again.
             on_output: called with each output found, then again when its spend is seen, after the
                 commit that holds it (an app's hook: it runs in this thread, keep it short).
             progress: called with the stats after each block and while waiting.
@@ -182,12 +180,12 @@ class Wallet:
             InvalidKeyError: the scan key is not this wallet's.
             WalletStoreError: the source is on another network, or another process syncs the wallet.
             HeightError: stop is beyond the source's tip (without follow).
-            NodeError: the source fails after the retries, or is behind the wallet (without follow).
+            NodeError: the source fails (after the retries it makes itself: see its `retry`), or is behind the wallet (without follow).
             SourceError: an answer the checks refuse, a tweak that is not a point among them (the block is not written).
             The message of a failure names the height to resume at.
         """
         receiver = self.receiver(scan_key32)
-        syncer = Syncer(self._store, source, receiver, threads=threads, retry=retry, progress=progress, on_output=on_output)
+        syncer = Syncer(self._store, source, receiver, threads=threads, progress=progress, on_output=on_output)
         return syncer.run(stop, follow, interval, mempool)
 
     def outputs(self) -> list[WalletOutput]:

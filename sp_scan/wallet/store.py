@@ -151,7 +151,8 @@ class WalletStore:
 
     @classmethod
     def create(cls, path: str | os.PathLike, network: str, scan_pubkey33: bytes, spend_pubkey33: bytes, labels: Sequence[int], birthday: int) -> WalletStore:
-        """Create a wallet file (built aside, then linked into place: never over an existing file).
+        """Create a wallet file, readable and writable by its owner only (built aside, then linked into place:
+        never over an existing file; SQLite gives its -wal and -shm files the same mode).
 
         Raises:
             WalletStoreError: the file exists, an unknown network, or SQLite fails.
@@ -163,6 +164,7 @@ class WalletStore:
             raise WalletStoreError(f"{path} already exists")
         scratch = path.with_name(f".{path.name}.{os.getpid()}.new")
         try:
+            os.close(os.open(scratch, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))  # your payments: readable by you only
             conn = sqlite3.connect(scratch, isolation_level=None)
             try:
                 conn.execute("BEGIN")

@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 
 from .. import scan as sp_scan
 from ..errors import HeightError, InvalidKeyError, NodeError, SourceError, WalletStoreError
-from ..index.sync import Retry
 from ..scan import Receiver
 from .sources import MAX_BLOCK_TXS, BlockTxs, Keys0, Source, SourceBlock
 from .store import KEEP_HASHES, Found, WalletOutput, WalletStore
 
 COMMIT_SECONDS = 1.0
 """Blocks that change nothing are committed together at most this often."""
+MAX_UNLINKED = 5
+"""Rounds in a row whose first block does not link to the wallet's tip while the source still has that tip."""
 
 
 @dataclass
@@ -137,11 +138,10 @@ class Syncer:
         receiver: Receiver,
         *,
         threads: int = 1,
-        retry: Retry = Retry(),
         progress: Callable[[SyncStats], None] | None = None,
         on_output: Callable[[WalletOutput], None] | None = None,
     ) -> None:
-        self.store, self.source, self.receiver, self.threads, self.retry = store, source, receiver, threads, retry
+        self.store, self.source, self.receiver, self.threads = store, source, receiver, threads
         self.progress = progress or (lambda stats: None)
         self.on_output = on_output or (lambda output: None)
         self.stats = SyncStats()
@@ -153,12 +153,12 @@ class Syncer:
         Raises:
             WalletStoreError: the source is on another network, or another process syncs the wallet.
             HeightError: stop is beyond the source's tip (without follow).
-            NodeError: the source fails after its retries, or is behind the wallet (without follow).
+            NodeError: the source fails (after the retries it makes itself), or is behind the wallet (without follow).
             SourceError: an answer the checks refuse (a tweak that is not a point among them).
             Every error's message ends with the height the wallet is at and where the next sync resumes.
         """
         try:
-            network = self.retry.call(self.source.network)
+            network = self.source.network()
             if network != self.store.network:
                 raise WalletStoreError(f"{self.store.path} is a wallet for {self.store.network}; {self.source.name} is on {network}")
             self.store.lock_writer()
@@ -183,8 +183,9 @@ class Syncer:
         time.sleep(interval)
 
     def _loop(self, stop: int | None, follow: bool, interval: float, mempool: bool) -> SyncStats:
+        unlinked = 0
         while True:
-            source_tip = self.retry.call(self.source.tip_height)
+            source_tip = self.source.tip_height()
             tip = self.store.tip()
             if stop is not None and stop > source_tip and not follow:
                 raise HeightError(f"height {stop} is beyond {self.source.name}'s tip {source_tip}")
@@ -193,17 +194,20 @@ class Syncer:
                     raise NodeError(f"{self.source.name}'s chain ends at height {source_tip}, below the wallet's {tip[0]}: nothing is rolled back; --follow waits for it")
                 self._wait(interval)
                 continue
-            if tip is not None and self.retry.call(self.source.block_hash, tip[0]) != tip[1]:
+            if tip is not None and self.source.block_hash(tip[0]) != tip[1]:
                 self._roll_back(tip)
                 continue
             nxt = tip[0] + 1 if tip else self.store.birthday
             target = source_tip if stop is None else min(stop, source_tip)
             self.stats.target, self.stats.waiting = target, False
             if nxt <= target:
+                done = self.stats.blocks
                 try:
                     self._blocks(nxt, target, tip[1] if tip else None)
-                except _Fork:
-                    pass
+                except _Fork as exc:
+                    unlinked = 1 if self.stats.blocks > done else unlinked + 1
+                    if unlinked > MAX_UNLINKED:
+                        raise NodeError(f"{exc}, while the wallet's block {tip[0]} is still its own; seen {unlinked} times (a stale cache in front of it?)") from None
                 continue  # look again: the source may have moved on or switched branches
             if mempool:
                 self._mempool()
@@ -215,7 +219,7 @@ class Syncer:
         """The source has another block at the wallet's tip: forget every block above the highest stored one it still has."""
         keep = self.store.birthday - 1
         for height, hash32 in self.store.hashes(tip[0], KEEP_HASHES):
-            if self.retry.call(self.source.block_hash, height) == hash32:
+            if self.source.block_hash(height) == hash32:
                 keep = height
                 break
         self.stats.rolled_back += self.store.rollback_to(keep)
@@ -239,7 +243,7 @@ class Syncer:
                 if len(block.hash32) != 32 or (block.prev32 is not None and len(block.prev32) != 32):
                     raise SourceError(f"{self.source.name}: block {block.height}'s hash is not 32 bytes")
                 if block.prev32 is not None and prev32 is not None and block.prev32 != prev32:
-                    raise _Fork
+                    raise _Fork(f"{self.source.name}'s block {block.height} names {block.prev32[::-1].hex()} as its parent, not the wallet's {prev32[::-1].hex()}")
                 found, spends = self._scan(block)
                 self.store.append(block.height, block.hash32, found, [(s.outpoint36, s.txid32) for s in spends])
                 outputs = [WalletOutput(block.height, f.txid32, f.vout, f.amount, f.output32, f.tweak32, f.label, block.hash32) for f in found]
@@ -292,6 +296,8 @@ class Syncer:
             found = scan_txs(txs, self.receiver, self.threads, positions)
         except InvalidKeyError as exc:
             raise SourceError(f"{what}: {exc}") from None
+        if len({(f.txid32, f.vout) for f in found}) != len(found):
+            raise SourceError(f"{what}: an output paying the wallet is listed twice")
         keys = {op: o.output32 for op, o in self._unspent.items()} | {f.txid32 + struct.pack("<I", f.vout): f.output32 for f in found}
         asked = sorted(keys)
         spends = block.spends(asked, [keys[op] for op in asked]) if asked else []
@@ -305,7 +311,7 @@ class Syncer:
 
     def _mempool(self) -> None:
         """Replace the wallet's unconfirmed outputs with those among the source's mempool txs."""
-        txs = self.retry.call(self.source.mempool)
+        txs = self.source.mempool()
         if txs is None:
             return
         txs.check(f"the mempool of {self.source.name}")

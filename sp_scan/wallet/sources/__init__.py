@@ -18,6 +18,9 @@ A source only answers; the sync loop (`sp_scan.wallet.sync`) checks the answers,
   or None when it has no mempool to give.
 - `close()`.
 
+A source retries what its transport allows (a `Retry`: doubling waits) before it raises `NodeError`;
+the loop does not retry, and what a source raises ends the sync (naming the height to resume at).
+
 `SourceBlock` (what the source says of one height):
 - `height`, `hash32`, `prev32` (None when the source does not say: forks are then found between
   rounds through `block_hash`; a prev32 that is not the previous block's hash ends the round).
@@ -48,9 +51,12 @@ against the tweak (P = B_m + t_k·G), never the source's claim. What fails a che
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
+import queue
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -120,7 +126,8 @@ class BlockTxs:
         return list(itertools.accumulate(memoryview(self.counts).cast("I"), initial=0))
 
     def check(self, what: str) -> None:
-        """Refuse arrays of inconsistent widths or counts, oversized answers, repeated outputs, impossible amounts.
+        """Refuse arrays of inconsistent widths or counts, oversized answers, a tx listed twice, impossible amounts
+        (an output listed twice within a tx is refused by the loop if it pays the wallet).
 
         Args:
             what: names the answer in the message ("block 812345 from BlindBit at …").
@@ -140,12 +147,8 @@ class BlockTxs:
             raise SourceError(f"{what}: {total:,} taproot outputs, more than a block holds")
         if len(self.outputs32) != 32 * total or len(self.vouts) != 4 * total or len(self.amounts) != 8 * total:
             raise SourceError(f"{what}: output arrays do not hold {total} outputs")
-        if any(a > MAX_MONEY for a in memoryview(self.amounts).cast("Q")):
+        if total and max(memoryview(self.amounts).cast("Q")) > MAX_MONEY:
             raise SourceError(f"{what}: an output holds more than 21 million bitcoin")
-        vouts, firsts = memoryview(self.vouts).cast("I"), self.firsts()
-        for i in range(n):
-            if len(set(vouts[firsts[i] : firsts[i + 1]])) != firsts[i + 1] - firsts[i]:
-                raise SourceError(f"{what}: transaction {self.txids[32 * i : 32 * i + 32][::-1].hex()} lists an output twice")
         if len(set(self.txids[i : i + 32] for i in range(0, len(self.txids), 32))) != n:
             raise SourceError(f"{what}: a transaction is listed twice")
 
@@ -210,3 +213,49 @@ class Source(Protocol):
     def blocks(self, start: int, stop: int) -> Iterator[SourceBlock]: ...
     def mempool(self) -> BlockTxs | None: ...
     def close(self) -> None: ...
+
+
+class Ahead:
+    """Work a source's `blocks` does ahead of the loop, in daemon threads: `submit` gives a Future; `close`
+    (the generator's `finally`) cancels what has not started and sets `stop`, which running work passes
+    to `Retry.call` so that it gives up instead of retrying. Nothing waits for a server: not the
+    generator's close, not the process's exit.
+
+    Args:
+        threads: the worker threads (started now, ended by `close`).
+        name: their thread names' prefix.
+    """
+
+    def __init__(self, threads: int, name: str) -> None:
+        self.stop = threading.Event()
+        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = threads
+        for i in range(threads):
+            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True).start()
+
+    def submit(self, fn: Callable, *args: object) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._tasks.put((future, fn, args))
+        return future
+
+    def _run(self) -> None:
+        while (task := self._tasks.get()) is not None:
+            future, fn, args = task
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001  (handed to whoever waits on the future)
+                future.set_exception(exc)
+
+    def close(self) -> None:
+        self.stop.set()
+        while True:
+            try:
+                task = self._tasks.get_nowait()
+            except queue.Empty:
+                break
+            if task is not None:
+                task[0].cancel()
+        for _ in range(self._threads):
+            self._tasks.put(None)

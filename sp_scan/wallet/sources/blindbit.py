@@ -3,7 +3,9 @@
 
 Per block, many blocks in flight: the tweaks (`/tweak-index/:h`, or `/tweaks/:h` with cut-through,
 with `dustLimit`) and both filters (`/filter/new-utxos/:h`, `/filter/spent/:h`); the block hash is
-the filters' `block_hash` (both must name the same one). The sync loop hands the block the k = 0
+the filters' `block_hash` (both must name the same one); the last `REORG_WINDOW` blocks below the
+server's tip, where a reorg may replace a block between two answers (the tweaks name no block), are
+read one at a time between two /block-hash answers that must agree with the filters. The sync loop hands the block the k = 0
 keys of every tweak for the address and each label; only when one is in the new-UTXO filter are
 the block's outputs fetched (`/utxos/:h`), and the loop pairs each tx with the tweak whose key it
 holds and runs the full k loop. The wallet's unspent outpoints are hashed with the block hash and
@@ -20,7 +22,6 @@ status raises `NodeError`, tried again `retry.attempts` times with doubling wait
 
 from __future__ import annotations
 
-import concurrent.futures
 import http.client
 import json
 import threading
@@ -35,7 +36,7 @@ from sp_scan.index.filters import matches, spent_hashes
 from sp_scan.index.sync import Retry
 from sp_scan.network import NETWORKS
 
-from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, BlockTxs, Keys0, Spend
+from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, Ahead, BlockTxs, Keys0, Spend
 
 MAX_BODY = 64 << 20
 """The largest answer read (after gunzip): a mainnet block's /utxos is a few MB."""
@@ -46,6 +47,9 @@ CONNECTIONS = 16
 TIMEOUT = 60.0
 MAX_SPENT = 200_000
 """More spent-index hashes than a block has inputs."""
+REORG_WINDOW = 6
+"""Blocks this close to the server's tip are read between two /block-hash answers (see `_stable`)."""
+_STABLE_TRIES = 3
 _HEX = frozenset("0123456789abcdefABCDEF")
 _ROUTES = {  # (dust limit > 0, cut-through) -> the /info flag that says the route is filled
     (False, False): "tweaks_full_basic",
@@ -133,14 +137,14 @@ class _Client:
             raise NodeError(f"BlindBit {path}: HTTP {reply.status} {detail[0] if detail else ''}".rstrip())
         return body
 
-    def get(self, path: str) -> object:
-        """The JSON of GET path, retried on NodeError.
+    def get(self, path: str, stop: threading.Event | None = None) -> object:
+        """The JSON of GET path, retried on NodeError (given up at once when `stop` is set).
 
         Raises:
             NodeError: unreachable or an error status after the retries.
             SourceError: an oversized body, or not JSON.
         """
-        body = self.retry.call(self._once, path)
+        body = self.retry.call(self._once, path, stop=stop)
         try:
             return json.loads(body)
         except (ValueError, UnicodeDecodeError):
@@ -176,6 +180,7 @@ class BlindBitBlock:
         what = f"BlindBit /utxos/{self.height}"
         rows = _list(self.client.get(f"/utxos/{self.height}"), MAX_BLOCK_OUTPUTS, what)
         txs: dict[bytes, list[tuple[int, bytes, int]]] = {}
+        seen: set[tuple[bytes, int]] = set()
         for row in rows:
             self._named(row, what)
             script = _hex(_field(row, "scriptpubkey", what), 34, f"{what}: scriptpubkey")
@@ -184,6 +189,9 @@ class BlindBitBlock:
             txid32 = _hex(_field(row, "txid", what), 32, f"{what}: txid")[::-1]
             vout = _int(_field(row, "vout", what), 0, 2**32 - 1, f"{what}: vout")
             value = _int(_field(row, "value", what), 0, MAX_MONEY, f"{what}: value")
+            if (txid32, vout) in seen:
+                raise SourceError(f"{what}: an output listed twice")
+            seen.add((txid32, vout))
             txs.setdefault(txid32, []).append((vout, script[2:], value))
         keys = b"".join(o[1] for outs in txs.values() for o in outs)
         if len(self._matches(self.new_filter, keys, 32)) != len(keys) // 32:
@@ -242,6 +250,7 @@ class BlindBitSource:
         self.name = f"BlindBit at {self.client.url}"
         self.dust_limit, self.cut_through, self.ahead, self.connections = dust_limit, cut_through, ahead, connections
         self._info: dict | None = None
+        self._tip: int | None = None
 
     @property
     def received(self) -> int:
@@ -267,54 +276,77 @@ class BlindBitSource:
         return self._info["network"]
 
     def tip_height(self) -> int:
-        return _int(_field(self.client.get("/block-height"), "block_height", "BlindBit /block-height"), 0, 2**32 - 1, "BlindBit /block-height")
+        self._tip = _int(_field(self.client.get("/block-height"), "block_height", "BlindBit /block-height"), 0, 2**32 - 1, "BlindBit /block-height")
+        return self._tip
 
-    def block_hash(self, height: int) -> bytes:
-        body = self.client.get(f"/block-hash/{height}")
+    def block_hash(self, height: int, stop: threading.Event | None = None) -> bytes:
+        body = self.client.get(f"/block-hash/{height}", stop)
         return _hex(_field(body, "block_hash", f"BlindBit /block-hash/{height}"), 32, f"BlindBit /block-hash/{height}")[::-1]
 
-    def _tweaks(self, height: int) -> bytes:
+    def _tweaks(self, height: int, stop: threading.Event | None = None) -> bytes:
         route = "tweaks" if self.cut_through else "tweak-index"
         what = f"BlindBit /{route}/{height}"
-        listed = _list(self.client.get(f"/{route}/{height}?dustLimit={self.dust_limit}"), MAX_BLOCK_TXS, what)
+        listed = _list(self.client.get(f"/{route}/{height}?dustLimit={self.dust_limit}", stop), MAX_BLOCK_TXS, what)
         return b"".join(_hex(t, 33, f"{what}: a tweak") for t in listed)
 
-    def _filter(self, height: int, kind: str) -> tuple[bytes, bytes]:
+    def _filter(self, height: int, kind: str, stop: threading.Event | None = None) -> tuple[bytes, bytes]:
         """(block hash32, filter bytes) of /filter/<kind>/height."""
         what = f"BlindBit /filter/{kind}/{height}"
-        body = self.client.get(f"/filter/{kind}/{height}")
+        body = self.client.get(f"/filter/{kind}/{height}", stop)
         if _field(body, "block_height", what) != height:
             raise SourceError(f"{what}: block_height is not {height}")
         return _hex(_field(body, "block_hash", what), 32, f"{what}: block_hash")[::-1], _hex(_field(body, "data", what), None, f"{what}: data")
 
-    def blocks(self, start: int, stop: int) -> Iterator[BlindBitBlock]:
-        """Heights start..stop: each one's three answers asked for `ahead` blocks in advance.
+    def _stable(self, height: int, stop: threading.Event) -> tuple[bytes, bytes, bytes, bytes]:
+        """(hash32, tweaks, new-UTXO filter, spent filter) of a block near the tip, read one after the other
+        between two /block-hash answers; read again while they and the filters do not name one block.
 
         Raises:
-            NodeError: the server fails after the retries.
+            NodeError: the block kept changing over `_STABLE_TRIES` reads (a reorg in progress).
+        """
+        for _ in range(_STABLE_TRIES):
+            before = self.block_hash(height, stop)
+            tweaks = self._tweaks(height, stop)
+            (new_hash32, new_filter), (spent_hash32, spent_filter) = self._filter(height, "new-utxos", stop), self._filter(height, "spent", stop)
+            if before == new_hash32 == spent_hash32 == self.block_hash(height, stop):
+                return before, tweaks, new_filter, spent_filter
+        raise NodeError(f"BlindBit's block {height} keeps changing (a reorg in progress)")
+
+    def _parallel(self, height: int, tweaks, new, spent) -> tuple[bytes, bytes, bytes, bytes]:
+        (hash32, new_filter), (spent_hash32, spent_filter) = new.result(), spent.result()
+        if spent_hash32 != hash32:
+            raise SourceError(f"BlindBit's two filters of block {height} name different blocks")
+        return hash32, tweaks.result(), new_filter, spent_filter
+
+    def blocks(self, start: int, stop: int) -> Iterator[BlindBitBlock]:
+        """Heights start..stop: each one's three answers asked for `ahead` blocks in advance (those of the
+        last REORG_WINDOW blocks below the server's tip in one task, `_stable`).
+
+        Raises:
+            NodeError: the server fails after the retries, or a block near its tip keeps changing.
             SourceError: an answer the checks refuse.
         """
-        pool = concurrent.futures.ThreadPoolExecutor(self.connections, thread_name_prefix="sp-scan-blindbit")
+        near = (self.tip_height() if self._tip is None else self._tip) - REORG_WINDOW
+        pool = Ahead(self.connections, "sp-scan-blindbit")
         ahead: deque = deque()
         heights = iter(range(start, stop + 1))
         try:
             while True:
                 for height in heights:
-                    ahead.append((height, pool.submit(self._tweaks, height), pool.submit(self._filter, height, "new-utxos"), pool.submit(self._filter, height, "spent")))
+                    if height > near:
+                        ahead.append((height, [pool.submit(self._stable, height, pool.stop)]))
+                    else:
+                        tasks = ((self._tweaks, height), (self._filter, height, "new-utxos"), (self._filter, height, "spent"))
+                        ahead.append((height, [pool.submit(*task, pool.stop) for task in tasks]))
                     if len(ahead) >= self.ahead:
                         break
                 if not ahead:
                     return
-                height, tweaks, new, spent = ahead.popleft()
-                (hash32, new_filter), (spent_hash32, spent_filter) = new.result(), spent.result()
-                if spent_hash32 != hash32:
-                    raise SourceError(f"BlindBit's two filters of block {height} name different blocks")
-                yield BlindBitBlock(height, hash32, tweaks.result(), new_filter, spent_filter, self.client)
+                height, futures = ahead.popleft()
+                hash32, tweaks, new_filter, spent_filter = futures[0].result() if len(futures) == 1 else self._parallel(height, *futures)
+                yield BlindBitBlock(height, hash32, tweaks, new_filter, spent_filter, self.client)
         finally:
-            for _, *futures in ahead:
-                for future in futures:
-                    future.cancel()
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.close()
 
     def mempool(self) -> BlockTxs | None:
         """None: BlindBit v1 serves no mempool."""

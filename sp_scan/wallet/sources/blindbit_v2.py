@@ -150,6 +150,10 @@ class BlindBitV2Source:
         return NodeError(f"{self.name}: {call}: {code.name if code else 'failed'} {detail}".rstrip())
 
     def _unary(self, name: str, request, reply):
+        """One call's answer, retried through `retry`."""
+        return self.retry.call(self._unary_once, name, request, reply)
+
+    def _unary_once(self, name: str, request, reply):
         call = self.channel.unary_unary(SERVICE + name, request_serializer=type(request).SerializeToString, response_deserializer=self._reader(reply))
         try:
             return call(request, timeout=self.timeout)
@@ -192,7 +196,7 @@ class BlindBitV2Source:
         return got[::-1]
 
     def _full_block(self, height: int):
-        return self.retry.call(self._unary, "GetFullBlock", self.pb.BlockHeightRequest(block_height=height), self.pb.FullBlockResponse)
+        return self._unary("GetFullBlock", self.pb.BlockHeightRequest(block_height=height), self.pb.FullBlockResponse)
 
     def _open(self, start: int, stop: int):
         """The stream from `start` and its first message (so a server that is down fails here, where it is retried)."""

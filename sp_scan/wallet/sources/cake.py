@@ -146,14 +146,14 @@ class CakeSource:
 
     def network(self) -> str:
         if self._network is None:
-            self._network = electrum_network(self.client)
+            self._network = self.retry.call(electrum_network, self.client)
         return self._network
 
     def tip_height(self) -> int:
-        return electrum_tip(self.client)
+        return self.retry.call(electrum_tip, self.client)
 
     def block_hash(self, height: int) -> bytes:
-        return block_hash32(headers(self.client, height, 1)[0])
+        return block_hash32(self.retry.call(headers, self.client, height, 1)[0])
 
     def _take(self, height: int, id_: int, last: int):
         """Block `height`'s streamed body ({} when the server sent none for it), once its call is answered; the

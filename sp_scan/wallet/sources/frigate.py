@@ -113,17 +113,17 @@ class FrigateSource:
             SourceError: no `silent_payments` in server.features, or an unknown chain.
         """
         if self._network is None:
-            features = self.client.call("server.features", [])
+            features = self.retry.call(self.client.call, "server.features", [])
             if not isinstance(features, dict) or "silent_payments" not in features:
                 raise SourceError(f"{self.name} offers no silent payments (server.features has no silent_payments)")
-            self._network = electrum_network(self.client)
+            self._network = self.retry.call(electrum_network, self.client)
         return self._network
 
     def tip_height(self) -> int:
-        return electrum_tip(self.client)
+        return self.retry.call(electrum_tip, self.client)
 
     def block_hash(self, height: int) -> bytes:
-        return block_hash32(headers(self.client, height, 1)[0])
+        return block_hash32(self.retry.call(headers, self.client, height, 1)[0])
 
     def _history(self, start: str, lo: int, hi: int) -> dict[bytes, tuple[int, bytes]]:
         """{txid32: (height, tweak33)} of one subscription from `start` ("FROM-TO"), read to its progress 1.0 and
@@ -206,9 +206,12 @@ class FrigateSource:
         """The unconfirmed txs the server reports paying the wallet (a subscription of the tip's height), with their tweaks.
 
         Raises:
-            NodeError: the server fails.
+            NodeError: the server fails after the retries.
             SourceError: a tx that is not what its txid says.
         """
+        return self.retry.call(self._mempool)
+
+    def _mempool(self) -> BlockTxs:
         tip = electrum_tip(self.client)
         pending = {txid32: tweak33 for txid32, (height, tweak33) in self._history(f"{tip}-{tip}", tip, tip).items() if height == 0}
         raws = self.client.calls([("blockchain.transaction.get", [txid32[::-1].hex()]) for txid32 in pending])

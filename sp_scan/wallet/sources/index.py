@@ -1,7 +1,7 @@
 """`--db FILE`: a local sp-scan tweak index as a wallet's source (read-only, beside a running sync).
 
-Blocks are read a partition at a time (`Index.partition`: packed tweaks and outputs, one read),
-with the hashes of the partition's heights and the one below read before and after it: a read
+Blocks are read a partition at a time (`Index.partition`: packed tweaks and outputs, one read; the
+next one in a thread while this one is scanned), with the hashes of the partition's heights and the one below read before and after it: a read
 that a concurrent reorg of the index overlapped is read again, so each block's hash and parent
 belong to its data. Spends come from the block's spent index (8-byte hashes of the outpoints it
 spends and its hash, as BlindBit serves them), compared with the wallet's outpoints' hashes; the
@@ -11,6 +11,7 @@ spending txid is not in the index. The mempool is the index's (a running `sp-sca
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,15 +115,19 @@ class IndexSource:
         first, tip = self.index.first_height, self.index.tip()
         if first is None or tip is None or not first <= start <= stop <= tip[0]:
             held = f"holds {first}..{tip[0]}" if tip else "is empty"
-            raise HeightError(f"the wallet needs heights {start}..{stop}; {self.name} {held}")
-        for lo in range(start, stop + 1, PARTITION_BLOCKS):
-            hi = min(lo + PARTITION_BLOCKS - 1, stop)
-            hashes, partition = self._read(lo, hi)
-            heights = memoryview(partition.heights).cast("I")
-            if list(heights) != list(range(lo, hi + 1)):
-                raise NodeError(f"{self.name} no longer holds every height {lo}..{hi} (a reorg in progress)")
-            for b, height in enumerate(heights):
-                yield IndexBlock(height, hashes[height], hashes.get(height - 1), _slice(partition, b), self.index)
+            raise HeightError(f"the wallet needs heights {start}..{stop}; {self.name} {held} (sync the index from the wallet's next height)")
+        ranges = [(lo, min(lo + PARTITION_BLOCKS - 1, stop)) for lo in range(start, stop + 1, PARTITION_BLOCKS)]
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sp-scan-wallet-index") as reader:
+            ahead = reader.submit(self._read, *ranges[0])  # the next partition is read while this one is scanned
+            for i, (lo, hi) in enumerate(ranges):
+                hashes, partition = ahead.result()
+                if i + 1 < len(ranges):
+                    ahead = reader.submit(self._read, *ranges[i + 1])
+                heights = memoryview(partition.heights).cast("I")
+                if list(heights) != list(range(lo, hi + 1)):
+                    raise NodeError(f"{self.name} no longer holds every height {lo}..{hi} (a reorg in progress)")
+                for b, height in enumerate(heights):
+                    yield IndexBlock(height, hashes[height], hashes.get(height - 1), _slice(partition, b), self.index)
 
     def mempool(self) -> BlockTxs | None:
         """The index's mempool txs (oldest first); None when no running sync keeps it."""

@@ -12,6 +12,7 @@ and sync the wallet from that index).
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from sp_scan.index.sync import Retry
 from sp_scan.node import RestNode, RpcNode
 from sp_scan.types import BlockData
 
-from . import BlockTxs, Keys0, Spend
+from . import Ahead, BlockTxs, Keys0, Spend
 
 AHEAD = 8
 """Blocks fetched ahead of the one being scanned."""
@@ -77,32 +78,29 @@ class NodeSource:
     def block_hash(self, height: int) -> bytes:
         return bytes.fromhex(self.retry.call(self.node.block_hash, height))[::-1]
 
-    def _fetch(self, height: int) -> tuple[str, bytes, bytes]:
-        hash_hex = self.retry.call(self.node.block_hash, height)
-        raw, spent = self.retry.call(self.node.block, hash_hex)
+    def _fetch(self, height: int, stop: threading.Event) -> tuple[str, bytes, bytes]:
+        hash_hex = self.retry.call(self.node.block_hash, height, stop=stop)
+        raw, spent = self.retry.call(self.node.block, hash_hex, stop=stop)
         return hash_hex, raw, spent
 
     def blocks(self, start: int, stop: int) -> Iterator[NodeBlock]:
-        """Heights start..stop, AHEAD blocks fetched in THREADS threads ahead of the one given.
+        """Heights start..stop, AHEAD blocks fetched in THREADS threads (`Ahead`) ahead of the one given.
 
         Raises:
             NodeError: the node fails after the retries, or serves a block of another hash than it named.
             MalformedDataError, PrevoutsError: a block or its spent outputs do not parse.
         """
-        pool = concurrent.futures.ThreadPoolExecutor(THREADS, thread_name_prefix="sp-scan-wallet-node")
-        heights = iter(range(start, stop + 1))
+        pool = Ahead(THREADS, "sp-scan-wallet-node")
         ahead: deque = deque()
         try:
-            for height in heights:
-                ahead.append((height, pool.submit(self._fetch, height)))
+            for height in range(start, stop + 1):
+                ahead.append((height, pool.submit(self._fetch, height, pool.stop)))
                 if len(ahead) > AHEAD:
                     yield self._block(*ahead.popleft())
             while ahead:
                 yield self._block(*ahead.popleft())
         finally:
-            for _, future in ahead:
-                future.cancel()
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.close()
 
     def _block(self, height: int, future: concurrent.futures.Future) -> NodeBlock:
         hash_hex, raw, spent = future.result()
