@@ -110,7 +110,7 @@ def _source(spec: dict, receiver: Receiver):
     return CakeSource(host, int(port))
 
 
-class RegtestChain:
+class RegtestChain(LinkedChain):
     """bench.index's linked copies behind the regtest genesis block (height 0; copy i at height i + 1), each
     header with its copy's merkle root; a cli_support.ChainView."""
 
@@ -118,27 +118,20 @@ class RegtestChain:
         from bitcoin import RegTestParams
         from bitcoin.core import CBlock
 
-        linked = LinkedChain(n)
+        super().__init__(n)
         genesis = RegTestParams.GENESIS_BLOCK.serialize()
         prev = wire.sha256d(genesis[:80])
-        self.blocks, self.spents = [(prev, genesis)], [wire.serialize_spent([[]])]
-        for _, raw in linked.blocks:
+        copies, self.blocks = self.blocks, [(prev, genesis)]
+        for _, raw in copies:
             root = CBlock.build_merkle_tree_from_txids([tx.txid32 for tx in wire.parse_block(raw).txs])[-1]
             header = raw[:4] + prev + root + raw[68:80]
             prev = wire.sha256d(header)
             self.blocks.append((prev, header + raw[80:]))
-            self.spents.append(linked.spent)
         self.heights = {hash32: h for h, (hash32, _) in enumerate(self.blocks)}
 
-    def best(self) -> tuple[int, bytes]:
-        return len(self.blocks) - 1, self.blocks[-1][0]
-
-    def hash_at(self, height: int) -> bytes | None:
-        return self.blocks[height][0] if 0 <= height < len(self.blocks) else None
-
     def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes] | None:
-        h = self.heights.get(hash32)
-        return None if h is None else (h, self.blocks[h][1], self.spents[h])
+        found = super().lookup(hash32)
+        return found if found is None or found[0] else (0, found[1], wire.serialize_spent([[]]))  # genesis spends nothing
 
 
 def serve(spec: dict) -> None:

@@ -6,7 +6,7 @@ cut off or rewrite what they answer.
 - `JsonRpcProxy(port)`: a TCP relay of newline-delimited JSON-RPC to an Electrum listener, each line from the
   server decoded so a test can change it.
 
-Knobs (both): `tamper` rewrites what the server sends (return a new value, bytes to send as they are, or None
+Knobs (both, blindbit_support.Knobs): `tamper` rewrites what the server sends (return a new value, bytes to send as they are, or None
 to send it unchanged); `hold(pred)` keeps back what matches until `release()` (`held` counts it);
 `stop_answering(after)` lets `after` more server messages through, then cuts every connection and refuses new
 ones until `resume_answering()`; `cut_once(pred)` cuts off the first message matching pred (a gRPC call ends
@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Callable
 from concurrent import futures
 
 import grpc
 from google.protobuf import empty_pb2
 
+from blindbit_support import Knobs
 from sp_scan.proto import blindbit_oracle_pb2 as pb
 
 SERVICE = "blindbit.oracle.v1.OracleService"
@@ -38,64 +38,7 @@ _METHODS = {  # name: (request, reply, streams)
 }
 
 
-class _Knobs:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.tamper: Callable | None = None
-        self.holding: Callable | None = None
-        self.released = threading.Event()
-        self.held = 0
-        self.budget: int | None = None
-        self.cut_at: Callable | None = None
-        self.seen: list = []
-
-    def cut_once(self, pred: Callable) -> None:
-        self.cut_at = pred
-
-    def _cut_here(self, *args) -> bool:
-        with self.lock:
-            pred = self.cut_at
-            if pred is None or not pred(*args):
-                return False
-            self.cut_at = None
-            return True
-
-    def hold(self, pred: Callable) -> None:
-        """Keep back every message for which pred(...) holds (the proxy's own arguments) until `release()`."""
-        self.released.clear()
-        with self.lock:
-            self.held = 0
-        self.holding = pred
-
-    def release(self) -> None:
-        self.holding = None
-        self.released.set()
-
-    def stop_answering(self, after: int = 0) -> None:
-        with self.lock:
-            self.budget = after
-
-    def resume_answering(self) -> None:
-        with self.lock:
-            self.budget = None
-
-    def _spend(self) -> bool:
-        """Take one message of the budget; False once it is spent."""
-        with self.lock:
-            if self.budget is None:
-                return True
-            self.budget -= 1
-            return self.budget >= 0
-
-    def _wait(self, *args) -> None:
-        holding = self.holding
-        if holding is not None and holding(*args):
-            with self.lock:
-                self.held += 1
-            self.released.wait()
-
-
-class GrpcProxy(_Knobs):
+class GrpcProxy(Knobs):
     """OracleService relayed to `upstream` ("host:port"); `.target` reaches the proxy.
 
     `tamper(name, message)` sees each reply message (a stream's one by one); `hold(pred)` takes
@@ -169,7 +112,7 @@ def _raw(data: bytes) -> bytes:
     return data
 
 
-class JsonRpcProxy(_Knobs):
+class JsonRpcProxy(Knobs):
     """Newline-delimited JSON-RPC relayed to 127.0.0.1:`port`; `.port` reaches the proxy.
 
     `tamper(message, request)`, `hold(pred)`'s pred(message, request) and `cut_once`'s pred see each message

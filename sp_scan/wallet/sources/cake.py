@@ -26,9 +26,7 @@ from sp_scan.errors import NodeError, SourceError
 from sp_scan.index.sync import Retry
 
 from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, BlockTxs, Keys0, Spend
-from .electrum import TIMEOUT, ElectrumClient, Spends, block_hash32, block_txs, headers, hex_bytes, integer, proven_txs, taproot_outputs
-from .electrum import network as electrum_network
-from .electrum import tip_height as electrum_tip
+from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, headers, hex_bytes, integer, proven_txs, taproot_outputs
 
 TWEAKS = "blockchain.tweaks.subscribe"
 AHEAD = 32
@@ -122,7 +120,7 @@ def parse_block(body: object, what: str) -> tuple[list[bytes], bytes, list[list[
     return txids, b"".join(tweaks), outputs
 
 
-class CakeSource:
+class CakeSource(ElectrumSource):
     """Cake Wallet's electrs (or `sp-scan serve --electrum-port`) streaming tweaks to the wallet.
 
     Args:
@@ -133,27 +131,9 @@ class CakeSource:
     """
 
     def __init__(self, host: str, port: int, *, tls: bool = False, retry: Retry = Retry(), ahead: int = AHEAD, timeout: float = TIMEOUT) -> None:
-        self.client = ElectrumClient(host, port, tls, listen=(TWEAKS,), timeout=timeout)
-        self.name = f"Cake's electrs at {self.client.url}"
-        self.retry, self.ahead = retry, ahead
-        self._network: str | None = None
+        super().__init__("Cake's electrs", host, port, tls, (TWEAKS,), retry, timeout)
+        self.ahead = ahead
         self._streamed: dict[int, object] = {}
-
-    @property
-    def received(self) -> int:
-        """Bytes of answers and notifications read."""
-        return self.client.received
-
-    def network(self) -> str:
-        if self._network is None:
-            self._network = self.retry.call(electrum_network, self.client)
-        return self._network
-
-    def tip_height(self) -> int:
-        return self.retry.call(electrum_tip, self.client)
-
-    def block_hash(self, height: int) -> bytes:
-        return block_hash32(self.retry.call(headers, self.client, height, 1)[0])
 
     def _take(self, height: int, id_: int, last: int):
         """Block `height`'s streamed body ({} when the server sent none for it), once its call is answered; the
@@ -218,6 +198,3 @@ class CakeSource:
     def mempool(self) -> BlockTxs | None:
         """None: Cake's electrs serves no mempool tweaks."""
         return None
-
-    def close(self) -> None:
-        self.client.close()

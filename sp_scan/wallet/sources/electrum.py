@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 
 from sp_scan import wire
 from sp_scan.errors import MalformedDataError, NodeError, SourceError
+from sp_scan.index.sync import Retry
 from sp_scan.network import BY_GENESIS
 
 from . import MAX_BLOCK_TXS, BlockTxs, Spend
@@ -236,6 +237,44 @@ class ElectrumClient:
                 raise SourceError(f"the Electrum server at {self.url} sent more notifications than were asked for")
             self._notes.append((message.get("params"), len(line)))
             self._note_bytes += len(line)
+
+
+class ElectrumSource:
+    """What the Electrum sources share: the chain as the server's headers name it, every call retried.
+
+    Args:
+        kind: names the server in messages ("Frigate").
+        listen: the notification methods the source reads.
+        retry: how a failing request is tried again.
+    """
+
+    def __init__(self, kind: str, host: str, port: int, tls: bool, listen: Iterable[str], retry: Retry, timeout: float) -> None:
+        self.client = ElectrumClient(host, port, tls, listen=listen, timeout=timeout)
+        self.name = f"{kind} at {self.client.url}"
+        self.retry = retry
+        self._network: str | None = None
+
+    @property
+    def received(self) -> int:
+        """Bytes of answers and notifications read."""
+        return self.client.received
+
+    def network(self) -> str:
+        if self._network is None:
+            self._network = self.retry.call(self._chain)
+        return self._network
+
+    def _chain(self) -> str:
+        return network(self.client)
+
+    def tip_height(self) -> int:
+        return self.retry.call(tip_height, self.client)
+
+    def block_hash(self, height: int) -> bytes:
+        return block_hash32(self.retry.call(headers, self.client, height, 1)[0])
+
+    def close(self) -> None:
+        self.client.close()
 
 
 # ---- the chain ----

@@ -34,8 +34,7 @@ from sp_scan.index.sync import Retry
 from sp_scan.network import get as get_network
 
 from . import MAX_BLOCK_TXS, BlockTxs, Keys0, Spend
-from .electrum import TIMEOUT, ElectrumClient, Spends, block_hash32, block_txs, headers, hex_bytes, integer, parsed_tx, proven_txs, taproot_outputs
-from .electrum import network as electrum_network
+from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, headers, hex_bytes, integer, parsed_tx, proven_txs, taproot_outputs
 from .electrum import tip_height as electrum_tip
 
 SUBSCRIBE = "blockchain.silentpayments.subscribe"
@@ -70,7 +69,7 @@ class FrigateBlock:
         return self.retry.call(self.spent.of_block, self.height, self.header80, outpoints36, outputs32)
 
 
-class FrigateSource:
+class FrigateSource(ElectrumSource):
     """A Frigate (or `sp-scan serve --electrum-port`) server scanning for the wallet.
 
     Args:
@@ -93,37 +92,22 @@ class FrigateSource:
         self.labels = sorted({m for m in labels if m})
         if len(self.labels) > MAX_LABELS:
             raise SourceError(f"Frigate scans at most {MAX_LABELS} labels besides change; this wallet has {len(self.labels)}")
-        self.client = ElectrumClient(host, port, tls, listen=(SUBSCRIBE,), timeout=timeout)
-        self.name = f"Frigate at {self.client.url}"
+        super().__init__("Frigate", host, port, tls, (SUBSCRIBE,), retry, timeout)
         self._keys = [bytes(scan_key32).hex(), bytes(spend_pubkey33).hex()]
         self._scan_pub33 = PrivateKey(bytes(scan_key32)).public_key.format()
         self._spend33 = bytes(spend_pubkey33)
-        self.retry, self.window = retry, window
-        self._network: str | None = None
+        self.window = window
 
-    @property
-    def received(self) -> int:
-        """Bytes of answers and notifications read."""
-        return self.client.received
-
-    def network(self) -> str:
+    def _chain(self) -> str:
         """The chain of the server's genesis block, once `server.features` offers silent payments.
 
         Raises:
             SourceError: no `silent_payments` in server.features, or an unknown chain.
         """
-        if self._network is None:
-            features = self.retry.call(self.client.call, "server.features", [])
-            if not isinstance(features, dict) or "silent_payments" not in features:
-                raise SourceError(f"{self.name} offers no silent payments (server.features has no silent_payments)")
-            self._network = self.retry.call(electrum_network, self.client)
-        return self._network
-
-    def tip_height(self) -> int:
-        return self.retry.call(electrum_tip, self.client)
-
-    def block_hash(self, height: int) -> bytes:
-        return block_hash32(self.retry.call(headers, self.client, height, 1)[0])
+        features = self.client.call("server.features", [])
+        if not isinstance(features, dict) or "silent_payments" not in features:
+            raise SourceError(f"{self.name} offers no silent payments (server.features has no silent_payments)")
+        return super()._chain()
 
     def _history(self, start: str, lo: int, hi: int) -> dict[bytes, tuple[int, bytes]]:
         """{txid32: (height, tweak33)} of one subscription from `start` ("FROM-TO"), read to its progress 1.0 and
@@ -219,5 +203,5 @@ class FrigateSource:
         return BlockTxs.of((tx.txid32, pending[tx.txid32], taproot_outputs(tx)) for tx in txs)
 
     def close(self) -> None:
-        self.client.close()
+        super().close()
         self._keys = []
