@@ -338,11 +338,15 @@ def test_cake_accepts_electrs_spend_markers_and_a_block_it_does_not_send(kernel_
     assert listed(path) == paid(kernel_chain)
 
 
-def test_a_reported_output_that_does_not_match_its_tweak_is_never_stored(kernel_chain, proxy, tmp_path):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_reported_output_that_does_not_match_its_tweak_is_never_stored(kind, kernel_chain, proxy, tmp_path):
     stranger = PrivateKey(b"\x07" * 32).public_key.format().hex()  # a point, but not the tx's tweak
-    proxy.tamper = _history(lambda h: [{**e, "tweak_key": stranger} if e["height"] == PAYMENT else e for e in h])
+    if kind == "electrum":
+        proxy.tamper = _history(lambda h: [{**e, "tweak_key": stranger} if e["height"] == PAYMENT else e for e in h])
+    else:
+        proxy.tamper = _tweaks(lambda txs: {t: {**tx, "tweak": stranger} for t, tx in txs.items()})
     path = create(tmp_path)
-    assert sync(path, *source("electrum", proxy.port), "--to", str(PAYMENT)).exit_code == 0
+    assert sync(path, *source(kind, proxy.port), "--to", str(PAYMENT)).exit_code == 0
     assert listed(path) == [r for r in paid(kernel_chain) if r["height"] < PAYMENT] == [] and wallet_tip(path) == PAYMENT
 
 
