@@ -4,17 +4,25 @@ Usage:
     python -m bench.wallet                    # 24 linked copies of vectors/blocks/mainnet.bin
     python -m bench.wallet --blocks 48 --runs 3
 
-The chain is bench.index's: `--blocks` linked copies of the mainnet-sized sample block (3,001 txs,
-1,412 eligible, 2,062 P2TR outputs), served by tests/cli_support.py's Core REST stand-in on
-127.0.0.1, indexed once with `Index.sync`, and served by `sp-scan serve` (a child process, port 0)
-for the BlindBit v1 source. Two wallets: "no payments" (fresh keys: no filter ever matches) and
-"paid" (mainnet.bin's test wallet, paid 84 outputs in copy 0). Each measurement runs in its own
-child process (`--measure`): blocks/s of the sync call (wall), CPU per block (the child's
-process time, every thread), bytes per block read off the wire (bodies as sent, gzipped). Peer:
-`Index.scan` over the same index, one thread, also in a child, in the same run. One scanning
-thread everywhere. "answers" is what a BlindBit client cannot avoid: each block's /tweak-index and
-two /filter bodies as the server sends them with gzip; "raw" is their binary content (33 bytes a
-tweak, the filters' bytes). Prints markdown tables with the ratios.
+The chain is bench.index's `--blocks` linked copies of the mainnet-sized sample block (3,001 txs,
+1,412 eligible, 2,062 P2TR outputs) behind the regtest genesis block, each copy's header carrying
+its own merkle root (`RegtestChain`: ElectrumX checks the genesis block, and the Electrum sources
+check merkle proofs against the headers). It is served by tests/cli_support.py's Core REST and
+RPC stand-ins on 127.0.0.1, indexed once with `Index.sync`, indexed by ElectrumX (e-x) over the
+RPC stand-in (told to take the copies' inputs that spend outputs never created as empty ones, and
+to send answers at once: ElectrumX 2 holds a small answer up to 1 s to pad it, which Fulcrum and
+electrs, the usual backends, do not), and served by `sp_scan.server.Server` in a child process
+(`--serve`): BlindBit v1 (HTTP), v2 (gRPC, GetFullBlock from the REST stand-in) and the Electrum
+listener (Frigate's and Cake's methods, ElectrumX behind it). Two wallets: "no payments" (fresh keys: no filter ever
+matches) and "paid" (mainnet.bin's test wallet, paid 84 outputs in copy 0, spent in copy 1). Each
+measurement runs in its own child process (`--measure`): blocks/s of the sync call (wall), CPU per
+block (the child's process time, every thread: Frigate's scan runs in the server, which this
+does not count), bytes per block read off the wire (HTTP bodies as sent, gzipped; gRPC messages
+with their 5-byte prefixes; Electrum lines). Peer: `Index.scan` over the same index, one thread,
+also in a child, in the same run. One scanning thread everywhere. "answers" is what a BlindBit
+client cannot avoid: each block's /tweak-index and two /filter bodies as the server sends them
+with gzip; "raw" is their binary content (33 bytes a tweak, the filters' bytes). Prints markdown
+tables with the ratios.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from pathlib import Path
 
 from coincurve import PrivateKey
 
-from sp_scan import native
+from sp_scan import native, wire
 from sp_scan.index import Index
 from sp_scan.node import RestNode
 from sp_scan.scan import Receiver
@@ -61,18 +69,7 @@ def measure(spec: dict) -> dict:
             wall, cpu = time.perf_counter() - began, time.process_time() - cpu
             blocks = idx.tip()[0] + 1
         return {"blocks": blocks, "wall": wall, "cpu": cpu, "received": 0, "found": found}
-    if spec["source"] == "db":
-        from sp_scan.wallet.sources.index import IndexSource
-
-        source = IndexSource(spec["db"])
-    elif spec["source"] == "rest":
-        from sp_scan.wallet.sources.node import NodeSource
-
-        source = NodeSource(RestNode(spec["url"]))
-    else:
-        from sp_scan.wallet.sources.blindbit import BlindBitSource
-
-        source = BlindBitSource(spec["url"])
+    source = _source(spec, receiver)
     scan_pub = PrivateKey(receiver.scan_key32).public_key.format()
     labels = tuple(m for m in receiver.labels if m)
     with tempfile.TemporaryDirectory() as tmp, Wallet.create(Path(tmp) / "w", "regtest", scan_pub, receiver.spend_pubkey33, labels, 0) as w:
@@ -82,6 +79,74 @@ def measure(spec: dict) -> dict:
         found = len(w.outputs())
     source.close()
     return {"blocks": stats.blocks, "wall": wall, "cpu": cpu, "received": source.received, "found": found}
+
+
+def _source(spec: dict, receiver: Receiver):
+    """The wallet source a measurement syncs from."""
+    kind, url = spec["source"], spec.get("url", "")
+    if kind == "db":
+        from sp_scan.wallet.sources.index import IndexSource
+
+        return IndexSource(spec["db"])
+    if kind == "rest":
+        from sp_scan.wallet.sources.node import NodeSource
+
+        return NodeSource(RestNode(url))
+    if kind == "blindbit":
+        from sp_scan.wallet.sources.blindbit import BlindBitSource
+
+        return BlindBitSource(url)
+    if kind == "grpc":
+        from sp_scan.wallet.sources.blindbit_v2 import BlindBitV2Source
+
+        return BlindBitV2Source(url)
+    host, port = url.removeprefix("tcp://").rsplit(":", 1)
+    if kind == "electrum":
+        from sp_scan.wallet.sources.frigate import FrigateSource
+
+        return FrigateSource(host, int(port), receiver.scan_key32, receiver.spend_pubkey33, receiver.labels)
+    from sp_scan.wallet.sources.cake import CakeSource
+
+    return CakeSource(host, int(port))
+
+
+class RegtestChain(LinkedChain):
+    """bench.index's linked copies behind the regtest genesis block (height 0; copy i at height i + 1), each
+    header with its copy's merkle root; a cli_support.ChainView."""
+
+    def __init__(self, n: int) -> None:
+        from bitcoin import RegTestParams
+        from bitcoin.core import CBlock
+
+        super().__init__(n)
+        genesis = RegTestParams.GENESIS_BLOCK.serialize()
+        prev = wire.sha256d(genesis[:80])
+        copies, self.blocks = self.blocks, [(prev, genesis)]
+        for _, raw in copies:
+            root = CBlock.build_merkle_tree_from_txids([tx.txid32 for tx in wire.parse_block(raw).txs])[-1]
+            header = raw[:4] + prev + root + raw[68:80]
+            prev = wire.sha256d(header)
+            self.blocks.append((prev, header + raw[80:]))
+        self.heights = {hash32: h for h, (hash32, _) in enumerate(self.blocks)}
+
+    def lookup(self, hash32: bytes) -> tuple[int, bytes, bytes] | None:
+        found = super().lookup(hash32)
+        return found if found is None or found[0] else (0, found[1], wire.serialize_spent([[]]))  # genesis spends nothing
+
+
+def serve(spec: dict) -> None:
+    """The server, in this (child) process: print its listeners' URLs as one JSON line, serve until stdin closes."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from serving import ServerThread
+
+    from sp_scan.server.answers import READER_THREADS
+    from sp_scan.server.electrum import ElectrumServer
+
+    electrum = ElectrumServer(spec["db"], "127.0.0.1", 0, backend=spec["electrumx"])
+    with ServerThread(Path(spec["db"]), READER_THREADS, node=RestNode(spec["rest"]), grpc_port=0, electrum=electrum) as server:
+        urls = server.server.urls
+        print(json.dumps({"blindbit": server.url, "grpc": urls["grpc"], "electrum": urls["electrum"], "cake": urls["electrum"], "rest": spec["rest"]}), flush=True)
+        sys.stdin.read()
 
 
 def _child(spec: dict) -> dict:
@@ -122,29 +187,37 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=24)
     parser.add_argument("--runs", type=int, default=3, help="Measurements per row; the median is shown.")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
         print(json.dumps(measure(json.loads(args.measure))))
         return
+    if args.serve:
+        serve(json.loads(args.serve))
+        return
     sys.path.insert(0, str(ROOT / "tests"))
-    from cli_support import NodeServer, RestHandler
-
-    from .serve import start_server
+    from cli_support import NodeServer, RestHandler, RpcHandler, transactions
+    from electrum_support import ElectrumX
 
     print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; Python {platform.python_version()}; EC engine {native.ec_engine() if native.ENABLED else 'reference'}")
-    print(f"Chain: {args.blocks} linked copies of mainnet.bin (3,001 txs, 1,412 eligible each); medians of {args.runs} runs\n")
-    chain = LinkedChain(args.blocks)
-    with tempfile.TemporaryDirectory() as tmp, NodeServer(RestHandler, chain) as rest:
+    print(f"Chain: the regtest genesis block and {args.blocks} linked copies of mainnet.bin (3,001 txs, 1,412 eligible each); medians of {args.runs} runs\n")
+    chain = RegtestChain(args.blocks)
+    with tempfile.TemporaryDirectory() as tmp, NodeServer(RestHandler, chain) as rest, NodeServer(RpcHandler, chain, credentials="user:pass") as rpc:
         db = Path(tmp) / "index.db"
         with Index.create(db, "regtest") as idx:
             idx.sync(RestNode(rest.url), jobs=2)
-        server, url = start_server(db, ["--per-ip-connections", "0", "--per-ip-rate", "0"])
+        transactions(chain)  # the RPC stand-in's txindex (ElectrumX asks it for every tx it serves), built before any measurement
+        (Path(tmp) / "electrumx").mkdir()
+        electrumx = ElectrumX(int(rpc.url.rsplit(":", 1)[1]), Path(tmp) / "electrumx", args.blocks, padding_wait=0.0, missing_inputs=True).start()
+        spec = {"db": str(db), "rest": rest.url, "electrumx": electrumx.url}
+        server = subprocess.Popen([sys.executable, "-m", "bench.wallet", "--serve", json.dumps(spec)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         try:
-            sent, raw = answers_per_block(url, db)
+            urls = json.loads(server.stdout.readline())
+            sent, raw = answers_per_block(urls["blindbit"], db)
             for wallet in ("no payments", "paid"):
                 rows, peer = [], None
-                for source in ("index scan", "db", "rest", "blindbit"):
-                    spec = {"source": source, "wallet": wallet, "db": str(db), "url": rest.url if source == "rest" else url}
+                for source in ("index scan", "db", "rest", "blindbit", "grpc", "electrum", "cake"):
+                    spec = {"source": source, "wallet": wallet, "db": str(db), "url": urls.get(source, "")}
                     runs = [_child(spec) for _ in range(args.runs)]
                     r = {k: statistics.median(run[k] for run in runs) for k in ("wall", "cpu", "received")}
                     blocks, found = runs[0]["blocks"], runs[0]["found"]
@@ -152,7 +225,7 @@ def main() -> None:
                     peer = peer or rate
                     per_block = r["received"] / blocks
                     bytes_cell = f"{per_block:,.0f} ({per_block / sent:.3f}× answers, {per_block / raw:.2f}× raw)" if source == "blindbit" else f"{per_block:,.0f}"
-                    name = "`index scan` (peer)" if source == "index scan" else f"wallet sync --{source}"
+                    name = "`index scan` (peer)" if source == "index scan" else f"wallet sync --{source}" + (" (server scans)" if source == "electrum" else "")
                     rows.append(f"| {name} | {rate:,.1f} | {rate / peer:.2f} | {1e3 * r['cpu'] / blocks:,.1f} | {bytes_cell} | {found} |")
                 print(f"Wallet: {wallet}\n")
                 print("| source | blocks/s | vs index scan | CPU ms/block | bytes/block received | outputs found |")
@@ -160,8 +233,9 @@ def main() -> None:
                 print("\n".join(rows) + "\n")
             print(f"BlindBit answers a client cannot avoid: {sent:,.0f} bytes/block gzipped as sent ({raw:,.0f} raw: tweaks 33 B each + both filters)")
         finally:
-            server.terminate()
-            server.wait(30)
+            server.stdin.close()
+            server.wait(60)
+            electrumx.stop()
 
 
 if __name__ == "__main__":

@@ -78,34 +78,39 @@ class _Threaded:
         self.thread.join(5)
 
 
-class Proxy(_Threaded):
-    """Forward every GET to `upstream` (an `sp-scan serve`), recording it, with these knobs:
+class Knobs:
+    """A stand-in's knobs (see remote_support's docstring): hold and release, stop and resume answering, cut once."""
 
-    - `hold(height)`: hang requests for that height or above until `release()`; `held` counts them.
-    - `stop_answering(after)`: answer `after` more requests, then close connections unanswered.
-    - `tamper`: f(path, json_body) -> a new JSON value, or bytes to send as they are, or None to
-      send the upstream answer unchanged (then asked without gzip).
-    """
-
-    def __init__(self, upstream: str) -> None:
-        super().__init__()
-        self.upstream = upstream
-        self.paths: list[str] = []
+    def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.hold_from: int | None = None
+        self.tamper: Callable | None = None
+        self.holding: Callable | None = None
         self.released = threading.Event()
         self.held = 0
         self.budget: int | None = None
-        self.tamper: Callable[[str, object], object] | None = None
+        self.cut_at: Callable | None = None
+        self.seen: list = []
 
-    def hold(self, height: int) -> None:
+    def cut_once(self, pred: Callable) -> None:
+        self.cut_at = pred
+
+    def _cut_here(self, *args) -> bool:
+        with self.lock:
+            pred = self.cut_at
+            if pred is None or not pred(*args):
+                return False
+            self.cut_at = None
+            return True
+
+    def hold(self, pred: Callable) -> None:
+        """Keep back every message for which pred(...) holds (the proxy's own arguments) until `release()`."""
         self.released.clear()
         with self.lock:
             self.held = 0
-        self.hold_from = height
+        self.holding = pred
 
     def release(self) -> None:
-        self.hold_from = None
+        self.holding = None
         self.released.set()
 
     def stop_answering(self, after: int = 0) -> None:
@@ -116,6 +121,40 @@ class Proxy(_Threaded):
         with self.lock:
             self.budget = None
 
+    def _spend(self) -> bool:
+        """Take one message of the budget; False once it is spent."""
+        with self.lock:
+            if self.budget is None:
+                return True
+            self.budget -= 1
+            return self.budget >= 0
+
+    def _wait(self, *args) -> None:
+        holding = self.holding
+        if holding is not None and holding(*args):
+            with self.lock:
+                self.held += 1
+            self.released.wait()
+
+
+class Proxy(_Threaded, Knobs):
+    """Forward every GET to `upstream` (an `sp-scan serve`), recording it, with these knobs:
+
+    - `hold(height)`: hang requests for that height or above until `release()`; `held` counts them.
+    - `stop_answering(after)`: answer `after` more requests, then close connections unanswered.
+    - `tamper`: f(path, json_body) -> a new JSON value, or bytes to send as they are, or None to
+      send the upstream answer unchanged (then asked without gzip).
+    """
+
+    def __init__(self, upstream: str) -> None:
+        _Threaded.__init__(self)
+        Knobs.__init__(self)
+        self.upstream = upstream
+        self.paths: list[str] = []
+
+    def hold(self, height: int) -> None:
+        super().hold(lambda path: (h := height_of(path)) is not None and h >= height)
+
     def close(self) -> None:
         self.release()
         super().close()
@@ -124,17 +163,10 @@ class Proxy(_Threaded):
         path = h.path
         with self.lock:
             self.paths.append(path)
-            budget = self.budget
-            if budget is not None:
-                self.budget = budget - 1
-        if budget is not None and budget <= 0:
+        if not self._spend():
             h.close_connection = True
             return
-        height = height_of(path)
-        if self.hold_from is not None and height is not None and height >= self.hold_from:
-            with self.lock:
-                self.held += 1
-            self.released.wait()
+        self._wait(path)
         tamper = self.tamper
         headers = {} if tamper else {k: v for k, v in h.headers.items() if k.lower() == "accept-encoding"}
         request = urllib.request.Request(self.upstream + path, headers=headers)

@@ -497,13 +497,19 @@ _MEMPOOL_RPCS = ("getrawmempool", "getmempoolinfo", "getrawtransaction", "gettxo
 
 
 def transactions(chain: ChainView) -> dict[str, bytes]:
-    """Display txid -> raw transaction of every transaction on the active chain (a txindex)."""
+    """Display txid -> raw transaction of every transaction on the active chain (a txindex), built again
+    only when the chain's tip moved (kept on the chain object)."""
     from bitcoin.core import CBlock
 
+    tip = chain.best()
+    cached = getattr(chain, "_txindex", None)
+    if cached is not None and cached[0] == tip:
+        return cached[1]
     out = {}
-    for height in range(chain.best()[0] + 1):
+    for height in range(tip[0] + 1):
         for tx in CBlock.deserialize(chain.lookup(chain.hash_at(height))[1]).vtx:
             out[tx.GetTxid()[::-1].hex()] = tx.serialize()
+    chain._txindex = (tip, out)
     return out
 
 

@@ -158,11 +158,17 @@ class ElectrumX:
         rpc_port: the stand-in's port (credentials user:pass).
         datadir: an empty directory for its database.
         tip: the height it must reach before `start` returns.
+        padding_wait: seconds ElectrumX 2 holds a small answer back to pad it with the next ones (its
+            traffic-analysis defence, 1.0 by default: a client making one call at a time waits that long
+            for each); None leaves its default.
+        missing_inputs: let blocks spend outputs the chain never created (bench.index's copies of a
+            mainnet block do), each taken as an empty output of no script, instead of stopping.
     """
 
-    def __init__(self, rpc_port: int, datadir: Path, tip: int) -> None:
+    def __init__(self, rpc_port: int, datadir: Path, tip: int, padding_wait: float | None = None, missing_inputs: bool = False) -> None:
         self.port = free_port()
         self.tip = tip
+        self.padding_wait, self.missing_inputs = padding_wait, missing_inputs
         self.log = datadir / "electrumx.log"
         self.env = {
             **os.environ,
@@ -180,6 +186,10 @@ class ElectrumX:
 
     def start(self) -> ElectrumX:
         code = "from electrumx.cli.electrumx_server import main; main()"
+        if self.padding_wait is not None:
+            code = f"from electrumx.server.transport import PaddedRSTransport as T; T.WAIT_FOR_BUFFER_GROWTH_SECONDS = {self.padding_wait!r}; {code}"
+        if self.missing_inputs:
+            code = f"{_MISSING_INPUTS}\n{code}"
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen([sys.executable, "-c", code], env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.wait_for(self.tip)
@@ -210,6 +220,18 @@ class ElectrumX:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+_MISSING_INPUTS = """
+import electrumx.server.block_processor as bp
+_spend = bp.BlockProcessor.spend_utxo
+def _spend_or_nothing(self, txid_rev, tx_idx):
+    try:
+        return _spend(self, txid_rev, tx_idx)
+    except bp.ChainError:
+        return bytes(bp.HASHX_LEN) + bp.pack_txnum(0) + bp.pack_satoshis_val(0)
+bp.BlockProcessor.spend_utxo = _spend_or_nothing
+"""
 
 
 class Relay:

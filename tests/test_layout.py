@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "sp_scan"
 LAYERS = [
     ["", "errors", "network", "workers"],
     ["crypto", "_checks"],
-    ["types", "wire", "formats", "address"],
+    ["types", "wire", "formats", "address", "proto", "proto.*"],
     ["native", "native.*", "reference", "reference.*"],
     ["backend"],
     ["extract", "summary", "scan", "send", "dleq", "block"],

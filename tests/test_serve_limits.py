@@ -28,7 +28,7 @@ from electrum_support import RawClient
 from index_support import wait_until
 from serving import ServerThread, ok
 from sp_scan.server.limits import Gate, Limits, RateLimitedLog, connection_cap, ip_group
-from sp_scan.server.proto import blindbit_oracle_pb2 as pb
+from sp_scan.proto import blindbit_oracle_pb2 as pb
 
 ROOT = Path(__file__).resolve().parent.parent
 TIP = kernelchain.SAMPLE_TIP

@@ -19,7 +19,7 @@ from index_support import as_old_version
 from serving import ServerThread, ok
 from sp_scan.index import Index
 from sp_scan.node import RestNode
-from sp_scan.server.proto import blindbit_oracle_pb2 as pb
+from sp_scan.proto import blindbit_oracle_pb2 as pb
 from sp_scan.wire import parse_spent
 
 TIP = kernelchain.SAMPLE_TIP

@@ -67,13 +67,23 @@ def create(path, network_name, scan_key_file, spend_pubkey, labels, descriptor_f
         click.echo(f"wallet {path} created: {network}, address {w.address()}, scanning from height {w.birthday}")
 
 
-def _source(db, node, blindbit, cut_through, dust_limit, retry):
-    """The one source the options name."""
-    given = [name for name, value in (("--db", db), ("--rest/--rpc", node), ("--blindbit", blindbit)) if value]
+def _source(db, node, blindbit, cut_through, dust_limit, retry, remote=None):
+    """The one source the options name (`remote`: the --grpc/--electrum/--cake options, see `_remote`)."""
+    remote = remote or {}
+    named = [("--grpc", remote.get("grpc")), ("--electrum", remote.get("electrum")), ("--cake", remote.get("cake"))]
+    given = [name for name, value in (("--db", db), ("--rest/--rpc", node), ("--blindbit", blindbit), *named) if value]
     if len(given) != 1:
-        raise click.UsageError("give one source: --db FILE, --rest URL, --rpc URL or --blindbit URL" + (f" (not {' and '.join(given)})" if given else ""))
-    if (cut_through or dust_limit) and not blindbit:
-        raise click.UsageError("--cut-through and --dust-limit go with a tweak server (--blindbit)")
+        raise click.UsageError(
+            "give one source: --db FILE, --rest URL, --rpc URL, --blindbit URL, --grpc, --electrum or --cake HOST:PORT" + (f" (not {' and '.join(given)})" if given else "")
+        )
+    if (cut_through or dust_limit) and not (blindbit or remote.get("grpc")):
+        raise click.UsageError("--cut-through and --dust-limit go with a BlindBit server (--blindbit or --grpc)")
+    if remote.get("tls") and not any(value for _, value in named):
+        raise click.UsageError("--tls goes with --grpc, --electrum or --cake")
+    if remote.get("share_scan_key") and not remote.get("electrum"):
+        raise click.UsageError("--share-scan-key goes with --electrum")
+    if any(value for _, value in named):
+        return _remote(retry, dust_limit, cut_through, **remote)
     if db:
         from sp_scan.wallet.sources.index import IndexSource
 
@@ -85,6 +95,37 @@ def _source(db, node, blindbit, cut_through, dust_limit, retry):
     from sp_scan.wallet.sources.blindbit import BlindBitSource
 
     return BlindBitSource(blindbit, dust_limit=dust_limit, cut_through=cut_through, retry=retry)
+
+
+def _remote(retry, dust_limit, cut_through, grpc=None, electrum=None, cake=None, tls=False, share_scan_key=False, scan_key32=None, wallet=None):
+    """The --grpc, --electrum or --cake source (HOST:PORT checked here)."""
+    if grpc:
+        from sp_scan.wallet.sources.blindbit_v2 import BlindBitV2Source
+
+        return BlindBitV2Source(_host_port(grpc, "--grpc"), tls=tls, dust_limit=dust_limit, cut_through=cut_through, retry=retry)
+    if electrum:
+        if not share_scan_key:
+            raise click.UsageError("--electrum sends the scan key to the server (Frigate scans for the wallet there): add --share-scan-key to agree")
+        from sp_scan.wallet.sources.frigate import FrigateSource
+
+        host, port = _host_port(electrum, "--electrum", split=True)
+        return FrigateSource(host, port, scan_key32, wallet.spend_pubkey33, wallet.labels, tls=tls, retry=retry)
+    from sp_scan.wallet.sources.cake import CakeSource
+
+    host, port = _host_port(cake, "--cake", split=True)
+    return CakeSource(host, port, tls=tls, retry=retry)
+
+
+def _host_port(text: str, option: str, split: bool = False):
+    """HOST:PORT ([v6]:PORT) as given (or split into (host, port)).
+
+    Raises:
+        click.BadParameter: no host or no port in 1..65535.
+    """
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(f"{text[:80]!r} is not HOST:PORT", param_hint=option)
+    return (host.strip("[]"), int(port)) if split else text
 
 
 def _show(progress: Progress):
@@ -110,10 +151,15 @@ class _Retrying:
 
 @wallet.command(help=f"""Scan the source's blocks since the wallet's last synced height (or its birthday) for payments.
 
-One source: --db (a local sp-scan index), --rest/--rpc (your Core node, block by block) or --blindbit (a
-BlindBit Oracle v1 server: tweaks and filters per block; outputs fetched only when a filter matches). Each
-block is committed with the synced height, so an interrupted or killed sync resumes where it stopped. A fork
-(a stored block hash the source no longer has) rolls back what came after it and rescans.
+One source: --db (a local sp-scan index), --rest/--rpc (your Core node, block by block), --blindbit (a
+BlindBit Oracle v1 server: tweaks and filters per block; outputs fetched only when a filter matches), --grpc
+(BlindBit v2: tweaks and 8-byte output prefixes streamed; outputs asked for on a match), --cake (Cake's
+electrs: tweaks and output keys streamed; a match's tx and merkle proof fetched) or --electrum (Frigate:
+the server scans with the scan key it is given, --share-scan-key; each reported tx and its merkle proof
+are fetched and checked here). Spends through --electrum and --cake come from the history of each
+output's script. Each block is committed with the synced height, so an interrupted or killed sync resumes
+where it stopped. A fork (a stored block hash the source no longer has) rolls back what came after it and
+rescans.
 
 The scan key is read only from {SOURCES} (or the wallet's sp() descriptor file), never from an argument,
 and must be the wallet's.""")
@@ -123,25 +169,40 @@ and must be the wallet's.""")
 @click.option("--db", metavar="FILE", help="Sync from a local sp-scan index file.")
 @node_options
 @click.option("--blindbit", metavar="URL", help="Sync from a BlindBit Oracle v1 server, e.g. http://127.0.0.1:8000.")
-@click.option("--cut-through", is_flag=True, help="With --blindbit: ask for the cut-through tweaks (/tweaks): txs whose outputs are all spent are skipped, and so never listed.")
-@click.option("--dust-limit", type=click.IntRange(min=0), default=0, metavar="N", help="With --blindbit: skip txs whose largest taproot output is below N sats.")
+@click.option("--grpc", "grpc_target", metavar="HOST:PORT", help="Sync from a BlindBit Oracle v2 gRPC server (needs the serve extra).")
+@click.option("--electrum", "electrum_target", metavar="HOST:PORT", help="Sync through a Frigate server's remote scanning (it is given the scan key: needs --share-scan-key).")
+@click.option("--share-scan-key", is_flag=True, help="With --electrum: agree to send the scan private key to the server, which can then see every payment to the wallet.")
+@click.option("--cake", "cake_target", metavar="HOST:PORT", help="Sync from a Cake Wallet electrs server (blockchain.tweaks.subscribe): tweaks and keys streamed, scanned here.")
+@click.option("--tls", is_flag=True, help="With --grpc, --electrum or --cake: connect with TLS (certificates checked against the system's authorities).")
+@click.option("--cut-through", is_flag=True, help="With --blindbit or --grpc: ask for the cut-through tweaks: txs whose outputs are all spent are skipped, and so never listed.")
+@click.option("--dust-limit", type=click.IntRange(min=0), default=0, metavar="N", help="With --blindbit or --grpc: skip txs whose largest taproot output is below N sats.")
 @click.option("--to", "stop", type=click.IntRange(min=0), metavar="H", help="Last height to sync (default: the source's tip).")
 @click.option("--follow", is_flag=True, help="Keep polling for new blocks until Ctrl-C or SIGTERM.")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between polls with --follow.")
-@click.option("--mempool", is_flag=True, help="Also keep the unconfirmed payments in the source's mempool (--db over an index synced with --mempool).")
+@click.option("--mempool", is_flag=True, help="Also keep the unconfirmed payments in the source's mempool (--db over an index synced with --mempool, or --electrum).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Scanning threads.")
 @click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing request (0.5 s, doubling) before giving up.")
 @click.pass_context
-def sync(ctx, path, scan_key_file, descriptor_file, db, rest_url, rpc_url, rpc_cookie, rpc_user, blindbit, cut_through, dust_limit, stop, follow, interval, mempool, jobs, retries):
+def sync(
+    ctx, path, scan_key_file, descriptor_file, db, rest_url, rpc_url, rpc_cookie, rpc_user, blindbit, grpc_target, electrum_target, share_scan_key, cake_target, tls,
+    cut_through, dust_limit, stop, follow, interval, mempool, jobs, retries,
+):  # fmt: skip
     retry = Retry(retries, report=_Retrying())
     if descriptor_file is not None and scan_key_file is not None:
         raise click.UsageError("give --scan-key-file or --descriptor-file, not both")
-    if mempool and not db:
-        raise click.UsageError("--mempool goes with --db (an index that `sp-scan index sync --follow --mempool` keeps): a node gives no prevouts for mempool txs, BlindBit v1 no mempool")
+    if mempool and not (db or electrum_target):
+        raise click.UsageError(
+            "--mempool goes with --db (an index that `sp-scan index sync --follow --mempool` keeps) or --electrum: a node gives no prevouts for mempool txs, BlindBit and Cake no mempool"
+        )
     with Wallet.open(path) as w:
-        source = _source(db, node_client(rest_url, rpc_url, rpc_cookie, rpc_user), blindbit, cut_through, dust_limit, retry)
+        remote = {"grpc": grpc_target, "electrum": electrum_target, "cake": cake_target, "tls": tls, "share_scan_key": share_scan_key}
+        if electrum_target and share_scan_key:  # Frigate's source is given the key it sends (checked to be the wallet's first)
+            remote["scan_key32"] = read_descriptor(descriptor_file).scan_key32 if descriptor_file else read_scan_key(scan_key_file)
+            remote["wallet"] = w
+            w.receiver(remote["scan_key32"])
+        source = _source(db, node_client(rest_url, rpc_url, rpc_cookie, rpc_user), blindbit, cut_through, dust_limit, retry, remote)
         try:
-            scan_key32 = read_descriptor(descriptor_file).scan_key32 if descriptor_file else read_scan_key(scan_key_file)
+            scan_key32 = remote.get("scan_key32") or (read_descriptor(descriptor_file).scan_key32 if descriptor_file else read_scan_key(scan_key_file))
             progress = Progress(0, sys.stderr, sys.stderr.isatty())
             code = 0
             try:

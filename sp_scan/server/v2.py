@@ -49,7 +49,7 @@ from sp_scan.errors import HeightError, IndexStoreError, SPError
 from . import routes
 from .answers import Answer, AnswerCache, ChainView, Readers, node_call
 from .limits import Gate, RateLimitedLog, Ticket
-from .proto import blindbit_oracle_pb2 as pb
+from sp_scan.proto import blindbit_oracle_pb2 as pb
 
 SERVICE = "blindbit.oracle.v1.OracleService"
 NETWORK_NAMES = {"main": "main", "test": "testnet", "testnet4": "testnet4", "signet": "signet", "regtest": "regtest"}

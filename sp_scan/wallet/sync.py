@@ -298,8 +298,9 @@ class Syncer:
             raise SourceError(f"{what}: {exc}") from None
         if len({(f.txid32, f.vout) for f in found}) != len(found):
             raise SourceError(f"{what}: an output paying the wallet is listed twice")
-        asked = sorted([*self._unspent, *(f.txid32 + struct.pack("<I", f.vout) for f in found)])
-        spends = block.spends(asked) if asked else []
+        keys = {op: o.output32 for op, o in self._unspent.items()} | {f.txid32 + struct.pack("<I", f.vout): f.output32 for f in found}
+        asked = sorted(keys)
+        spends = block.spends(asked, [keys[op] for op in asked]) if asked else []
         seen = set()
         for s in spends:
             i = bisect.bisect_left(asked, s.outpoint36)

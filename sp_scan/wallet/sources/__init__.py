@@ -37,8 +37,10 @@ the loop does not retry, and what a source raises ends the sync (naming the heig
   for keys0 (fetched only then: a source must not download outputs the filter rules out). Each
   tx carries its tweak when the source pairs them; BlindBit v1's /utxos does not, and the loop
   pairs each tx with the tweak whose k = 0 key it holds.
-- `spends(outpoints36)`: of the wallet's unspent outpoints (sorted, 36 bytes each), the `Spend`s
-  this block makes (a node: its inputs; BlindBit: spent filter, then /spent-index on a hit).
+- `spends(outpoints36, outputs32)`: of the wallet's unspent outpoints (sorted, 36 bytes each) and
+  their x-only keys (same order), the `Spend`s this block makes (a node: its inputs; BlindBit v1:
+  spent filter, then /spent-index on a hit; v2: the 8-byte key prefixes of the outputs the block
+  spends; Electrum servers: the history of each output's script).
 
 What the loop checks before it writes: heights in order, 32-byte hashes, widths and counts within
 `MAX_BLOCK_TXS` / `MAX_BLOCK_OUTPUTS`, amounts within the money supply, every tweak a point, every
@@ -196,7 +198,7 @@ class SourceBlock(Protocol):
     wants_keys0: bool
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs: ...
-    def spends(self, outpoints36: Sequence[bytes]) -> list[Spend]: ...
+    def spends(self, outpoints36: Sequence[bytes], outputs32: Sequence[bytes]) -> list[Spend]: ...
 
 
 class Source(Protocol):

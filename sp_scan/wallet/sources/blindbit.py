@@ -198,7 +198,7 @@ class BlindBitBlock:
             raise SourceError(f"BlindBit's new-UTXO filter of block {self.height} does not hold an output its /utxos lists")
         return BlockTxs.of((txid32, None, sorted(outs)) for txid32, outs in txs.items())
 
-    def spends(self, outpoints36: Sequence[bytes]) -> list[Spend]:
+    def spends(self, outpoints36: Sequence[bytes], outputs32: Sequence[bytes] = ()) -> list[Spend]:
         """Of the wallet's outpoints, those whose spent-index hash is in the spent filter and in /spent-index.
 
         Raises:

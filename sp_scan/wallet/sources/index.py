@@ -42,7 +42,7 @@ class IndexBlock:
     def txs(self, keys0: Keys0 | None) -> BlockTxs:
         return self.block_txs
 
-    def spends(self, outpoints36: Sequence[bytes]) -> list[Spend]:
+    def spends(self, outpoints36: Sequence[bytes], outputs32: Sequence[bytes] = ()) -> list[Spend]:
         """The wallet's outpoints the block's spent index names; [] when the index replaced the block meanwhile
         (the wallet then sees the fork through the hashes)."""
         hashes = set(self.index.spent_index(self.height))

@@ -46,7 +46,7 @@ class NodeBlock:
         d = self.data
         return BlockTxs(d.txids, d.tweaks64, 64, d.out_counts, d.out_keys, d.out_vouts, d.out_values)
 
-    def spends(self, outpoints36: Sequence[bytes]) -> list[Spend]:
+    def spends(self, outpoints36: Sequence[bytes], outputs32: Sequence[bytes] = ()) -> list[Spend]:
         """The wallet's outpoints among the block's spent taproot outpoints, each with its spending txid."""
         spent = self.data.spent_outpoints
         hits = set(outpoints36).intersection(spent[i : i + 36] for i in range(0, len(spent), 36))

@@ -1,8 +1,8 @@
 """Regenerate blindbit_oracle_pb2.py (and .pyi) from blindbit_oracle.proto, or check it against blindbit-lib's.
 
     pip install grpcio-tools
-    python sp_scan/server/proto/generate.py                          # regenerate
-    python sp_scan/server/proto/generate.py --check BLINDBIT_LIB/proto  # same wire format as upstream?
+    python sp_scan/proto/generate.py                          # regenerate
+    python sp_scan/proto/generate.py --check BLINDBIT_LIB/proto  # same wire format as upstream?
 
 `--check` compiles the upstream files (indexing_server.proto and oracle_service.proto of a
 setavenger/blindbit-lib checkout, 1a34ab63339d69c3b4c1b5855b509f3f8b24cba4 for this file) and
