@@ -22,20 +22,24 @@ class Network:
         family: MAIN or TEST.
         hrp: the silent-payments address prefix, "sp" or "tsp".
         coin: the BIP44 coin type of its keys (0 mainnet, 1 the test networks).
+        segwit_hrp: the prefix of its segwit addresses (bc, tb, bcrt).
+        base58: the version bytes of its base58 addresses (P2PKH, P2SH).
     """
 
     name: str
     family: str
     hrp: str
     coin: int
+    segwit_hrp: str
+    base58: tuple[int, int]
 
 
 _TABLE = (
-    Network("main", MAIN, "sp", 0),
-    Network("test", TEST, "tsp", 1),
-    Network("testnet4", TEST, "tsp", 1),
-    Network("signet", TEST, "tsp", 1),
-    Network("regtest", TEST, "tsp", 1),
+    Network("main", MAIN, "sp", 0, "bc", (0x00, 0x05)),
+    Network("test", TEST, "tsp", 1, "tb", (0x6F, 0xC4)),
+    Network("testnet4", TEST, "tsp", 1, "tb", (0x6F, 0xC4)),
+    Network("signet", TEST, "tsp", 1, "tb", (0x6F, 0xC4)),
+    Network("regtest", TEST, "tsp", 1, "bcrt", (0x6F, 0xC4)),
 )
 NETWORKS: tuple[str, ...] = tuple(n.name for n in _TABLE)
 """Core's chain names, the networks an index can be built for."""
