@@ -27,6 +27,7 @@ from sp_scan.scan import Receiver
 
 EXIT_ERROR, EXIT_INTERRUPTED = 2, 130
 SCAN_KEY_ENV = "SP_SCAN_KEY"
+SPEND_KEY_ENV = "SP_SCAN_SPEND_KEY"
 SPEND_PUBKEY_ENV = "SP_SCAN_SPEND_PUBKEY"
 RPC_PASSWORD_ENV = "SP_SCAN_RPC_PASSWORD"
 SOURCES = f"--scan-key-file F (F may be - for stdin), the {SCAN_KEY_ENV} environment variable, or stdin"
@@ -110,6 +111,48 @@ def read_scan_key(path: str | None, what: str = "--scan-key-file", base: Path | 
     return private_key(text, "the scan key")
 
 
+SPEND_SOURCES = f"--spend-key-file F (F may be - for stdin), --descriptor-file F (an sp() descriptor holding it), the {SPEND_KEY_ENV} environment variable, or stdin"
+
+
+def read_spend_key(path: str | None, descriptor_file: str | None) -> bytearray:
+    """Read b_spend: from `path` ("-" is stdin), a descriptor file, else SP_SCAN_SPEND_KEY, else stdin.
+
+    Returns a bytearray the caller zeroes after use (the text it was read from is a Python str,
+    which cannot be wiped). Messages never contain the key.
+
+    Raises:
+        InvalidKeyError: no key, not 64 hex digits, not a valid key, or a watch-only descriptor.
+        DescriptorError, click.UsageError, OSError: as `read_descriptor` and `read_secret`.
+    """
+    if path is not None and descriptor_file is not None:
+        raise click.UsageError("give --spend-key-file or --descriptor-file, not both")
+    if descriptor_file is not None:
+        described = read_descriptor(descriptor_file)
+        if described.spend_key32 is None:
+            raise InvalidKeyError("the descriptor is watch-only: it holds no spend private key")
+        return bytearray(described.spend_key32)
+    if path is not None:
+        text = read_secret(path, "--spend-key-file", one_line=True)
+    elif os.environ.get(SPEND_KEY_ENV):
+        text = os.environ[SPEND_KEY_ENV]
+    elif sys.stdin.isatty():
+        text = click.prompt("spend key (64 hex digits)", hide_input=True, err=True)
+    else:
+        text = sys.stdin.readline()
+    text = text.strip()
+    if not text:
+        raise InvalidKeyError(f"no spend key: give it with {SPEND_SOURCES}")
+    if len(text) != 64 or any(c not in string.hexdigits for c in text):
+        raise InvalidKeyError("the spend key must be 64 hex digits (32 bytes)")
+    key = bytearray.fromhex(text)
+    try:
+        crypto.scalar(key, "the spend key")
+    except InvalidKeyError:
+        key[:] = bytes(len(key))
+        raise
+    return key
+
+
 def private_key(text: str, what: str) -> bytes:
     """A 32-byte secret key from 64 hex digits (whitespace around ignored); messages name it `what`, never its value.
 
@@ -168,6 +211,18 @@ def _apply(decorators, f):
 def node_options(f):
     """--rest, or --rpc with its auth options."""
     return _apply(NODE_OPTIONS, f)
+
+
+BROADCAST_OPTIONS = [
+    *NODE_OPTIONS[1:],
+    click.option("--blindbit", "forward_url", metavar="URL", help="Broadcast through a BlindBit server's POST /forward-tx, e.g. http://127.0.0.1:8000."),
+    click.option("--electrum", "electrum_url", metavar="URL", help="Broadcast through an Electrum server (blockchain.transaction.broadcast): tcp://HOST:PORT or ssl://HOST:PORT."),
+]
+
+
+def broadcast_options(f):
+    """Where a transaction is broadcast: --rpc (sendrawtransaction) with its auth options, --blindbit or --electrum."""
+    return _apply(BROADCAST_OPTIONS, f)
 
 
 def node_client(rest_url: str | None, rpc_url: str | None, rpc_cookie: str | None, rpc_user: str | None) -> RestNode | RpcNode | None:
