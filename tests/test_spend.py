@@ -9,6 +9,7 @@ import struct
 from decimal import Decimal
 
 import pytest
+from bitcoin.core import CTransaction
 
 import kernelchain as kc
 import spend_support as ss
@@ -316,3 +317,52 @@ def test_a_spend_nobody_can_sign_for_is_refused_in_one_line(tmp_path):
     (tmp_path / "bad.psbt").write_text(bad.to_base64())
     line = assert_fails(invoke("psbt", "sign", str(tmp_path / "bad.psbt"), "--spend-key-file", str(spend_key_file(tmp_path))), "sp spend: input 0")
     assert W.spend_key32.hex() not in line and other_tweak.hex() not in line
+
+
+def test_a_spend_is_broadcast_through_a_nodes_rpc_a_blindbit_servers_forward_tx_and_an_electrum_server(kernel_copy, tmp_path):
+    from electrum_support import ElectrumX
+    from serving import ServerThread, synced_index
+    from sp_scan.node import RpcNode
+
+    with kc.rest_server(kernel_copy) as rest, kc.rpc_server(kernel_copy) as rpc:
+        path = create(tmp_path)
+        assert sync(path, "--rest", rest.url).exit_code == 0
+        node_url = rpc.url.replace("http://", "http://user:pass@")
+        sent = invoke(
+            "wallet", "send", str(path), "--to", f"{OTHER_ADDRESS}:77777", "--fee-rate", "2", "--out", str(tmp_path / "spend.psbt"),
+            "--broadcast", "--rpc", node_url, "--spend-key-file", str(spend_key_file(tmp_path)), "--json",
+        )  # fmt: skip
+        assert sent.exit_code == 0, sent.output
+        plan = json_lines(sent.stdout)[0]
+        raw_hex = rpc.httpd.relayed[-1]
+        assert CTransaction.deserialize(bytes.fromhex(raw_hex)).GetTxid()[::-1].hex() == plan["txid"]
+        assert f"broadcast {plan['txid']}" in sent.stderr
+
+        signed = invoke("psbt", "sign", str(tmp_path / "spend.psbt"), "--spend-key-file", str(spend_key_file(tmp_path)), "--out", str(tmp_path / "signed.psbt"))
+        assert signed.exit_code == 0, signed.output
+        (tmp_path / "tx.hex").write_text(raw_hex + "\n")
+        with ServerThread(synced_index(tmp_path / "index.db", rest.url), relay=RpcNode(rpc.url, user="user", password="pass")) as server:
+            forwarded = invoke("wallet", "broadcast", str(path), str(tmp_path / "signed.psbt"), "--blindbit", server.url)
+        assert forwarded.exit_code == 0, forwarded.output
+        assert forwarded.stdout.strip() == plan["txid"]
+        electrumx = ElectrumX(int(rpc.url.rsplit(":", 1)[1]), tmp_path / "electrumx", kernel_copy.tip_height)
+        (tmp_path / "electrumx").mkdir()
+        try:
+            electrumx.start()
+            by_electrum = invoke("wallet", "broadcast", str(path), str(tmp_path / "tx.hex"), "--electrum", electrumx.url)
+        finally:
+            electrumx.stop()
+        assert by_electrum.exit_code == 0, by_electrum.output
+        assert by_electrum.stdout.strip() == plan["txid"]
+        relayed = [CTransaction.deserialize(bytes.fromhex(h)).GetTxid()[::-1].hex() for h in rpc.httpd.relayed]
+        assert relayed == [plan["txid"]] * 3 and rpc.httpd.relayed[2] == raw_hex  # the PSBT signed again: other signatures, same txid
+
+        refused = invoke("wallet", "broadcast", str(path), str(tmp_path / "tx.hex"), "--electrum", "tcp://127.0.0.1:1")
+        assert_fails(refused, "cannot reach the Electrum server")
+        assert_fails(invoke("wallet", "broadcast", str(path), str(tmp_path / "tx.hex")), "give one of --rpc URL, --blindbit URL or --electrum URL")
+
+        inputs36 = [bytes.fromhex(t)[::-1] + struct.pack("<I", int(v)) for t, v in (i.split(":") for i in plan["inputs"])]
+        ss.mine(kernel_copy, bytes.fromhex(raw_hex), inputs36, plan["fee"])
+        assert sync(path, "--rest", rest.url).exit_code == 0
+        spent = {(r["txid"], r["vout"]) for r in listed(path) if r["spent"]}
+        assert {(t, int(v)) for t, v in (i.split(":") for i in plan["inputs"])} <= spent
