@@ -21,7 +21,7 @@ from sp_scan.psbt.fields import IN_SP_SPEND_BIP32_DERIVATION, IN_SP_TWEAK, IN_TA
 from sp_scan.wallet import Wallet
 from sp_scan.wallet import spend as sp_spend
 from sp_scan.wallet.store import Found
-from sp_scan.wire import TxOut
+from sp_scan.wire import TxOut, compact_size
 from test_cli import assert_fails, invoke, json_lines
 from wallet_support import W, create, listed, sync
 
@@ -114,6 +114,34 @@ def test_a_wrong_spend_key_is_refused_with_or_without_the_spend_keys_origin():
 
 
 @pytest.mark.parametrize(
+    "key, value, message",
+    [
+        (field_key(IN_SP_TWEAK), b"\x01" * 31, "PSBT_IN_SP_TWEAK is 31 bytes, expected 32"),
+        (field_key(IN_SP_TWEAK, b"\x01"), b"\x01" * 32, "PSBT_IN_SP_TWEAK key data is 1 bytes"),
+        (field_key(IN_SP_SPEND_BIP32_DERIVATION, W.spend_pubkey33), b"\xde\xad\xbe\xef\x01", "not a 4-byte fingerprint and 4-byte path steps"),
+        (field_key(IN_SP_SPEND_BIP32_DERIVATION, b"\x02" + b"\xff" * 32), b"\xde\xad\xbe\xef", "spend key is not a valid compressed point"),
+    ],
+)
+def test_malformed_bip376_fields_are_refused_as_psbt_structure(key, value, message):
+    plan = sp_spend.plan_spend([ss.sp_coin(W.spend_key32, 13, 60_000)], [sp_spend.recipient(OTHER_ADDRESS, 20_000, "regtest")], 1000, change_to())
+    p = sp_spend.build_psbt(plan, W.spend_pubkey33)
+    with pytest.raises(PSBTError, match=message) as err:
+        psbt.Psbt.from_bytes(_with(p, key, value))
+    assert err.value.rule == psbt.STRUCTURE
+
+
+def _with(p, key: bytes, value: bytes) -> bytes:
+    """The PSBT's bytes with one entry put into input 0 (unchecked: built by hand)."""
+    maps = [p.global_map, {**p.inputs[0], key: value}, *p.outputs]
+    out = [psbt.MAGIC]
+    for m in maps:
+        for k, v in m.items():
+            out += [compact_size(len(k)), k, compact_size(len(v)), v]
+        out.append(b"\x00")
+    return b"".join(out)
+
+
+@pytest.mark.parametrize(
     "script_kind, threshold",
     [("p2tr", 330), ("p2wpkh", 294), ("p2pkh", 546)],
 )
@@ -188,6 +216,15 @@ def test_coin_selection_never_takes_unconfirmed_coins_unless_asked_and_from_spen
             w.create_psbt(to, 1, coins=[(b"\x07" * 32, 0)])
         with pytest.raises(SpendError, match="hold 60,000 sats"):
             w.create_psbt([(OTHER_ADDRESS, 70_000)], 1)
+
+
+def test_a_wallet_that_does_not_know_its_change_key_yet_asks_for_a_sync_or_a_change_address(tmp_path):
+    with fabricated_wallet(tmp_path, [ss.sp_coin(W.spend_key32, 21, 90_000)]) as w:
+        with pytest.raises(SpendError, match="does not know its change address yet"):
+            w.create_psbt([(OTHER_ADDRESS, 30_000)], 1)
+        address, script = ss.p2tr_address(b"own change")
+        _, planned = w.create_psbt([(OTHER_ADDRESS, 30_000)], 1, change=address)
+        assert planned.outputs[planned.change].script == script
 
 
 def test_a_wallet_from_a_descriptor_with_an_origin_puts_it_in_every_input_and_signs_with_the_descriptor(tmp_path):

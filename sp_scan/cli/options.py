@@ -98,17 +98,22 @@ def read_scan_key(path: str | None, what: str = "--scan-key-file", base: Path | 
         InvalidKeyError: no key, not 64 hex digits, or not a valid secret key.
         click.UsageError, OSError: as `read_secret`.
     """
-    if path is not None:
-        text = read_secret(path, what, base=base, one_line=True)
-    elif os.environ.get(SCAN_KEY_ENV):
-        text = os.environ[SCAN_KEY_ENV]
-    elif sys.stdin.isatty():
-        text = click.prompt("scan key (64 hex digits)", hide_input=True, err=True)
-    else:
-        text = sys.stdin.readline()
+    text = _key_text(path, what, SCAN_KEY_ENV, "scan key", base)
     if not text.strip():
         raise InvalidKeyError(f"no scan key: give it with {SOURCES}")
     return private_key(text, "the scan key")
+
+
+def _key_text(path: str | None, what: str, env: str, name: str, base: Path | None = None) -> str:
+    """A key's text: the first line of the file `path` ("-" is stdin), else the variable `env`, else stdin
+    (a hidden prompt on a terminal)."""
+    if path is not None:
+        return read_secret(path, what, base=base, one_line=True)
+    if os.environ.get(env):
+        return os.environ[env]
+    if sys.stdin.isatty():
+        return click.prompt(f"{name} (64 hex digits)", hide_input=True, err=True)
+    return sys.stdin.readline()
 
 
 SPEND_SOURCES = f"--spend-key-file F (F may be - for stdin), --descriptor-file F (an sp() descriptor holding it), the {SPEND_KEY_ENV} environment variable, or stdin"
@@ -131,15 +136,7 @@ def read_spend_key(path: str | None, descriptor_file: str | None) -> bytearray:
         if described.spend_key32 is None:
             raise InvalidKeyError("the descriptor is watch-only: it holds no spend private key")
         return bytearray(described.spend_key32)
-    if path is not None:
-        text = read_secret(path, "--spend-key-file", one_line=True)
-    elif os.environ.get(SPEND_KEY_ENV):
-        text = os.environ[SPEND_KEY_ENV]
-    elif sys.stdin.isatty():
-        text = click.prompt("spend key (64 hex digits)", hide_input=True, err=True)
-    else:
-        text = sys.stdin.readline()
-    text = text.strip()
+    text = _key_text(path, "--spend-key-file", SPEND_KEY_ENV, "spend key").strip()
     if not text:
         raise InvalidKeyError(f"no spend key: give it with {SPEND_SOURCES}")
     if len(text) != 64 or any(c not in string.hexdigits for c in text):
