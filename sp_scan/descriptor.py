@@ -20,7 +20,6 @@ import hmac
 import re
 from dataclasses import dataclass, field
 
-from bitcoin import base58
 from coincurve import PrivateKey, PublicKey
 
 from . import address, crypto
@@ -28,7 +27,6 @@ from .errors import DescriptorError, InvalidAddressError
 from .network import MAIN, TEST
 from .network import get as get_network
 from .types import Receiver
-from .wire import sha256d
 
 INPUT_CHARSET = "0123456789()[],'/*abcdefgh@:$%{}IJKLMNOPQRSTUVWXYZ&+-.;<=>?!^_|~ijklmnopqrstuvwxyzABCDEFGH`#\"\\ "
 CHECKSUM_CHARSET = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
@@ -194,16 +192,6 @@ def _parse_key(text: str, where: str) -> Key:
     return Key(origin, encoded, _path(steps, where))
 
 
-def _base58check(text: str, where: str) -> bytes:
-    try:
-        data = base58.decode(text)
-    except (base58.Base58Error, ValueError):
-        raise DescriptorError(f"{where}: not base58") from None
-    if len(data) < 5 or sha256d(data[:-4])[:4] != data[-4:]:
-        raise DescriptorError(f"{where}: bad base58 checksum")
-    return data[:-4]
-
-
 @dataclass(frozen=True, slots=True)
 class _ExtKey:
     network: str
@@ -214,7 +202,7 @@ class _ExtKey:
 
 
 def _extended(text: str, where: str) -> _ExtKey:
-    data = _base58check(text, where)
+    data = address.base58check(text, where, DescriptorError)
     if len(data) != 78:
         raise DescriptorError(f"{where}: an extended key is 78 bytes")
     version, depth, chain, keydata = data[:4], data[4], data[13:45], data[45:]
@@ -256,7 +244,7 @@ def _derive(key: _ExtKey, path: tuple[int, ...], where: str) -> _ExtKey:
 
 
 def _wif(text: str, where: str) -> tuple[str, bytes]:
-    data = _base58check(text, where)
+    data = address.base58check(text, where, DescriptorError)
     if data[:1] and data[0] in _WIF and len(data) == 33:
         raise DescriptorError(f"{where}: uncompressed keys are not allowed in sp() (BIP352 uses compressed keys only)")
     if len(data) != 34 or data[0] not in _WIF or data[33] != 1:
@@ -346,6 +334,21 @@ class SPDescriptor:
     def max_labels(self) -> int | None:
         """`ml`: the highest label m to scan for, or None."""
         return self._annotation(MAX_LABEL)
+
+    @property
+    def spend_origin(self) -> KeyOrigin | None:
+        """Where B_spend comes from, as BIP376's PSBT_IN_SP_SPEND_BIP32_DERIVATION gives it, or None when the descriptor
+        does not say: sp([origin]spspend…) is origin/0h/0 (BIP392: BIP352's spend path below it); a spend key expression
+        is its origin followed by its steps, an extended key without one its own fingerprint and steps."""
+        if self.spend is None:
+            origin = self.scan.origin
+            return None if origin is None else KeyOrigin(origin.fingerprint4, (*origin.path, HARDENED, 0))
+        key = self.spend
+        if key.origin is not None:
+            return KeyOrigin(key.origin.fingerprint4, key.origin.path + key.path)
+        if key.encoded[:4] in ("xprv", "tprv", "xpub", "tpub"):
+            return KeyOrigin(crypto.hash160(_extended(key.encoded, "spend key").pubkey33)[:4], key.path)
+        return None
 
     @property
     def scan_pubkey33(self) -> bytes:

@@ -47,6 +47,11 @@ class KmaxExceededError(SendError):
     """More than K_max = 2323 outputs for one scan key (BIP352: sending fails)."""
 
 
+class SpendError(SPError, ValueError):
+    """A wallet cannot build the spend asked for: not enough funds, an output below its dust threshold, a fee rate
+    out of range, a coin it does not hold, or a transaction Core would not relay."""
+
+
 class NodeError(SPError):
     """A Bitcoin Core node (or a server a wallet source reads) is unreachable, refuses the request, or answers with an error."""
 

@@ -24,6 +24,8 @@ class Network:
             rust-silentpayments/spdk and Sparrow's drongo write it).
         coin: the BIP44 coin type of its keys (0 mainnet, 1 the test networks).
         genesis: its genesis block's hash, display hex (how a server that names no network is placed).
+        segwit_hrp: the prefix of its segwit addresses (bc, tb, bcrt).
+        base58: the version bytes of its base58 addresses (P2PKH, P2SH).
     """
 
     name: str
@@ -31,14 +33,16 @@ class Network:
     hrp: str
     coin: int
     genesis: str
+    segwit_hrp: str
+    base58: tuple[int, int]
 
 
 _TABLE = (
-    Network("main", MAIN, "sp", 0, "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f"),
-    Network("test", TEST, "tsp", 1, "000000000933ea01ad0ee984209779baaec3ced90fa3f408719526f8d77f4943"),
-    Network("testnet4", TEST, "tsp", 1, "00000000da84f2bafbbc53dee25a72ae507ff4914b867c565be350b0da8bf043"),
-    Network("signet", TEST, "tsp", 1, "00000008819873e925422c1ff0f99f7cc9bbb232af63a077a480a3633bee1ef6"),
-    Network("regtest", TEST, "sprt", 1, "0f9188f13cb7b2c71f2a335e3a4fc328bf5beb436012afca590b1a11466e2206"),
+    Network("main", MAIN, "sp", 0, "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f", "bc", (0x00, 0x05)),
+    Network("test", TEST, "tsp", 1, "000000000933ea01ad0ee984209779baaec3ced90fa3f408719526f8d77f4943", "tb", (0x6F, 0xC4)),
+    Network("testnet4", TEST, "tsp", 1, "00000000da84f2bafbbc53dee25a72ae507ff4914b867c565be350b0da8bf043", "tb", (0x6F, 0xC4)),
+    Network("signet", TEST, "tsp", 1, "00000008819873e925422c1ff0f99f7cc9bbb232af63a077a480a3633bee1ef6", "tb", (0x6F, 0xC4)),
+    Network("regtest", TEST, "sprt", 1, "0f9188f13cb7b2c71f2a335e3a4fc328bf5beb436012afca590b1a11466e2206", "bcrt", (0x6F, 0xC4)),
 )
 NETWORKS: tuple[str, ...] = tuple(n.name for n in _TABLE)
 """Core's chain names, the networks an index can be built for."""

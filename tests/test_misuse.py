@@ -8,7 +8,7 @@ from bitcoin.segwit_addr import CHARSET, bech32_hrp_expand, bech32_polymod, conv
 from helpers import BECH32_CONST, bech32_string, outpoint, pub, secret
 from sp_scan import address, network, scan, send
 from sp_scan.crypto import N
-from sp_scan.errors import InvalidAddressError, InvalidKeyError, MalformedDataError, SendError, SPError
+from sp_scan.errors import InvalidAddressError, InvalidKeyError, MalformedDataError, SendError, SpendError, SPError
 from sp_scan.types import OutPoint
 
 SCAN, SPEND = secret(1), secret(2)
@@ -18,7 +18,7 @@ V0 = address.encode(SCAN_PUB, SPEND_PUB)
 
 
 def test_errors_share_one_base_and_refine_value_error():
-    for cls in (InvalidKeyError, InvalidAddressError, MalformedDataError, SendError):
+    for cls in (InvalidKeyError, InvalidAddressError, MalformedDataError, SendError, SpendError):
         assert issubclass(cls, SPError) and issubclass(cls, ValueError)
 
 

@@ -1,4 +1,4 @@
-"""Wallet interop commands: `sp-scan psbt …` (BIP375) and `sp-scan descriptor …` (BIP392/393).
+"""Wallet interop commands: `sp-scan psbt …` (BIP375, BIP376) and `sp-scan descriptor …` (BIP392/393).
 
 Thin adapters over sp_scan.psbt and sp_scan.descriptor. Private keys and
 descriptors are read from files or stdin only; neither a key nor a
@@ -21,7 +21,7 @@ from sp_scan import network
 from sp_scan import psbt as sp_psbt
 from sp_scan.errors import InvalidKeyError
 
-from .options import Group, parse_pubkey, private_key, read_descriptor, read_secret
+from .options import SPEND_SOURCES, Group, parse_pubkey, private_key, read_descriptor, read_secret, read_spend_key
 
 _KEY_LINE = re.compile(r"\s*([0-9]+)\s+([0-9a-fA-F]{64})\s*")
 
@@ -57,7 +57,8 @@ def _read_keys(path: str) -> dict[int, bytes]:
     return keys
 
 
-@click.group(name="psbt", cls=Group, help="Silent-payment outputs in PSBT version 2 (BIP375): verify, add ECDH shares, compute outputs.")
+@click.group(name="psbt", cls=Group, help="""Silent payments in PSBT version 2: verify, add ECDH shares and compute outputs (BIP375);
+sign inputs that spend silent-payment outputs (BIP376) and extract the transaction.""")
 def psbt() -> None:
     pass
 
@@ -105,6 +106,44 @@ Prints the new PSBT as base64; exit 2 naming the rule when the shares are incomp
 @OUT_OPTION
 def compute_outputs(psbt_file, out):
     _write_psbt(sp_psbt.compute_outputs(_read_psbt(psbt_file)), out)
+
+
+@psbt.command(help=f"""Sign every input that spends a silent-payment output of your spend key (BIP376).
+
+For each input with PSBT_IN_SP_TWEAK: d = b_spend + tweak, checked to be the key of the output it spends
+(refused in one line otherwise: a wrong spend key or tweak), and a BIP340 signature of its BIP341 key-path
+sighash. When the transaction pays silent-payment addresses, the ECDH shares and DLEQ proofs are added with
+the keys d and the output scripts computed first (BIP375); while other signers' shares are missing, nothing
+is signed. The spend key comes from {SPEND_SOURCES}; never from an argument. Prints the new PSBT as base64.""")
+@PSBT_ARG
+@click.option("--spend-key-file", metavar="F", help="File holding the 64-hex spend key; - reads stdin.")
+@click.option("--descriptor-file", metavar="F", help="An sp() descriptor holding the spend key (spspend, or a private spend key).")
+@OUT_OPTION
+def sign(psbt_file, spend_key_file, descriptor_file, out):
+    if psbt_file == "-" and "-" in (spend_key_file, descriptor_file):
+        raise click.UsageError("the PSBT and the spend key cannot both come from stdin")
+    p = _read_psbt(psbt_file)
+    key = read_spend_key(spend_key_file, descriptor_file)
+    try:
+        signed = sp_psbt.sign_sp_inputs(p, key)
+    finally:
+        key[:] = bytes(len(key))
+    _write_psbt(signed, out)
+    done = sum(1 for m in signed.inputs if sp_psbt.fields.field_key(sp_psbt.fields.IN_TAP_KEY_SIG) in m)
+    if done:
+        click.echo(f"sp-scan: {done} of {len(signed.inputs)} input(s) signed", err=True)
+    else:
+        click.echo("sp-scan: ECDH shares added; the silent-payment outputs await other signers' shares, so nothing is signed yet", err=True)
+
+
+@psbt.command(help="""Finalize a signed PSBT and print its transaction as hex (BIP174's Input Finalizer and Extractor, BIP376).
+
+Inputs that spend silent-payment outputs get their key-path witness; the silent-payment output scripts are
+verified first (BIP375). Exit 2 naming what is missing when an input is not signed.""")
+@PSBT_ARG
+def extract(psbt_file):
+    p = sp_psbt.finalize_sp_inputs(_read_psbt(psbt_file))
+    click.echo(sp_psbt.extract(p).hex())
 
 
 @click.group(name="descriptor", cls=Group, help="sp() wallet descriptors (BIP392, annotations BIP393). Read from files or stdin only.")

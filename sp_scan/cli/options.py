@@ -27,6 +27,7 @@ from sp_scan.scan import Receiver
 
 EXIT_ERROR, EXIT_INTERRUPTED = 2, 130
 SCAN_KEY_ENV = "SP_SCAN_KEY"
+SPEND_KEY_ENV = "SP_SCAN_SPEND_KEY"
 SPEND_PUBKEY_ENV = "SP_SCAN_SPEND_PUBKEY"
 RPC_PASSWORD_ENV = "SP_SCAN_RPC_PASSWORD"
 SOURCES = f"--scan-key-file F (F may be - for stdin), the {SCAN_KEY_ENV} environment variable, or stdin"
@@ -97,17 +98,56 @@ def read_scan_key(path: str | None, what: str = "--scan-key-file", base: Path | 
         InvalidKeyError: no key, not 64 hex digits, or not a valid secret key.
         click.UsageError, OSError: as `read_secret`.
     """
-    if path is not None:
-        text = read_secret(path, what, base=base, one_line=True)
-    elif os.environ.get(SCAN_KEY_ENV):
-        text = os.environ[SCAN_KEY_ENV]
-    elif sys.stdin.isatty():
-        text = click.prompt("scan key (64 hex digits)", hide_input=True, err=True)
-    else:
-        text = sys.stdin.readline()
+    text = _key_text(path, what, SCAN_KEY_ENV, "scan key", base)
     if not text.strip():
         raise InvalidKeyError(f"no scan key: give it with {SOURCES}")
     return private_key(text, "the scan key")
+
+
+def _key_text(path: str | None, what: str, env: str, name: str, base: Path | None = None) -> str:
+    """A key's text: the first line of the file `path` ("-" is stdin), else the variable `env`, else stdin
+    (a hidden prompt on a terminal)."""
+    if path is not None:
+        return read_secret(path, what, base=base, one_line=True)
+    if os.environ.get(env):
+        return os.environ[env]
+    if sys.stdin.isatty():
+        return click.prompt(f"{name} (64 hex digits)", hide_input=True, err=True)
+    return sys.stdin.readline()
+
+
+SPEND_SOURCES = f"--spend-key-file F (F may be - for stdin), --descriptor-file F (an sp() descriptor holding it), the {SPEND_KEY_ENV} environment variable, or stdin"
+
+
+def read_spend_key(path: str | None, descriptor_file: str | None) -> bytearray:
+    """Read b_spend: from `path` ("-" is stdin), a descriptor file, else SP_SCAN_SPEND_KEY, else stdin.
+
+    Returns a bytearray the caller zeroes after use (the text it was read from is a Python str,
+    which cannot be wiped). Messages never contain the key.
+
+    Raises:
+        InvalidKeyError: no key, not 64 hex digits, not a valid key, or a watch-only descriptor.
+        DescriptorError, click.UsageError, OSError: as `read_descriptor` and `read_secret`.
+    """
+    if path is not None and descriptor_file is not None:
+        raise click.UsageError("give --spend-key-file or --descriptor-file, not both")
+    if descriptor_file is not None:
+        described = read_descriptor(descriptor_file)
+        if described.spend_key32 is None:
+            raise InvalidKeyError("the descriptor is watch-only: it holds no spend private key")
+        return bytearray(described.spend_key32)
+    text = _key_text(path, "--spend-key-file", SPEND_KEY_ENV, "spend key").strip()
+    if not text:
+        raise InvalidKeyError(f"no spend key: give it with {SPEND_SOURCES}")
+    if len(text) != 64 or any(c not in string.hexdigits for c in text):
+        raise InvalidKeyError("the spend key must be 64 hex digits (32 bytes)")
+    key = bytearray.fromhex(text)
+    try:
+        crypto.scalar(key, "the spend key")
+    except InvalidKeyError:
+        key[:] = bytes(len(key))
+        raise
+    return key
 
 
 def private_key(text: str, what: str) -> bytes:
@@ -168,6 +208,18 @@ def _apply(decorators, f):
 def node_options(f):
     """--rest, or --rpc with its auth options."""
     return _apply(NODE_OPTIONS, f)
+
+
+BROADCAST_OPTIONS = [
+    *NODE_OPTIONS[1:],
+    click.option("--blindbit", "forward_url", metavar="URL", help="Broadcast through a BlindBit server's POST /forward-tx, e.g. http://127.0.0.1:8000."),
+    click.option("--electrum", "electrum_url", metavar="URL", help="Broadcast through an Electrum server (blockchain.transaction.broadcast): tcp://HOST:PORT or ssl://HOST:PORT."),
+]
+
+
+def broadcast_options(f):
+    """Where a transaction is broadcast: --rpc (sendrawtransaction) with its auth options, --blindbit or --electrum."""
+    return _apply(BROADCAST_OPTIONS, f)
 
 
 def node_client(rest_url: str | None, rpc_url: str | None, rpc_cookie: str | None, rpc_user: str | None) -> RestNode | RpcNode | None:

@@ -1,4 +1,5 @@
-"""`sp-scan wallet create|sync|list|balance|info`: a receiving wallet kept in a file, synced from any source."""
+"""`sp-scan wallet create|sync|list|balance|info|send|broadcast`: a wallet kept in a file, synced from any source,
+spending what it found through BIP376 PSBTs."""
 
 from __future__ import annotations
 
@@ -9,15 +10,20 @@ import click
 from coincurve import PrivateKey
 
 from sp_scan import network as sp_network
+from sp_scan import psbt as sp_psbt
+from sp_scan.address import labelled_spend_pubkey
+from sp_scan.errors import MalformedDataError, PSBTError
+from sp_scan.formats import from_hex
 from sp_scan.index import NETWORKS, Retry
-from sp_scan.scan import Receiver
+from sp_scan.scan import CHANGE_LABEL, Receiver
 from sp_scan.types import FoundOutput, IndexMatch
 from sp_scan.wallet import SyncStats, Wallet, WalletOutput
+from sp_scan.wallet import broadcast as sp_broadcast
 
 from . import output
 from .options import (
-    KEYS_HELP, SCAN_KEY_ENV, SOURCES, Group, descriptor_option, key_options, node_client, node_options, parse_pubkey,
-    read_descriptor, read_scan_key,
+    KEYS_HELP, SCAN_KEY_ENV, SOURCES, SPEND_SOURCES, Group, broadcast_options, descriptor_option, key_options,
+    node_client, node_options, parse_pubkey, read_descriptor, read_scan_key, read_spend_key,
 )  # fmt: skip
 from .run import Progress, Terminated, stop_signals, stopped
 
@@ -31,6 +37,9 @@ sp-scan wallet create alice.wallet --network main --scan-key-file alice.scan --s
 sp-scan wallet sync alice.wallet --scan-key-file alice.scan --blindbit https://oracle.example
 sp-scan wallet list alice.wallet
 sp-scan wallet balance alice.wallet
+sp-scan wallet send alice.wallet --to ADDRESS:SATS --fee-rate 2 --out spend.psbt
+sp-scan psbt sign spend.psbt --spend-key-file alice.spend --out signed.psbt
+sp-scan wallet broadcast alice.wallet signed.psbt --rpc http://127.0.0.1:8332 --rpc-cookie ~/.bitcoin/.cookie
 
 The file holds the scan public key, never the scan private key: every sync reads it again.""")
 def wallet() -> None:
@@ -63,7 +72,10 @@ def create(path, network_name, scan_key_file, spend_pubkey, labels, descriptor_f
         spend33 = parse_pubkey(spend_pubkey, "--spend-pubkey")
         receiver = Receiver(read_scan_key(scan_key_file), spend33, tuple(labels))
     scan_pub33 = PrivateKey(receiver.scan_key32).public_key.format()
-    with Wallet.create(path, network, scan_pub33, receiver.spend_pubkey33, receiver.labels, birthday) as w:
+    change33 = labelled_spend_pubkey(receiver.scan_key32, receiver.spend_pubkey33, CHANGE_LABEL)
+    origin = described.spend_origin if descriptor_file is not None else None
+    spend_origin = (origin.fingerprint4, origin.path) if origin is not None else None
+    with Wallet.create(path, network, scan_pub33, receiver.spend_pubkey33, receiver.labels, birthday, change_spend_pubkey33=change33, spend_origin=spend_origin) as w:
         click.echo(f"wallet {path} created: {network}, address {w.address()}, scanning from height {w.birthday}")
 
 
@@ -279,3 +291,141 @@ def info(path, as_json):
     ]
     for name, value in rows:
         click.echo(f"{name:<13}{'-' if value is None else value}")
+
+
+def _recipient(text: str) -> tuple[str, int]:
+    address, sep, amount = text.rpartition(":")
+    if not sep or not address or not amount.isdigit():
+        raise click.UsageError(f"--to takes ADDRESS:SATS, not {text[:20]!r}")
+    return address, int(amount)
+
+
+def _coin(text: str) -> tuple[bytes, int]:
+    txid, sep, vout = text.rpartition(":")
+    if not sep or len(txid) != 64 or not vout.isdigit():
+        raise click.UsageError("--from takes TXID:VOUT (the txid in display hex)")
+    try:
+        return bytes.fromhex(txid)[::-1], int(vout)
+    except ValueError:
+        raise click.UsageError("--from takes TXID:VOUT (the txid in display hex)") from None
+
+
+def _broadcaster(network, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url):
+    """The one broadcast channel the options name: raw tx -> txid32."""
+    given = [n for n, v in (("--rpc", rpc_url), ("--blindbit", forward_url), ("--electrum", electrum_url)) if v]
+    if len(given) != 1:
+        raise click.UsageError("give one of --rpc URL, --blindbit URL or --electrum URL to broadcast" + (f" (not {' and '.join(given)})" if given else ""))
+    if rpc_url:
+        node = node_client(None, rpc_url, rpc_cookie, rpc_user)
+
+        def by_rpc(raw: bytes) -> bytes:
+            chain = node.chain()
+            if chain != network:
+                raise click.UsageError(f"the node is on {chain}, the wallet on {network}")
+            return sp_broadcast.via_rpc(node, raw)
+
+        return by_rpc
+    if rpc_cookie or rpc_user:
+        raise click.UsageError("--rpc-cookie and --rpc-user go with --rpc")
+    if forward_url:
+        return lambda raw: sp_broadcast.via_forward_tx(forward_url, raw)
+    return lambda raw: sp_broadcast.via_electrum(electrum_url, raw)
+
+
+def _signed_tx(p: sp_psbt.Psbt, spend_key: bytearray | None) -> bytes:
+    """Sign (when a key is given), finalize and extract."""
+    if spend_key is not None:
+        p = sp_psbt.sign_sp_inputs(p, spend_key)
+    return sp_psbt.extract(sp_psbt.finalize_sp_inputs(p))
+
+
+@wallet.command(help=f"""Build a PSBT (version 2) spending the wallet's coins to --to ADDRESS:SATS (repeat).
+
+Addresses: silent-payments (sp1…/tsp1…: BIP375 outputs the signer computes), segwit (bech32/bech32m) or base58.
+Coins: the confirmed unspent ones, chosen largest first (--include-unconfirmed lets it take unconfirmed ones),
+or exactly the --from TXID:VOUT given. Each input carries PSBT_IN_WITNESS_UTXO and PSBT_IN_SP_TWEAK (BIP376) and,
+when the wallet knows the spend key's origin (created from a descriptor), PSBT_IN_SP_SPEND_BIP32_DERIVATION.
+Change goes to the wallet's change label (m = 0) or --change ADDRESS; change below dust is left out only while
+the fee stays within 1 sat/vB of --fee-rate. The fee pays at least --fee-rate for the signed size and less than
+1 sat/vB more. Outputs below Core's dust threshold are refused.
+
+The PSBT goes to --out (or stdout); sign it with `sp-scan psbt sign`. With --broadcast the spend is signed here
+(spend key from {SPEND_SOURCES}; never an argument) and broadcast through --rpc, --blindbit or --electrum.
+A summary goes to stderr; --json prints {{"inputs", "outputs", "change", "fee", "vsize", "fee_rate", "txid"}}.""")
+@WALLET_ARGUMENT
+@click.option("--to", "recipients", metavar="ADDRESS:SATS", multiple=True, required=True, help="Pay SATS to ADDRESS (repeat).")
+@click.option("--fee-rate", required=True, metavar="SAT/VB", help="Fee rate in sat/vB (up to 3 decimals; at least 0.1).")
+@click.option("--from", "coins", metavar="TXID:VOUT", multiple=True, help="Spend exactly these coins (repeat).")
+@click.option("--change", metavar="ADDRESS", help="Send the change here instead of the wallet's change label.")
+@click.option("--include-unconfirmed", is_flag=True, help="Let the selection take unconfirmed coins.")
+@click.option("--out", "-o", metavar="FILE", help="Write the PSBT (base64) to FILE instead of stdout.")
+@click.option("--broadcast", "do_broadcast", is_flag=True, help="Sign with the spend key and broadcast instead of writing the PSBT only.")
+@click.option("--spend-key-file", metavar="F", help="With --broadcast: file holding the 64-hex spend key; - reads stdin.")
+@click.option("--descriptor-file", metavar="F", help="With --broadcast: an sp() descriptor holding the spend key.")
+@broadcast_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def send(path, recipients, fee_rate, coins, change, include_unconfirmed, out, do_broadcast, spend_key_file, descriptor_file, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url, as_json):
+    if not do_broadcast and (spend_key_file or descriptor_file or rpc_url or forward_url or electrum_url):
+        raise click.UsageError("the spend key and --rpc/--blindbit/--electrum go with --broadcast")
+    with Wallet.open(path) as w:
+        send_to = _broadcaster(w.network, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url) if do_broadcast else None
+        p, spend = w.create_psbt([_recipient(t) for t in recipients], fee_rate, coins=[_coin(c) for c in coins] or None, change=change, unconfirmed=include_unconfirmed)
+    if out is not None or not do_broadcast:
+        _write(p.to_base64() + "\n", out)
+    txid32 = None
+    if do_broadcast:
+        key = read_spend_key(spend_key_file, descriptor_file)
+        try:
+            raw = _signed_tx(p, key)
+        finally:
+            key[:] = bytes(len(key))
+        txid32 = send_to(raw)
+    change_text = f", change {spend.outputs[spend.change].amount:,} sats (output {spend.change})" if spend.change is not None else ", no change"
+    summary = f"{len(spend.coins)} input(s), {len(spend.outputs)} output(s){change_text}, fee {spend.fee:,} sats for {spend.vsize} vB ({spend.fee_rate:.3f} sat/vB)"
+    if as_json:
+        click.echo(json.dumps({
+            "inputs": [f"{c.txid32[::-1].hex()}:{c.vout}" for c in spend.coins], "outputs": [o.amount for o in spend.outputs],
+            "change": spend.change, "fee": spend.fee, "vsize": spend.vsize, "fee_rate": round(spend.fee_rate, 3),
+            "txid": txid32[::-1].hex() if txid32 else None,
+        }))  # fmt: skip
+    click.echo(f"sp-scan: {summary}" + (f"; broadcast {txid32[::-1].hex()}" if txid32 else ""), err=True)
+
+
+def _write(text: str, out: str | None) -> None:
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        with open(out, "w") as f:
+            f.write(text)
+
+
+def _read_tx(source: str) -> bytes:
+    """A raw transaction from a file ("-" is stdin): hex, or a PSBT (finalized here; signed first if it is not)."""
+    data = sys.stdin.buffer.read() if source == "-" else open(source, "rb").read()
+    text = data.strip()
+    try:
+        return from_hex(text.decode("ascii"), "TX")
+    except (UnicodeDecodeError, MalformedDataError):
+        pass
+    try:
+        return _signed_tx(sp_psbt.parse(data), None)
+    except PSBTError as exc:
+        if exc.rule == sp_psbt.STRUCTURE and "neither a binary PSBT" in str(exc):
+            raise MalformedDataError("TX is neither a raw transaction in hex nor a PSBT") from None
+        raise
+
+
+@wallet.command(help="""Broadcast the signed transaction TX (a file of raw hex, or a signed PSBT; - reads stdin) for the wallet W.
+
+Through --rpc (your node's sendrawtransaction; checked to be on the wallet's network), --blindbit (a BlindBit
+server's POST /forward-tx, as `sp-scan serve --rpc` relays it) or --electrum (blockchain.transaction.broadcast).
+Prints the txid. The wallet sees its coins spent at its next sync that reaches the block.""")
+@WALLET_ARGUMENT
+@click.argument("tx_file", metavar="TX")
+@broadcast_options
+def broadcast(path, tx_file, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url):
+    with Wallet.open(path) as w:
+        network = w.network
+    send_to = _broadcaster(network, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url)
+    txid32 = send_to(_read_tx(tx_file))
+    click.echo(txid32[::-1].hex())

@@ -24,7 +24,7 @@ from .fields import (
     GLOBAL_INPUT_COUNT, GLOBAL_OUTPUT_COUNT, GLOBAL_SP_DLEQ, GLOBAL_SP_ECDH_SHARE, GLOBAL_TX_MODIFIABLE,
     GLOBAL_TX_VERSION, GLOBAL_UNSIGNED_TX, GLOBAL_VERSION, IN_FINAL_SCRIPTWITNESS, IN_NON_WITNESS_UTXO,
     IN_OUTPUT_INDEX, IN_PREVIOUS_TXID, IN_REQUIRED_HEIGHT_LOCKTIME, IN_REQUIRED_TIME_LOCKTIME, IN_SP_DLEQ,
-    IN_SP_ECDH_SHARE, IN_WITNESS_UTXO, MAGIC, MODIFIABLE_INPUTS_OUTPUTS, Map, OUT_AMOUNT, OUT_SCRIPT, OUT_SP_V0_INFO,
+    IN_SP_ECDH_SHARE, IN_SP_SPEND_BIP32_DERIVATION, IN_WITNESS_UTXO, MAGIC, MODIFIABLE_INPUTS_OUTPUTS, Map, OUT_AMOUNT, OUT_SCRIPT, OUT_SP_V0_INFO,
     OUT_SP_V0_LABEL, WIDTHS, entries, field_key, field_name, split_key, structure_error,
 )  # fmt: skip
 from .inputs import InputInfo, classify
@@ -335,3 +335,7 @@ def _check_input(i: int, m: Map) -> None:
         _point(keydata, f"input {i}: a scan key")
     for _, value in entries(m, IN_SP_ECDH_SHARE):
         _point(value, f"input {i}: PSBT_IN_SP_ECDH_SHARE")
+    for keydata, value in entries(m, IN_SP_SPEND_BIP32_DERIVATION):
+        _point(keydata, f"input {i}: PSBT_IN_SP_SPEND_BIP32_DERIVATION spend key")
+        if len(value) < 4 or len(value) % 4:
+            raise structure_error(f"input {i}: PSBT_IN_SP_SPEND_BIP32_DERIVATION is {len(value)} bytes, not a 4-byte fingerprint and 4-byte path steps")

@@ -19,7 +19,8 @@ from .inputs import InputInfo
 from .rules import check_input_eligibility, expected_scripts, missing_shares, scan_key_groups, scan_keys, verify
 
 
-def _replace(p: Psbt, global_updates: Map | None = None, inputs: Mapping[int, Map] | None = None, outputs: Mapping[int, Map] | None = None) -> Psbt:
+def replace_maps(p: Psbt, global_updates: Map | None = None, inputs: Mapping[int, Map] | None = None, outputs: Mapping[int, Map] | None = None) -> Psbt:
+    """A new Psbt with these entries added to (or replacing those of) its global, input and output maps."""
     g = {**p.global_map, **(global_updates or {})}
     ins = tuple({**m, **(inputs or {}).get(i, {})} for i, m in enumerate(p.inputs))
     outs = tuple({**m, **(outputs or {}).get(i, {})} for i, m in enumerate(p.outputs))
@@ -41,7 +42,7 @@ def compute_outputs(p: Psbt) -> Psbt:
         scripts.update({i: {field_key(OUT_SCRIPT): s} for i, s in expected.items()})
     modifiable = p.global_map.get(field_key(GLOBAL_TX_MODIFIABLE))
     flags = {} if modifiable is None else {field_key(GLOBAL_TX_MODIFIABLE): bytes([modifiable[0] & ~MODIFIABLE_INPUTS_OUTPUTS])}
-    return _replace(p, flags, outputs=scripts)
+    return replace_maps(p, flags, outputs=scripts)
 
 
 def _own_key(info: InputInfo, m: Map, private_key32: bytes) -> send.InputKey:
@@ -107,13 +108,13 @@ def add_shares(p: Psbt, private_keys: Mapping[int, bytes], *, global_share: bool
         for scan33 in wanted:
             share, proof = send.ecdh_share(list(keys.values()), scan33, aux())
             entries[field_key(GLOBAL_SP_ECDH_SHARE, scan33)], entries[field_key(GLOBAL_SP_DLEQ, scan33)] = share, proof
-        result = _replace(p, entries)
+        result = replace_maps(p, entries)
     else:
         per_input: dict[int, dict[bytes, bytes]] = {}
         for i, key in keys.items():
             for scan33 in wanted:
                 share, proof = send.ecdh_share([key], scan33, aux())
                 per_input.setdefault(i, {}).update({field_key(IN_SP_ECDH_SHARE, scan33): share, field_key(IN_SP_DLEQ, scan33): proof})
-        result = _replace(p, inputs=per_input)
+        result = replace_maps(p, inputs=per_input)
     status = verify(result)
     return compute_outputs(result) if status.ready and len(status.computed) < len(status.sp_outputs) else result

@@ -8,6 +8,8 @@ wallet = Wallet.create("alice.wallet", "main", scan_pubkey33, spend_pubkey33, la
 wallet.sync(IndexSource("tweaks.db"), scan_key32, on_output=print)   # or NodeSource, BlindBitSource, ...
 wallet.balance()     # {"confirmed": sats, "unconfirmed": sats}
 wallet.unspent()     # [WalletOutput], each with its spend tweak (BIP376)
+psbt, spend = wallet.create_psbt([("tsp1q…", 50_000)], fee_rate="2.5")   # BIP370/375/376 PSBT
+signed = sp_scan.psbt.sign_sp_inputs(psbt, spend_key32)                  # then finalize_sp_inputs, extract
 ```
 
 Design: three rooms, as the index has. The **store** (`store`, SQLite, the only SQL) holds the
@@ -19,28 +21,37 @@ block spends; a source never writes the wallet. The **sync** (`sync`) checks eve
 with the native batch scan the index uses, and commits each block (or a run of empty ones) in one
 transaction with the new tip; forks are found by comparing stored hashes with the source's. The
 scan private key is never stored: `sync` takes it each time and refuses one whose public key is
-not the wallet's. Models: spdk's scanner behind its ChainBackend, bdk-sp's oracles beside its
+not the wallet's. Spending (`create_psbt`, `spend`) needs only public data: the tweaks, the
+change label's spend key B_0 (stored at creation, or by the first sync) and, when known, the
+spend key's origin for PSBT_IN_SP_SPEND_BIP32_DERIVATION. Models: spdk's scanner behind its ChainBackend, bdk-sp's oracles beside its
 wallet, Electrum's synchronizer / wallet_db split.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from pathlib import Path
 
 from coincurve import PrivateKey
 
 from .. import crypto
-from ..address import encode
-from ..errors import InvalidKeyError, WalletStoreError
+from ..address import SPAddress, encode, labelled_spend_pubkey
+from ..errors import InvalidKeyError, SpendError, WalletStoreError
 from ..index.sync import TAPROOT_ACTIVATION
 from ..network import get as get_network
+from ..psbt import Psbt
 from ..scan import CHANGE_LABEL, Receiver
+from . import spend
 from .sources import Source
+from .spend import Recipient, Spend
 from .store import WalletOutput, WalletStore
 from .sync import SyncStats, Syncer
 
-__all__ = ["SyncStats", "Wallet", "WalletOutput", "default_birthday"]
+__all__ = ["Recipient", "Spend", "SyncStats", "Wallet", "WalletOutput", "default_birthday"]
+
+CHANGE_SPEND_PUBKEY, SPEND_ORIGIN = "change_spend_pubkey", "spend_origin"
 
 MAX_LABEL = 2**32 - 1
 
@@ -58,8 +69,9 @@ class Wallet:
 
     @classmethod
     def create(
-        cls, path: str | Path, network: str, scan_pubkey33: bytes, spend_pubkey33: bytes, labels: Sequence[int] = (), birthday: int | None = None
-    ) -> Wallet:
+        cls, path: str | Path, network: str, scan_pubkey33: bytes, spend_pubkey33: bytes, labels: Sequence[int] = (), birthday: int | None = None,
+        *, change_spend_pubkey33: bytes | None = None, spend_origin: tuple[bytes, Sequence[int]] | None = None,
+    ) -> Wallet:  # fmt: skip
         """Create a wallet file.
 
         Args:
@@ -69,9 +81,11 @@ class Wallet:
             spend_pubkey33: B_spend.
             labels: the labels m in use; the change label 0 is always scanned.
             birthday: the first height to scan (default: `default_birthday`).
+            change_spend_pubkey33: B_0 = B_spend + ℓ_0·G, where change goes (default: stored by the first sync).
+            spend_origin: (fingerprint4, path) of B_spend, for PSBT_IN_SP_SPEND_BIP32_DERIVATION, or None.
 
         Raises:
-            InvalidKeyError: a key that is not a compressed point, or a label out of range.
+            InvalidKeyError: a key that is not a compressed point, a label out of range, a bad origin.
             WalletStoreError: the file exists, or an unknown network.
         """
         crypto.pubkey(scan_pubkey33, "scan_pubkey33")
@@ -80,8 +94,17 @@ class Wallet:
             raise InvalidKeyError("labels are integers from 0 to 2**32 - 1")
         if birthday is not None and birthday < 0:
             raise WalletStoreError(f"a birthday is a height, not {birthday}")
+        extra = {}
+        if change_spend_pubkey33 is not None:
+            extra[CHANGE_SPEND_PUBKEY] = bytes(crypto.pubkey(change_spend_pubkey33, "change_spend_pubkey33").format())
+        if spend_origin is not None:
+            fingerprint4, steps = spend_origin
+            if len(fingerprint4) != 4 or any(not 0 <= s < 2**32 for s in steps):
+                raise InvalidKeyError("a key origin is a 4-byte fingerprint and 32-bit path steps")
+            extra[SPEND_ORIGIN] = bytes(fingerprint4) + struct.pack(f"<{len(steps)}I", *steps)
         all_labels = tuple(dict.fromkeys((CHANGE_LABEL, *labels)))
-        return cls(WalletStore.create(path, network, bytes(scan_pubkey33), bytes(spend_pubkey33), all_labels, default_birthday(network) if birthday is None else birthday))
+        birthday = default_birthday(network) if birthday is None else birthday
+        return cls(WalletStore.create(path, network, bytes(scan_pubkey33), bytes(spend_pubkey33), all_labels, birthday, extra))
 
     @classmethod
     def open(cls, path: str | Path) -> Wallet:
@@ -127,6 +150,17 @@ class Wallet:
     @property
     def spend_pubkey33(self) -> bytes:
         return self._store.spend_pubkey33
+
+    @property
+    def change_spend_pubkey33(self) -> bytes | None:
+        """B_0, the change label's spend key; None until a sync (or `create`) recorded it."""
+        return self._store.meta(CHANGE_SPEND_PUBKEY)
+
+    @property
+    def spend_origin(self) -> tuple[bytes, tuple[int, ...]] | None:
+        """(fingerprint4, path) of B_spend, or None when the wallet does not know it."""
+        value = self._store.meta(SPEND_ORIGIN)
+        return None if value is None else (value[:4], tuple(memoryview(value[4:]).cast("I")))
 
     def address(self) -> str:
         """The wallet's unlabelled address (labelled ones need the scan private key)."""
@@ -185,6 +219,8 @@ class Wallet:
             The message of a failure names the height to resume at.
         """
         receiver = self.receiver(scan_key32)
+        if self.change_spend_pubkey33 is None:
+            self._store.set_meta(CHANGE_SPEND_PUBKEY, labelled_spend_pubkey(scan_key32, self.spend_pubkey33, CHANGE_LABEL))
         syncer = Syncer(self._store, source, receiver, threads=threads, progress=progress, on_output=on_output)
         return syncer.run(stop, follow, interval, mempool)
 
@@ -217,3 +253,59 @@ class Wallet:
             "spent": spent,
             **self.balance(),
         }
+
+    def spend(
+        self,
+        recipients: Sequence[tuple[str, int]],
+        fee_rate: str | float | Decimal,
+        *,
+        coins: Sequence[tuple[bytes, int]] | None = None,
+        change: str | None = None,
+        unconfirmed: bool = False,
+    ) -> Spend:
+        """Plan a spend of the wallet's unspent coins (see `sp_scan.wallet.spend`).
+
+        Args:
+            recipients: (address, sats): silent-payments, segwit or base58 addresses of the wallet's network.
+            fee_rate: sat/vB, at most 3 decimals; the fee pays at least this and less than 1 sat/vB more.
+            coins: (txid32, vout) of the coins to spend, all of them; default: chosen from the confirmed ones.
+            change: an address for the change instead of the wallet's change label (m = 0).
+            unconfirmed: let the selection take unconfirmed coins too.
+
+        Raises:
+            InvalidAddressError: an address that does not decode, or is another network's.
+            SpendError: a coin the wallet does not hold unspent, not enough funds, dust, a fee rate out of
+                range, the change label's key not known yet (sync once, or give `change`).
+        """
+        outputs = [spend.recipient(a, amount, self.network) for a, amount in recipients]
+        rate = spend.fee_rate_kvb(fee_rate)
+        if change is not None:
+            change_to = spend.recipient(change, 0, self.network)
+        elif self.change_spend_pubkey33 is not None:
+            sp = SPAddress(get_network(self.network).hrp, 0, self.scan_pubkey33, self.change_spend_pubkey33)
+            change_to = Recipient(0, sp=sp, label=CHANGE_LABEL)
+        else:
+            raise SpendError(f"{self.path} does not know its change address yet: sync it once (that records it), or give a change address")
+        unspent = {(o.txid32, o.vout): o for o in self.unspent()}
+        if coins is not None:
+            missing = [c for c in coins if c not in unspent]
+            if missing:
+                raise SpendError(f"the wallet holds no unspent coin {missing[0][0][::-1].hex()}:{missing[0][1]}")
+            if len(set(coins)) != len(coins):
+                raise SpendError("a coin is given twice")
+            candidates = [unspent[c] for c in coins]
+        else:
+            candidates = [o for o in unspent.values() if unconfirmed or o.height is not None]
+        tip = self.tip()
+        return spend.plan_spend(candidates, outputs, rate, change_to, select=coins is None, locktime=tip[0] if tip else 0)
+
+    def create_psbt(self, recipients: Sequence[tuple[str, int]], fee_rate: str | float | Decimal, **options) -> tuple[Psbt, Spend]:
+        """The PSBT version 2 of a spend (BIP370 with BIP375's silent-payment outputs and BIP376's input fields).
+
+        Args and raises: as `spend` (options: coins, change, unconfirmed).
+
+        Returns:
+            (the PSBT to sign with `sp_scan.psbt.sign_sp_inputs`, the planned spend).
+        """
+        planned = self.spend(recipients, fee_rate, **options)
+        return spend.build_psbt(planned, self.spend_pubkey33, self.spend_origin), planned

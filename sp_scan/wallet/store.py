@@ -4,7 +4,9 @@ Format version 1 (`PRAGMA user_version`, `PRAGMA application_id` = "SPSW"):
 
 - `meta(key, value)`: `network`, `scan_pubkey` (33 bytes: the scan key's public key; the private
   key is never stored), `spend_pubkey` (33), `labels` (u32 LE each, the change label 0 first),
-  `birthday` (the first height scanned), `format`.
+  `birthday` (the first height scanned), `format`; optionally `change_spend_pubkey` (33 bytes:
+  B_0 = B_spend + ℓ_0·G, the change label's spend key, public) and `spend_origin` (where B_spend
+  comes from: fingerprint4 ‖ LE32 path steps, as BIP376's PSBT_IN_SP_SPEND_BIP32_DERIVATION).
 - `blocks(height, hash)`: the synced chain's last `KEEP_HASHES` block hashes; the highest row is
   the synced tip. Written in the same transaction as the block's outputs and spends.
 - `outputs`: every output found, keyed by (txid, vout): its block (height, hash, the tx's position
@@ -24,7 +26,7 @@ import os
 import sqlite3
 import struct
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,9 +152,15 @@ class WalletStore:
             raise WalletStoreError(f"{path} is damaged: a meta field has the wrong type or width")
 
     @classmethod
-    def create(cls, path: str | os.PathLike, network: str, scan_pubkey33: bytes, spend_pubkey33: bytes, labels: Sequence[int], birthday: int) -> WalletStore:
+    def create(
+        cls, path: str | os.PathLike, network: str, scan_pubkey33: bytes, spend_pubkey33: bytes, labels: Sequence[int], birthday: int,
+        extra_meta: Mapping[str, bytes] | None = None,
+    ) -> WalletStore:  # fmt: skip
         """Create a wallet file, readable and writable by its owner only (built aside, then linked into place:
         never over an existing file; SQLite gives its -wal and -shm files the same mode).
+
+        Args:
+            extra_meta: optional meta rows (`change_spend_pubkey`, `spend_origin`), public data only.
 
         Raises:
             WalletStoreError: the file exists, an unknown network, or SQLite fails.
@@ -171,6 +179,7 @@ class WalletStore:
                 for statement in _SCHEMA:
                     conn.execute(statement)
                 meta = {"network": network, "scan_pubkey": scan_pubkey33, "spend_pubkey": spend_pubkey33, "labels": _labels_blob(labels), "birthday": birthday, "format": FORMAT_VERSION}
+                meta.update(extra_meta or {})
                 conn.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
@@ -249,6 +258,18 @@ class WalletStore:
         self._writer_fd = fd
 
     # ---- reading ----
+
+    @_checked
+    def meta(self, key: str) -> bytes | None:
+        """An optional meta row (`change_spend_pubkey`, `spend_origin`), None when absent."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    @_checked
+    def set_meta(self, key: str, value: bytes) -> None:
+        """Write an optional meta row in a transaction of its own (public data only)."""
+        self.commit()
+        self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     @_checked
     def tip(self) -> tuple[int, bytes] | None:
