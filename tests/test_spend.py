@@ -26,7 +26,7 @@ from test_cli import assert_fails, invoke, json_lines
 from wallet_support import W, create, listed, sync
 
 O = kc.OTHER_WALLET
-OTHER_ADDRESS = encode(O.scan_pubkey33, O.spend_pubkey33, "tsp")
+OTHER_ADDRESS = encode(O.scan_pubkey33, O.spend_pubkey33, "sprt")
 HARD = 0x80000000
 ORIGIN = (bytes.fromhex("deadbeef"), (352 | HARD, 1 | HARD, 0 | HARD, 0 | HARD, 0))
 
@@ -46,7 +46,7 @@ RATES = ["0.1", "1", "2.5", "7.777", "150"]
 OUTPUT_SETS = {
     "silent-payment": [(OTHER_ADDRESS, 60_000)],
     "every-kind": [(OTHER_ADDRESS, 40_000), (ss.p2wpkh_address(b"a")[0], 20_000), (ss.p2tr_address(b"b")[0], 1_000), (ss.p2pkh_address(b"c")[0], 546)],
-    "two-sp-one-scan-key": [(encode(O.scan_pubkey33, labelled_spend_pubkey(O.scan_key32, O.spend_pubkey33, 3), "tsp"), 5_000), (OTHER_ADDRESS, 7_000)],
+    "two-sp-one-scan-key": [(encode(O.scan_pubkey33, labelled_spend_pubkey(O.scan_key32, O.spend_pubkey33, 3), "sprt"), 5_000), (OTHER_ADDRESS, 7_000)],
 }
 
 

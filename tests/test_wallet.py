@@ -191,7 +191,7 @@ def test_list_balance_and_info_print_tables_and_json(kernel_chain, kernel_index,
     assert table[0].split()[:3] == ["HEIGHT", "TXID", "VOUT"] and len(table) == 1 + len(rows)
     info = json_lines(invoke("wallet", "info", str(path), "--json").stdout)[0]
     assert info["height"] == 104 and info["hash"] == kernel_chain.hash_at(104)[::-1].hex() and info["labels"] == [0, 1, 7]
-    assert info["address"].startswith("tsp1") and info["outputs"] == len(rows) and info["spent"] == 0
+    assert info["address"].startswith("sprt1") and info["outputs"] == len(rows) and info["spent"] == 0
     assert info["confirmed"] == sum(r["amount"] for r in rows) and info["unconfirmed"] == 0
     assert "synced to    104" in invoke("wallet", "info", str(path)).stdout
     balance = invoke("wallet", "balance", str(path)).stdout
