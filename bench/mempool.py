@@ -233,7 +233,7 @@ def main() -> None:
                 f"{r['cpu_s']:.2f} s CPU here = {r['txs'] / r['cpu_s']:,.0f} tx/s per core; the stand-in node "
                 f"{r['node_cpu_s']:.2f} s CPU = {r['txs'] / r['node_cpu_s']:,.0f} tx/s per core; peak RSS {r['rss_mb']:.0f} MB"
             )
-    for zmq in (True, False):
+    for zmq in (True, False) if args.latency_rounds else ():
         seen = latency(zmq, args.latency_rounds, args.interval)
         what = "ZMQ" if zmq else f"polling every {args.interval:g} s"
         print(f"latency accept -> listed, {what}: median {statistics.median(seen) * 1000:.0f} ms, max {max(seen) * 1000:.0f} ms over {len(seen)}")
