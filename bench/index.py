@@ -184,9 +184,10 @@ def write_blocks_dir(chain: LinkedChain, directory: Path) -> Path:
     directory.mkdir()
     key8 = bytes.fromhex("5a1e2f3c4d6e7f80")
     (directory / "xor.dat").write_bytes(key8)
-    magic, undo = MAGIC["regtest"], undo_data(chain.spent)
+    magic = MAGIC["regtest"]
     blk, rev, prev = bytearray(), bytearray(), b"\x00" * 32
-    for hash32, raw in chain.blocks:  # block 0 spends too: it gets undo data, as genesis never does
+    for hash32, raw, spent in chain.blocks:  # block 0 spends too: it gets undo data, as genesis never does
+        undo = undo_data(spent)
         blk += magic + len(raw).to_bytes(4, "little") + raw
         rev += magic + len(undo).to_bytes(4, "little") + undo + wire.sha256d(prev + undo)
         prev = hash32
