@@ -8,7 +8,8 @@ The index is bench.index's chain (copies of the mainnet-sized sample block, 1,41
 synced from the REST stand-in. The cluster is a scheduler and two single-threaded worker processes on
 127.0.0.1, started here (needs the dist extra). Each row is the best of `--repeat` runs. On a shared
 2-core machine the client and the scheduler compete with the two workers, so read the ratios, not the
-absolute rates. Prints markdown tables and the per-tweak time the README projection uses.
+absolute rates. Prints markdown tables and the per-tweak time the
+projections (bench/README.md, docs/index.md) use.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ Usage:
 The chain is `--blocks` copies of the mainnet-sized sample block (3,001 txs, 1,412 eligible), each
 header relinked to the one before, served by `tests/cli_support.py`'s REST stand-in on 127.0.0.1.
 Its spends are of invented outputs, so cut-through lookups all miss (their cost on mainnet, where
-most taproot spends hit an indexed tx, is not in these figures). Prints markdown tables; the README
-projection uses the per-tx times printed here.
+most taproot spends hit an indexed tx, is not in these figures). Prints markdown tables; the full-rescan
+projections (bench/README.md, docs/index.md) use the per-tx times printed here.
 
 With --blocks-dir the chain is also written as Core's blocks/ folder (blk/rev records, an xor.dat key,
 undo data compressed as Core's compressor does) and synced with `CoreBlocks`, beside the REST rows.

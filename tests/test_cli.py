@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -513,28 +512,3 @@ def test_ctrl_c_exits_130_with_a_resume_height_and_valid_output(tmp_path, jobs):
     assert 1 <= resume <= held
     rows = json_lines(first + rest_out)
     assert rows == CHAIN.expected_tweaks(0, resume - 1)
-
-
-# --- the README quickstart ---
-
-
-def _readme_command() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    block_text = text.split("```sh", 1)[1].split("```", 1)[0]
-    command = next(part.strip() for line in block_text.splitlines() for part in line.split("&&") if part.strip().startswith("sp-scan "))
-    return shlex.split(command)[1:]
-
-
-def test_the_readme_quickstart_prints_the_sample_blocks_expected_outputs(monkeypatch):
-    monkeypatch.chdir(ROOT)
-    args = _readme_command()
-    result = invoke(*args)
-    assert result.exit_code == 0, result.output
-    expected = json.loads((ROOT / "vectors" / "blocks" / "small.expected.json").read_text())["found"]
-    lines = result.stdout.splitlines()
-    assert lines[0].split() == ["TXID", "VOUT", "AMOUNT", "LABEL", "OUTPUT", "TWEAK"]
-    rows = [line.split() for line in lines[1:]]
-    got = [{"txid": r[0], "vout": int(r[1]), "amount": int(r[2]), "output": r[4], "label": None if r[3] == "-" else int(r[3])} for r in rows]
-    assert got == [{k: f[k] for k in ("txid", "vout", "amount", "output", "label")} for f in expected]
-    as_json = json_lines(invoke(*args, "--json").stdout)
-    assert [{k: r[k] for k in ("txid", "vout", "amount", "output", "label")} for r in as_json] == got

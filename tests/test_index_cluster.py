@@ -189,16 +189,16 @@ def test_ctrl_c_between_matches_of_a_dask_scan_is_one_line_and_cancels_before_th
     assert [u.exc_value for u in unraisable] == []
 
 
-def test_the_cluster_errors_readme_section_exists():
+def test_the_cluster_errors_name_a_section_of_the_docs_that_exists():
     with pytest.raises(SchedulerAddressError) as info:
         cluster.check_address("tcp://192.0.2.7:8786")
-    section = re.search(r"see README: ([^)]+)\)", str(info.value)).group(1)
-    assert f"\n### {section}\n" in (ROOT / "README.md").read_text()
+    page, section = re.search(r"see (docs/[\w.]+): ([^)]+)\)", str(info.value)).groups()
+    assert f"\n## {section}\n" in (ROOT / page).read_text()
 
 
-def readme_worker_options() -> list[str]:
-    """The options of the README's `dask worker` command, without its TLS files and with one thread."""
-    text = (ROOT / "README.md").read_text()
+def docs_worker_options() -> list[str]:
+    """The options of docs/index.md's `dask worker` command, without its TLS files and with one thread."""
+    text = (ROOT / "docs" / "index.md").read_text()
     command = re.search(r"^dask worker (.*?[^\\])$", text, re.M | re.S).group(1).replace("\\\n", " ")
     words, options = shlex.split(command)[1:], []
     while words:
@@ -209,10 +209,10 @@ def readme_worker_options() -> list[str]:
     return options
 
 
-def test_the_readme_worker_command_keeps_the_workers_http_endpoint_on_loopback():
-    assert "--dashboard-address" in readme_worker_options()
+def test_the_documented_worker_command_keeps_the_workers_http_endpoint_on_loopback():
+    assert "--dashboard-address" in docs_worker_options()
     with distributed.LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address="127.0.0.1:0") as c, distributed.Client(c, set_as_default=False) as client:
-        worker = subprocess.Popen([sys.executable, "-m", "dask", "worker", c.scheduler_address, *readme_worker_options()], stderr=subprocess.DEVNULL)
+        worker = subprocess.Popen([sys.executable, "-m", "dask", "worker", c.scheduler_address, *docs_worker_options()], stderr=subprocess.DEVNULL)
         try:
             client.wait_for_workers(1, timeout=300)  # the event: the worker joined (the bound only turns a hang into a failure)
             hosts = client.run(lambda dask_worker: sorted({s.getsockname()[0] for s in dask_worker.http_server._sockets.values()}))

@@ -1,4 +1,4 @@
-"""The package's import graph: no cycle, no module importing a layer above its own (README: Where things live)."""
+"""The package's import graph: no cycle, no module importing a layer above its own (README.md: Where things live)."""
 
 from __future__ import annotations
 

@@ -109,6 +109,15 @@ def test_regenerating_the_small_block_reproduces_the_committed_files():
     assert expected == json.loads((BLOCKS / "small.expected.json").read_text())
 
 
+def test_the_test_wallet_key_files_hold_the_generators_keys_and_the_documented_public_keys():
+    gen = sample_blocks_generator()
+    scan_key32, spend_key32 = (bytes.fromhex((BLOCKS / f"test-wallet.{kind}").read_text()) for kind in ("scan", "spend"))
+    assert (scan_key32, spend_key32) == (gen.WALLET_SCAN_KEY, gen.WALLET_SPEND_KEY)
+    documented = (BLOCKS / "README.md").read_text()
+    for key32, row in ((scan_key32, "scan public key"), (spend_key32, "spend public key")):
+        assert f"| {row} | `{PublicKey.from_secret(key32).format().hex()}` |" in documented
+
+
 def test_regenerating_the_mainnet_block_reproduces_the_committed_files():
     block, spent, expected = sample_blocks_generator().build_mainnet()
     s = sample("mainnet")

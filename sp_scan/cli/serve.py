@@ -82,7 +82,7 @@ with sendrawtransaction when --rpc is given). With --rest/--rpc an `sp-scan inde
 --mempool` runs beside the server (creating the index if needed), so the index file also holds the
 node's mempool (for `index scan --mempool` and the library; these routes stay block-only). With
 --electrum-port, an Electrum server for Sparrow and Cake Wallet listens too, its subscriptions told
-of mempool payments (see README). The HTTP, gRPC and Electrum listeners share one set of limits:
+of mempool payments (see docs/serving.md). The HTTP, gRPC and Electrum listeners share one set of limits:
 a client address's connections and requests count together over all three (--max-connections,
 --per-ip-*, --write-timeout), clients of --per-ip-exempt networks only toward --max-connections.
 --status-port serves GET /status and /metrics on 127.0.0.1 only. Ctrl-C or SIGTERM stops everything.""")

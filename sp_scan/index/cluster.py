@@ -32,8 +32,8 @@ from .scan import DASK_PARTITION_BLOCKS, scan_partition_wallets
 from .tweak_index import Index
 
 SCHEMES = ("tcp", "tls")
-README_SECTION = "Scanning on a cluster"
-"""The README section on clusters, TLS and worker commands, which messages point to."""
+DOC_SECTION = ("docs/index.md", "Scanning on a cluster")
+"""The page and section on clusters, TLS and worker commands, which messages point to."""
 DASK_LOGGERS = ("distributed", "dask", "tornado", "bokeh")
 """The loggers (and their children) Dask writes to: `distributed` gives each its own stderr handler on import."""
 
@@ -64,7 +64,7 @@ def check_address(address: str, *, insecure: bool = False) -> str:
         raise SchedulerAddressError(f"a scheduler address is tcp://HOST:PORT or tls://HOST:PORT, not {address!r}")
     if parts.scheme == "tcp" and not insecure and not _loopback(parts.hostname):
         raise SchedulerAddressError(
-            f"{text}: the scan keys would cross the network unencrypted; use tls:// (see README: {README_SECTION}) or --insecure"
+            f"{text}: the scan keys would cross the network unencrypted; use tls:// (see {DOC_SECTION[0]}: {DOC_SECTION[1]}) or --insecure"
         )
     return text
 

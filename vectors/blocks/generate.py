@@ -688,6 +688,7 @@ def main() -> None:
     (HERE / "small.spent.hex").write_text(spent.hex() + "\n")
     write_json(HERE / "small.expected.json", exp)
     (HERE / "test-wallet.scan").write_text(WALLET_SCAN_KEY.hex() + "\n")
+    (HERE / "test-wallet.spend").write_text(WALLET_SPEND_KEY.hex() + "\n")
     print(f"small: {len(block)} bytes, {len(exp['tweaks'])} SP txs, {len(exp['found'])} outputs to the wallet")
     if args.small:
         return
