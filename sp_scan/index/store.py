@@ -257,9 +257,9 @@ def block_row(height: int, data: BlockData, filters: tuple[bytes, ...] | None) -
     txids = _prefixes(data.txids, 32)
     order = sorted(range(len(txids)), key=txids.__getitem__)
     txloc = struct.pack(f"<{'qII' * len(order)}", *itertools.chain.from_iterable(zip(map(txids.__getitem__, order), itertools.repeat(height), order)))
-    counts = memoryview(data.out_counts).cast("I")
-    owners = [data.txids[32 * i : 32 * i + 32] for i, count in enumerate(counts) for _ in range(count)]
-    outputs = struct.pack(f"<{'32sI' * len(owners)}", *itertools.chain.from_iterable(zip(owners, memoryview(data.out_vouts).cast("I"))))
+    vouts = memoryview(data.out_vouts).cast("I")
+    owners = itertools.chain.from_iterable(map(itertools.repeat, _split(data.txids, 32), memoryview(data.out_counts).cast("I")))
+    outputs = struct.pack(f"<{'32sI' * len(vouts)}", *itertools.chain.from_iterable(zip(owners, vouts)))
     prefixes = _prefixes(data.spent_outpoints, 36)
     return BlockRow(height, values, sums, keys, txloc, outputs, data.spent_outpoints, struct.pack(f"<{len(prefixes)}q", *prefixes))
 
@@ -1070,7 +1070,7 @@ class Store:
             self._recent, self._recent_blocks = [{}, newer], 0
             newer = self._recent[0]
         base = height << 32
-        newer.update(zip(_split36(outputs36), range(base, base + len(outputs36) // 36)))
+        newer.update(zip(_split(outputs36, 36), range(base, base + len(outputs36) // 36)))
         self._recent_blocks += 1
 
     def _forget(self) -> None:
@@ -1112,7 +1112,7 @@ class Store:
         """
         height = row.height
         newer, older = self._recent
-        outpoints = _split36(row.outpoints)
+        outpoints = _split(row.outpoints, 36)
         found = list(map(newer.get, outpoints))
         missing = [i for i, at in enumerate(found) if at is None]
         for i in missing:
@@ -1312,9 +1312,9 @@ def _mempool_row_ok(row: Sequence) -> bool:
     return (len(txid), len(tweak33), len(tweak64)) == (32, 33, 64) and k >= 1 and (len(vouts), len(keys), len(values)) == (4 * k, 32 * k, 8 * k)
 
 
-def _split36(packed: bytes) -> list[bytes]:
-    """The 36-byte records (outpoints: txid32 ‖ vout u32 LE) laid end to end in `packed`."""
-    return [packed[i : i + 36] for i in range(0, len(packed), 36)]
+def _split(packed: bytes, width: int) -> list[bytes]:
+    """The `width`-byte records laid end to end in `packed`."""
+    return list(map(operator.itemgetter(0), struct.iter_unpack(f"{width}s", packed)))
 
 
 def _chunks(items: Sequence, n: int) -> Iterator[Sequence]:
