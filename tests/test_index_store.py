@@ -112,6 +112,19 @@ def test_colliding_txid_prefixes_are_told_apart_by_the_full_txid(index, tmp_path
             assert collided.tweaks(h, cut_through=True) == index.tweaks(h, cut_through=True)
 
 
+def test_colliding_txid_prefixes_are_told_apart_when_spends_are_looked_up_in_sqlite(index, tmp_path, monkeypatch):
+    """One run per block: no outputs kept in memory, every spend goes through txloc's colliding prefixes."""
+    monkeypatch.setattr(store, "_PREFIX_SHIFT", 63)
+    with Index.create(tmp_path / "collide-sqlite.db", "regtest") as idx:
+        for h in range(len(CHAIN.blocks)):
+            with Index.open(idx.path) as run:
+                run.sync(files_of(CHAIN, stop=h))
+        for h in range(len(CHAIN.blocks)):
+            assert idx.utxos(h) == index.utxos(h)
+            assert idx.tweaks(h, cut_through=True) == index.tweaks(h, cut_through=True)
+    assert any(u.spent for h in range(len(CHAIN.blocks)) for u in index.utxos(h))
+
+
 def test_the_spend_lookup_caches_keep_their_bounds_while_blocks_are_appended(index, tmp_path, monkeypatch):
     monkeypatch.setattr(store, "_LOCATOR_CACHE", 2)
     monkeypatch.setattr(store, "_RECENT_BLOCKS", 1)
