@@ -156,6 +156,8 @@ class BlockData:
         taproot_keys: k × 32, the key of every P2TR output in the block (coinbase and ineligible
             txs included), block then vout order.
         spent_outpoints: m × 36, the outpoint of every input that spends a P2TR output, tx then vin order.
+        spent_key_prefixes: m × 8, the first 8 bytes of the x-only key of the output each of those inputs
+            spends, in the same order (BlindBit v2's short spent outputs).
     """
 
     hash32: bytes
@@ -172,6 +174,7 @@ class BlockData:
     max_values: bytes
     taproot_keys: bytes
     spent_outpoints: bytes
+    spent_key_prefixes: bytes
 
     @property
     def n_tx(self) -> int:

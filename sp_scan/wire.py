@@ -394,45 +394,6 @@ def parse_getutxos(reply_bytes: bytes, n: int) -> list[TxOut | None]:
     return found
 
 
-def spent_taproot_prefixes(spent_bytes: bytes) -> bytes:
-    """The first 8 bytes of the x-only key of every P2TR output a block's inputs spend, tx then vin
-    order (BlindBit v2's short spent outputs), from Core's REST spent-outputs binary form.
-
-    Expects data `parse_spent` (or `block_index`) has accepted: it only walks it.
-
-    Raises:
-        MalformedDataError: truncated data.
-    """
-    data, out = bytes(spent_bytes), []
-    pos, n_tx = _walk_size(data, 0)
-    try:
-        for _ in range(n_tx):
-            pos, n_in = _walk_size(data, pos)
-            for _ in range(n_in):
-                length = data[pos + 8]  # after the amount
-                if length < 0xFD:
-                    pos += 9
-                else:
-                    pos, length = _walk_size(data, pos + 8)
-                if length == 34 and data[pos] == 0x51 and data[pos + 1] == 0x20:
-                    out.append(data[pos + 2 : pos + 10])
-                pos += length
-    except IndexError:
-        raise MalformedDataError("spent outputs: truncated") from None
-    if pos != len(data):
-        raise MalformedDataError("spent outputs: truncated or trailing bytes")
-    return b"".join(out)
-
-
-def _walk_size(data: bytes, pos: int) -> tuple[int, int]:
-    """(position after, value) of the compact size at `pos`."""
-    first = data[pos]
-    if first < 0xFD:
-        return pos + 1, first
-    width = 2 if first == 0xFD else 4 if first == 0xFE else 8
-    return pos + 1 + width, int.from_bytes(data[pos + 1 : pos + 1 + width], "little")
-
-
 def serialize_spent(spent: Sequence[Sequence[TxOut]]) -> bytes:
     """Serialize per-tx prevouts in Core's REST spent-outputs binary form (coinbase entry included)."""
     parts = [compact_size(len(spent))]

@@ -112,22 +112,35 @@ def test_colliding_txid_prefixes_are_told_apart_by_the_full_txid(index, tmp_path
             assert collided.tweaks(h, cut_through=True) == index.tweaks(h, cut_through=True)
 
 
+def test_colliding_txid_prefixes_are_told_apart_when_spends_are_looked_up_in_sqlite(index, tmp_path, monkeypatch):
+    """One run per block: no outputs kept in memory, every spend goes through txloc's colliding prefixes."""
+    monkeypatch.setattr(store, "_PREFIX_SHIFT", 63)
+    with Index.create(tmp_path / "collide-sqlite.db", "regtest") as idx:
+        for h in range(len(CHAIN.blocks)):
+            with Index.open(idx.path) as run:
+                run.sync(files_of(CHAIN, stop=h))
+        for h in range(len(CHAIN.blocks)):
+            assert idx.utxos(h) == index.utxos(h)
+            assert idx.tweaks(h, cut_through=True) == index.tweaks(h, cut_through=True)
+    assert any(u.spent for h in range(len(CHAIN.blocks)) for u in index.utxos(h))
+
+
 def test_the_spend_lookup_caches_keep_their_bounds_while_blocks_are_appended(index, tmp_path, monkeypatch):
     monkeypatch.setattr(store, "_LOCATOR_CACHE", 2)
     monkeypatch.setattr(store, "_RECENT_BLOCKS", 1)
     with synced(tmp_path / "small-cache.db", CHAIN) as small:
         assert len(small._store._locators) <= 2
-        assert 0 < sum(map(len, small._store._recent)) <= 2 * max(len(index.tweaks(h)) for h in range(len(CHAIN.blocks)))
+        assert 0 < sum(map(len, small._store._recent)) <= 2 * max(len(index.utxos(h)) for h in range(len(CHAIN.blocks)))
     assert content(tmp_path / "small-cache.db") == content(index.path)
 
 
 def test_spends_are_marked_alike_from_the_rows_the_writer_keeps_and_from_sqlite(index, tmp_path):
-    """One run keeps every recent block's txloc rows in memory; one run per block starts without them."""
+    """One run keeps every recent block's taproot outputs in memory; one run per block starts without them."""
     with Index.create(tmp_path / "one-by-one.db", "regtest") as idx:
         for h in range(len(CHAIN.blocks)):
             with Index.open(idx.path) as run:
                 run.sync(files_of(CHAIN, stop=h))
-                assert sum(map(len, run._store._recent)) == len(run.tweaks(h))
+                assert sum(map(len, run._store._recent)) == len(run.utxos(h))
     assert content(tmp_path / "one-by-one.db") == content(index.path)
 
 

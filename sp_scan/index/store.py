@@ -63,7 +63,7 @@ APPLICATION_ID = 0x53505358  # "SPSX"
 PAGE_SIZE = 16384
 _PREFIX_SHIFT = 17  # txloc keeps a txid's first 47 bits: 6 bytes in SQLite's record format
 _LOCATOR_CACHE = 512  # blocks whose txids and outputs stay in memory to resolve spends
-_RECENT_BLOCKS = 32  # the writer keeps the txloc rows of the last 32 to 64 blocks it wrote in memory (~16 MB on mainnet)
+_RECENT_BLOCKS = 32  # the writer keeps the taproot outputs of the last 32 to 64 blocks it wrote in memory (~19 MB at 2,000 a block)
 _IN_CHUNK = 4096  # values bound in one `IN (...)` (SQLite allows 32,766)
 _VALUES_ROWS = 256  # rows per multi-row INSERT: one statement costs less than executemany's reset and bind per row
 
@@ -205,9 +205,9 @@ class BlockRow:
         sums: the CRC-32 of each of FIELDS (`_SUMS` packed), `marks`'s that of no marks.
         spent_keys: the 8-byte key prefixes of the P2TR outputs it spends, or None.
         txloc: its txloc rows (prefix, height, tx), `_TXLOC` packed, in prefix order.
+        outputs: k × 36, the outpoint of each of its eligible txs' taproot outputs, in ordinal order.
         outpoints: m × 36, the outpoints of its inputs that spend P2TR outputs, tx then vin order.
         prefixes: m × i64, each of those outpoints' txloc prefix.
-        probes: the distinct prefixes, ascending, i64 packed.
     """
 
     height: int
@@ -215,9 +215,9 @@ class BlockRow:
     sums: bytes
     spent_keys: bytes | None
     txloc: bytes
+    outputs: bytes
     outpoints: bytes
     prefixes: bytes
-    probes: bytes
 
     @property
     def hash32(self) -> bytes:
@@ -257,10 +257,11 @@ def block_row(height: int, data: BlockData, filters: tuple[bytes, ...] | None) -
     txids = _prefixes(data.txids, 32)
     order = sorted(range(len(txids)), key=txids.__getitem__)
     txloc = struct.pack(f"<{'qII' * len(order)}", *itertools.chain.from_iterable(zip(map(txids.__getitem__, order), itertools.repeat(height), order)))
+    vouts = memoryview(data.out_vouts).cast("I")
+    owners = itertools.chain.from_iterable(map(itertools.repeat, _split(data.txids, 32), memoryview(data.out_counts).cast("I")))
+    outputs = struct.pack(f"<{'32sI' * len(vouts)}", *itertools.chain.from_iterable(zip(owners, vouts)))
     prefixes = _prefixes(data.spent_outpoints, 36)
-    probes = sorted(set(prefixes))
-    pack = struct.pack
-    return BlockRow(height, values, sums, keys, txloc, data.spent_outpoints, pack(f"<{len(prefixes)}q", *prefixes), pack(f"<{len(probes)}q", *probes))
+    return BlockRow(height, values, sums, keys, txloc, outputs, data.spent_outpoints, struct.pack(f"<{len(prefixes)}q", *prefixes))
 
 
 def _file_size(path: Path) -> int:
@@ -561,7 +562,7 @@ class Store:
         self._lock = threading.RLock()
         self._writer_fd: int | None = None
         self._locators: collections.OrderedDict[int, _Locator] = collections.OrderedDict()
-        self._recent: list[dict[int, tuple[int, int]]] = [{}, {}]  # txloc rows (prefix -> (height, tx)) it wrote: newer, older
+        self._recent: list[dict[bytes, int]] = [{}, {}]  # taproot outputs it wrote (outpoint36 -> height << 32 | ordinal): newer, older
         self._recent_blocks = 0  # blocks in the newer
         if check:
             self._check_pages()
@@ -1036,10 +1037,10 @@ class Store:
                 self._set_meta("first_height", height)
             txloc = struct.unpack(f"<{'qII' * (len(row.txloc) // _TXLOC.size)}", row.txloc)
             self._insert("txloc", 3, txloc)
-            self._remember_txloc(txloc)
+            self._remember_outputs(height, row.outputs)
             values = dict(zip(FIELDS, row.values))
-            own = self._remember(height, _Locator(values["txids"], values["out_counts"], values["out_vouts"]))
-            marks, bits = self._mark_spends(row, own)
+            self._remember(height, _Locator(values["txids"], values["out_counts"], values["out_vouts"]))
+            marks, bits = self._mark_spends(row)
             packed = struct.pack(f"<{2 * len(marks)}I", *itertools.chain.from_iterable(marks))
             sums = list(_SUMS.unpack(row.sums))
             sums[_MARKS] = _crc(packed, _seed(height, _MARKS))
@@ -1062,13 +1063,14 @@ class Store:
             values = ", ".join([f"({', '.join('?' * width)})"] * (len(chunk) // width))
             self._conn.execute(f"INSERT OR IGNORE INTO {table} VALUES {values}", chunk)
 
-    def _remember_txloc(self, txloc: Sequence[int]) -> None:
-        """Keep a block's txloc rows (flat) in memory: `_mark_spends` asks SQLite only for older blocks'."""
+    def _remember_outputs(self, height: int, outputs36: bytes) -> None:
+        """Keep where a block's taproot outputs are in memory: `_mark_spends` asks SQLite only for older blocks'."""
         newer, _ = self._recent
         if self._recent_blocks == _RECENT_BLOCKS:
             self._recent, self._recent_blocks = [{}, newer], 0
             newer = self._recent[0]
-        newer.update(zip(txloc[0::3], zip(txloc[1::3], txloc[2::3])))
+        base = height << 32
+        newer.update(zip(_split(outputs36, 36), range(base, base + len(outputs36) // 36)))
         self._recent_blocks += 1
 
     def _forget(self) -> None:
@@ -1094,14 +1096,12 @@ class Store:
             self._locators.popitem(last=False)
         return loc
 
-    def _mark_spends(self, row: BlockRow, own: _Locator, recent: bool = True) -> tuple[list[tuple[int, int]], bytes]:
+    def _mark_spends(self, row: BlockRow) -> tuple[list[tuple[int, int]], bytes]:
         """Set the spent bit of every output the block's outpoints spend that is tracked and not yet spent.
 
-        The txloc rows of the prefixes are taken from the recent blocks' kept in memory (with `recent`),
-        the others read in one statement (per _IN_CHUNK); each hit is confirmed by the full txid, and
-        the spends row of each block hit is read once, checked, and written once. A recent row that
-        is another tx's (a prefix two txs share) makes the block's marks be found again from SQLite
-        alone, so they are what SQLite's rows give, in input order.
+        Each outpoint is looked up among the taproot outputs of the recent blocks kept in memory (the
+        block's own included), the others through their txloc prefixes (`_look_up`). The spends row of
+        each block hit is read once, checked, and written once.
 
         Returns:
             The (height, ordinal) marks made, in input order, and the block's own spends bitmap (its
@@ -1111,8 +1111,42 @@ class Store:
             IndexStoreError: a txloc row names a tx that is not indexed, or a spends row is damaged.
         """
         height = row.height
-        newer, older = self._recent if recent else ({}, {})
-        probes = [p for p in struct.unpack(f"<{len(row.probes) // 8}q", row.probes) if p not in newer and p not in older]
+        newer, older = self._recent
+        outpoints = _split(row.outpoints, 36)
+        found = list(map(newer.get, outpoints))
+        missing = [i for i, at in enumerate(found) if at is None]
+        for i in missing:
+            found[i] = older.get(outpoints[i])
+        missing = [i for i in missing if found[i] is None]
+        if missing:
+            self._look_up(row, outpoints, missing, found)
+        spent = {height: bytearray((len(row.outputs) // 36 + 7) // 8)}
+        marks = []
+        for at in found:
+            if at is None:
+                continue
+            h, ordinal = at >> 32, at & 0xFFFFFFFF
+            bits = spent.get(h)
+            if bits is None:
+                bits = spent[h] = self._spent_bits(h, self._locator(h).first[-1])
+            byte, bit = ordinal >> 3, 1 << (ordinal & 7)
+            if not bits[byte] & bit:  # an output already spent stays marked by its first spend
+                bits[byte] |= bit
+                marks.append((h, ordinal))
+        changed = {h for h, _ in marks} - {height}
+        self._conn.executemany("UPDATE spends SET bits = ?, sum = ? WHERE height = ?", [(bytes(spent[h]), _spends_sum(h, spent[h]), h) for h in changed])
+        return marks, bytes(spent[height])
+
+    def _look_up(self, row: BlockRow, outpoints: list[bytes], missing: list[int], found: list[int | None]) -> None:
+        """Set found[i] to height << 32 | ordinal of the tracked output outpoints[i] spends, for each i of
+        `missing`, from SQLite's txloc rows of its prefix (read in one statement per _IN_CHUNK): the first
+        tx (by height, then position) whose full txid is the outpoint's and that tracks its vout.
+
+        Raises:
+            IndexStoreError: a txloc row names a tx that is not indexed.
+        """
+        prefixes = memoryview(row.prefixes).cast("q")
+        probes = sorted({prefixes[i] for i in missing})
         hits = []
         for chunk in _chunks(probes, _IN_CHUNK):
             hits += self._conn.execute(f"SELECT prefix, height, tx FROM txloc WHERE prefix IN ({', '.join('?' * len(chunk))})", chunk)
@@ -1120,42 +1154,21 @@ class Store:
         if set(map(type, txs)) - {int} or min(txs, default=0) < 0:
             bad = next(r for r in hits if type(r[2]) is not int or r[2] < 0)
             raise self._damaged(f"a txloc row names transaction {bad[2]!r} of block {bad[1]}")
-        where = dict(zip(map(operator.itemgetter(0), hits), map(operator.itemgetter(slice(1, 3)), hits)))  # prefix -> (height, tx)
-        others: dict[int, list[tuple[int, int]]] = {}  # prefixes several txs share (rare): all their (height, tx)
-        if len(where) < len(hits):
-            for prefix, h, tx in hits:
-                others.setdefault(prefix, []).append((h, tx))
-        locators, spent = {height: own}, {height: bytearray((own.first[-1] + 7) // 8)}
-        marks = []
-        for prefix, (txid32, vout) in zip(memoryview(row.prefixes).cast("q"), struct.iter_unpack("<32sI", row.outpoints)):
-            hit = newer.get(prefix) or where.get(prefix) or older.get(prefix)  # (no prefix is in two of them)
-            if hit is None:
-                continue
-            for h, tx in others.get(prefix) or (hit,):  # (the loop inlines _Locator's lookups: it runs for every spend)
-                loc = locators.get(h)
-                if loc is None:
-                    loc = locators[h] = self._locator(h)
-                    spent[h] = self._spent_bits(h, loc.first[-1])
-                at = 32 * tx
-                if loc.txids[at : at + 32] != txid32:
+        where: dict[int, list[tuple[int, int]]] = {}  # prefix -> its rows' (height, tx), in key order
+        for prefix, h, tx in hits:
+            where.setdefault(prefix, []).append((h, tx))
+        for i in missing:
+            txid32, vout = outpoints[i][:32], int.from_bytes(outpoints[i][32:], "little")
+            for h, tx in where.get(prefixes[i], ()):
+                loc = self._locator(h)
+                if loc.txids[32 * tx : 32 * tx + 32] != txid32:
                     if tx >= len(loc.counts):
                         raise self._damaged(f"a txloc row names transaction {tx!r} of block {h}, which has {len(loc.counts)}")
                     continue  # another tx whose txid starts alike
-                ordinal, end, vouts = loc.first[tx], loc.first[tx + 1], loc.vouts
-                while ordinal < end and vouts[ordinal] != vout:
-                    ordinal += 1
-                if ordinal < end:  # a tracked output of that tx
-                    bits, byte, bit = spent[h], ordinal >> 3, 1 << (ordinal & 7)
-                    if not bits[byte] & bit:  # an output already spent stays marked by its first spend
-                        bits[byte] |= bit
-                        marks.append((h, ordinal))
+                ordinal = next((o for o in range(loc.first[tx], loc.first[tx + 1]) if loc.vouts[o] == vout), None)
+                if ordinal is not None:  # a tracked output of that tx
+                    found[i] = h << 32 | ordinal
                     break
-            else:
-                if prefix not in where and recent:  # a recent tx's row, not this one's: ask SQLite for all rows
-                    return self._mark_spends(row, own, recent=False)
-        changed = {h for h, _ in marks} - {height}
-        self._conn.executemany("UPDATE spends SET bits = ?, sum = ? WHERE height = ?", [(bytes(spent[h]), _spends_sum(h, spent[h]), h) for h in changed])
-        return marks, bytes(spent[height])
 
     def _spent_bits(self, height: int, outputs: int) -> bytearray:
         """The spends bitmap of block `height` (of `outputs` taproot outputs), checked.
@@ -1297,6 +1310,11 @@ def _mempool_row_ok(row: Sequence) -> bool:
     txid, tweak33, tweak64, vouts, keys, values = row
     k = len(vouts) // 4
     return (len(txid), len(tweak33), len(tweak64)) == (32, 33, 64) and k >= 1 and (len(vouts), len(keys), len(values)) == (4 * k, 32 * k, 8 * k)
+
+
+def _split(packed: bytes, width: int) -> list[bytes]:
+    """The `width`-byte records laid end to end in `packed`."""
+    return list(map(operator.itemgetter(0), struct.iter_unpack(f"{width}s", packed)))
 
 
 def _chunks(items: Sequence, n: int) -> Iterator[Sequence]:

@@ -176,7 +176,7 @@ def fetch(source: Source, height: int, retry: Retry) -> Fetched:
         raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
     if data.hash32[::-1].hex() != hash_hex:
         raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
-    row = block_row(height, data, (*block_filters(data), wire.spent_taproot_prefixes(spent)))
+    row = block_row(height, data, (*block_filters(data), data.spent_key_prefixes))
     return Fetched(height, row, fetched - start, time.perf_counter() - fetched)
 
 

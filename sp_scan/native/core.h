@@ -337,7 +337,8 @@ long spn_block_scan(const unsigned char *block, size_t block_len, const unsigned
  * spn_block_index_free releases them). Per eligible tx (block order): txid, input_hash·A compressed
  * (33) and uncompressed x‖y (64), its taproot output count, largest taproot value; per taproot output
  * of an eligible tx: vout u32, x-only key, value u64. Per block: the x-only key of every P2TR output
- * (all txs, coinbase included) and the outpoint of every input spending a P2TR output. */
+ * (all txs, coinbase included), the outpoint of every input spending a P2TR output and the first 8 bytes of
+ * the key of the output it spends. */
 typedef struct {
     unsigned char hash32[32], prev32[32];
     uint32_t time;
@@ -347,7 +348,7 @@ typedef struct {
     unsigned char *txids32, *tweaks33, *tweaks64, *out_counts4, *max_values8; /* n_tx each */
     unsigned char *out_vouts4, *out_keys32, *out_values8;                    /* n_out each */
     unsigned char *taproot_keys32;                                           /* n_keys */
-    unsigned char *spent_outpoints36;                                        /* n_spent */
+    unsigned char *spent_outpoints36, *spent_keys8;                          /* n_spent */
 } spn_block_index;
 
 /* Fill *out for one block: 1 ok, or SPN_EBLOCK / SPN_ESPENT / SPN_ESHAPE / SPN_ENOMEM (then *out holds

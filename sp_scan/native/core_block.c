@@ -441,6 +441,7 @@ void spn_block_index_free(spn_block_index *x) {
     free(x->out_values8);
     free(x->taproot_keys32);
     free(x->spent_outpoints36);
+    free(x->spent_keys8);
     memset(x, 0, sizeof *x);
 }
 
@@ -457,8 +458,9 @@ static int index_alloc(spn_block_index *x, const block_t *b) {
     x->out_values8 = malloc(outs * 8);
     x->taproot_keys32 = malloc(outs * 32);
     x->spent_outpoints36 = malloc(ins * 36);
+    x->spent_keys8 = malloc(ins * 8);
     return x->txids32 && x->tweaks33 && x->tweaks64 && x->out_counts4 && x->max_values8 && x->out_vouts4 &&
-           x->out_keys32 && x->out_values8 && x->taproot_keys32 && x->spent_outpoints36;
+           x->out_keys32 && x->out_values8 && x->taproot_keys32 && x->spent_outpoints36 && x->spent_keys8;
 }
 
 /* One eligible tx's row: its taproot outputs (already known to exist) and the largest value. */
@@ -524,7 +526,9 @@ int spn_block_index_build(const unsigned char *block, size_t block_len, const un
         if (i == 0) continue; /* the coinbase spends nothing and is never eligible */
         for (size_t j = 0; j < tx->n_in; j++) {
             const spn_input *in = &b.ins[tx->first_in + j];
-            if (is_taproot_script(&in->prevout)) memcpy(out->spent_outpoints36 + 36 * out->n_spent++, in->outpoint36, 36);
+            if (!is_taproot_script(&in->prevout)) continue;
+            memcpy(out->spent_keys8 + 8 * out->n_spent, in->prevout.p + 2, 8);
+            memcpy(out->spent_outpoints36 + 36 * out->n_spent++, in->outpoint36, 36);
         }
         /* summarize_block's candidates are this loop's txs with a taproot output, in order */
         if (next < (size_t)n_cand && cand[next] == i) {

@@ -77,7 +77,7 @@ static PyObject *py_block_scan(PyObject *self, PyObject *args) {
 }
 
 /* block_index(block, spent) -> (hash32, prev32, time, block_txs, txids32, tweaks33, tweaks64, out_counts4,
- * out_vouts4, out_keys32, out_values8, max_values8, taproot_keys32, spent_outpoints36) */
+ * out_vouts4, out_keys32, out_values8, max_values8, taproot_keys32, spent_outpoints36, spent_keys8) */
 static PyObject *py_block_index(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer block, spent;
@@ -95,13 +95,13 @@ static PyObject *py_block_index(PyObject *self, PyObject *args) {
             spn_py_raise_code(r, "");
         } else {
 #define SIZED(p, n) (const char *)(p), (Py_ssize_t)(n)
-            out = Py_BuildValue("(y#y#kny#y#y#y#y#y#y#y#y#y#)", SIZED(x.hash32, 32), SIZED(x.prev32, 32),
+            out = Py_BuildValue("(y#y#kny#y#y#y#y#y#y#y#y#y#y#)", SIZED(x.hash32, 32), SIZED(x.prev32, 32),
                                 (unsigned long)x.time, (Py_ssize_t)x.block_txs, SIZED(x.txids32, 32 * x.n_tx),
                                 SIZED(x.tweaks33, 33 * x.n_tx), SIZED(x.tweaks64, 64 * x.n_tx),
                                 SIZED(x.out_counts4, 4 * x.n_tx), SIZED(x.out_vouts4, 4 * x.n_out),
                                 SIZED(x.out_keys32, 32 * x.n_out), SIZED(x.out_values8, 8 * x.n_out),
                                 SIZED(x.max_values8, 8 * x.n_tx), SIZED(x.taproot_keys32, 32 * x.n_keys),
-                                SIZED(x.spent_outpoints36, 36 * x.n_spent));
+                                SIZED(x.spent_outpoints36, 36 * x.n_spent), SIZED(x.spent_keys8, 8 * x.n_spent));
 #undef SIZED
             spn_block_index_free(&x);
         }

@@ -99,4 +99,5 @@ def block_index(block_bytes: bytes, spent_bytes: bytes) -> BlockData:
         spent_outpoints=b"".join(
             i.outpoint.to_bytes() for tx in spent_txs for i in tx.inputs if _is_taproot(i.prevout_script)
         ),
+        spent_key_prefixes=b"".join(i.prevout_script[2:10] for tx in spent_txs for i in tx.inputs if _is_taproot(i.prevout_script)),
     )
