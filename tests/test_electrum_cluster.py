@@ -1,0 +1,215 @@
+"""The Electrum listener's subscription passes on a real Dask cluster (`sp-scan serve --dask`).
+
+Clusters: a `LocalCluster` of two single-threaded worker processes on 127.0.0.1, and `dask scheduler`
++ `dask worker` processes. Every history must equal what the sender recorded (which the local pass
+reports: tests/test_electrum.py), with workers and the scheduler killed mid-pass; kills are made
+while the scan thread is inside a task's submission, so the pass cannot end before them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import distributed
+import pytest
+from coincurve import PrivateKey
+
+from electrum_support import ElectrumThread, RawClient, free_port
+from index_support import wait_until
+from sp_scan.index import cluster
+from test_electrum import SP, check_history, expected, flat, keys, negotiated
+
+LABELS = [1, 7]
+
+
+def local_cluster() -> distributed.LocalCluster:
+    return distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    """A Pool on a LocalCluster shared by the tests that harm none of its workers."""
+    with local_cluster() as c, distributed.Client(c, set_as_default=False) as client:
+        p = cluster.Pool(client)
+        yield p
+        p.close()
+
+
+def subscribe(port: int, start=0) -> list[dict]:
+    """One subscription's history notifications up to progress 1.0 (checked against Frigate's rules)."""
+    with negotiated(port) as c:
+        reply = c.result(SP, [*keys(), start, LABELS])
+        notes = c.history()
+        check_history(notes, reply)
+        return notes
+
+
+def test_a_subscription_scanned_on_the_cluster_gets_the_history_of_the_local_pass(kernel_index, kernel_chain, pool):
+    with ElectrumThread(kernel_index, cluster=pool, partition_blocks=7) as server:
+        notes = subscribe(server.port)
+        ranged = subscribe(server.port, "100-105")
+        status = server.server.state.scans.cluster_status()
+    assert flat(notes) == expected(kernel_chain)
+    assert flat(ranged) == expected(kernel_chain, start=100, end=105)
+    assert status["partitions_done"] >= 16 and status["workers"] == 2 and not status["fell_back"]
+
+
+def test_50_subscriptions_at_once_each_get_their_history_in_shared_tasks(kernel_index, kernel_chain, pool):
+    want = expected(kernel_chain)
+    others = [PrivateKey() for _ in range(25)]  # half the subscribers are other wallets: they find nothing
+    results: list = [None] * 50
+    barrier = threading.Barrier(50)
+
+    def run(i: int) -> None:
+        with negotiated(server.port) as c:
+            barrier.wait()
+            params = [*keys(), 0, LABELS] if i % 2 == 0 else [others[i // 2].secret.hex(), others[i // 2].public_key.format().hex(), 0, []]
+            reply = c.result(SP, params)
+            notes = c.history()
+            check_history(notes, reply)
+            results[i] = flat(notes)
+
+    with ElectrumThread(kernel_index, cluster=pool, partition_blocks=10) as server:
+        before = server.server.state.scans.cluster_status()["partitions_done"]
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(50)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        tasks = server.server.state.scans.cluster_status()["partitions_done"] - before
+    assert results[0::2] == [want] * 25 and results[1::2] == [[]] * 25
+    assert tasks < 50 * 12 // 2  # several subscribers per task: far fewer tasks than subscribers × partitions
+
+
+def test_a_subscriber_that_disconnects_cancels_its_tasks(kernel_index, pool):
+    client = pool.client
+    gate = distributed.Event(f"gate-{os.getpid()}", client=client)
+    blockers = [client.submit(gate.wait, key=f"blocker-{i}", pure=False) for i in range(2)]  # both workers busy: no task of the pass ends
+    wait_until(lambda: sum(len(k) for k in client.processing().values()) == 2, what="both workers blocked")
+    sent: list = []
+    original = pool.submit
+
+    def submit(*args):
+        sent.append(original(*args))
+        return sent[-1]
+
+    pool.submit = submit
+    try:
+        with ElectrumThread(kernel_index, cluster=pool, partition_blocks=1) as server:
+            scans = server.server.state.scans
+            with negotiated(server.port) as c:
+                c.result(SP, [*keys(), 0, LABELS])
+                wait_until(lambda: len(sent) >= 4, what="the first tasks sent")
+            wait_until(lambda: scans.watch_count == 0 and scans.cluster_status()["tasks_in_flight"] == 0, what="the watch dropped")
+            wait_until(lambda: all(f.status == "cancelled" for f in sent), what="its tasks cancelled")
+            assert scans.cluster_status()["partitions_done"] == 0 and len(sent) == 4
+    finally:
+        del pool.submit
+        gate.set()
+        client.gather(blockers)
+
+
+def kill_when(pool: cluster.Pool, nth: int, kill) -> list:
+    """Make the pool's `nth` submission call `kill()` first (on the scan thread, which waits meanwhile)."""
+    calls, original = [], pool.submit
+
+    def submit(*args):
+        calls.append(None)
+        if len(calls) == nth:
+            kill()
+        return original(*args)
+
+    pool.submit = submit
+    return calls
+
+
+def test_a_worker_killed_mid_pass_has_its_tasks_run_again_and_every_history_is_whole(kernel_index, kernel_chain):
+    killed: list = []
+    with local_cluster() as c, distributed.Client(c, set_as_default=False) as client:
+        pids = client.run(os.getpid)
+        pool = cluster.Pool(client)
+
+        def kill_a_busy_worker() -> None:
+            held: dict = {}
+
+            def busy() -> bool:  # a worker running one of the pass's tasks, or holding a result not yet taken
+                held.update({w: k for w, k in client.processing().items() if k} or {w: k for w, k in client.has_what().items() if k})
+                return bool(held)
+
+            wait_until(busy, what="a worker holding a task")
+            victim = sorted(held)[0]
+            os.kill(pids[victim], signal.SIGKILL)
+            killed.append(held[victim])
+
+        kill_when(pool, 6, kill_a_busy_worker)
+        try:
+            with ElectrumThread(kernel_index, cluster=pool, partition_blocks=2) as server:
+                notes = [subscribe(server.port) for _ in range(2)]
+                status = server.server.state.scans.cluster_status()
+            stories = [client.story(key) for key in killed[0]]
+        finally:
+            pool.close()
+    assert [flat(n) for n in notes] == [expected(kernel_chain)] * 2
+    assert killed and not status["fell_back"]
+    # The scheduler ran at least one task the victim held again on another worker.
+    assert any(sum(1 for s in story if s[0] == "scheduler" and s[3] == "processing") >= 2 for story in stories), stories
+
+
+class DaskProcesses:
+    """`dask scheduler` and one `dask worker` (one thread) as child processes on 127.0.0.1."""
+
+    def __init__(self, tmp: Path) -> None:
+        dask = str(Path(sys.executable).parent / "dask")
+        self.address = f"tcp://127.0.0.1:{free_port()}"
+        port = self.address.rsplit(":", 1)[1]
+        common = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "text": True, "cwd": tmp}
+        self.scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", port, "--dashboard-address", "127.0.0.1:0"], **common)
+        for line in self.scheduler.stderr:
+            if "Scheduler at:" in line:
+                break
+        else:
+            raise AssertionError("dask scheduler exited before it listened")
+        threading.Thread(target=self.scheduler.stderr.read, daemon=True).start()
+        self.worker = subprocess.Popen([dask, "worker", self.address, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0"], **common)
+        threading.Thread(target=self.worker.stderr.read, daemon=True).start()
+
+    def close(self) -> None:
+        for p in (self.worker, self.scheduler):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def test_the_scheduler_killed_mid_pass_falls_back_to_local_cores_with_one_log_line_and_no_lost_or_repeated_entry(kernel_index, kernel_chain, tmp_path, caplog):
+    procs = DaskProcesses(tmp_path)
+    try:
+        client = cluster.connect(procs.address)
+        cluster.check_workers(client)
+        pool = cluster.Pool(client)
+        with ElectrumThread(kernel_index, cluster=pool, partition_blocks=2) as server:
+            before = subscribe(server.port)  # the whole pass on the cluster
+            scans = server.server.state.scans
+            assert scans.cluster_status()["partitions_done"] >= 56 and not scans.fell_back
+
+            def kill_the_scheduler() -> None:
+                procs.scheduler.kill()
+                procs.scheduler.wait()
+
+            kill_when(pool, 8, kill_the_scheduler)
+            with caplog.at_level(logging.WARNING, logger="sp_scan.server.electrum"):
+                after = [subscribe(server.port) for _ in range(2)]  # the first sees the kill, the second starts after it
+            status = scans.cluster_status()
+        pool.close()
+        client.close(timeout=5)
+    finally:
+        procs.close()
+    assert [flat(n) for n in [before, *after]] == [expected(kernel_chain)] * 3
+    assert status["fell_back"]
+    lines = [r.getMessage() for r in caplog.records if "Dask cluster" in r.getMessage()]
+    assert len(lines) == 1 and "scanning on this machine" in lines[0], lines
