@@ -8,19 +8,22 @@ while the scan thread is inside a task's submission, so the pass cannot end befo
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
+import urllib.request
 from pathlib import Path
 
 import distributed
 import pytest
 from coincurve import PrivateKey
 
-from electrum_support import ElectrumThread, RawClient, free_port
+from electrum_support import ElectrumThread, free_port
 from index_support import wait_until
 from sp_scan.index import cluster
 from test_electrum import SP, check_history, expected, flat, keys, negotiated
@@ -213,3 +216,47 @@ def test_the_scheduler_killed_mid_pass_falls_back_to_local_cores_with_one_log_li
     assert status["fell_back"]
     lines = [r.getMessage() for r in caplog.records if "Dask cluster" in r.getMessage()]
     assert len(lines) == 1 and "scanning on this machine" in lines[0], lines
+
+
+def test_sp_scan_serve_dask_scans_the_subscriptions_on_dask_processes_and_shows_the_cluster_in_status_and_metrics(kernel_index, kernel_chain, tmp_path):
+    procs = DaskProcesses(tmp_path)
+    serve = None
+    try:
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "sp_scan.cli", "serve", "--db", str(kernel_index), "--port", "0", "--electrum-port", "0",
+             "--status-port", "0", "--dask", procs.address],
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        port = int(re.search(r"tcp://127\.0\.0\.1:(\d+) \(electrum\)", serve.stderr.readline()).group(1))
+        status_url = re.search(r"status (http://\S+)", serve.stderr.readline()).group(1).rstrip("/")
+        notes = subscribe(port)
+        status = json.loads(urllib.request.urlopen(f"{status_url}/status", timeout=30).read())["cluster"]
+        metrics = urllib.request.urlopen(f"{status_url}/metrics", timeout=30).read().decode()
+    finally:
+        if serve is not None:
+            serve.send_signal(signal.SIGTERM)
+            _, err = serve.communicate(timeout=60)
+        procs.close()
+    assert flat(notes) == expected(kernel_chain)
+    assert serve.returncode == 0, err
+    assert status["scheduler"] == procs.address and status["workers"] == 1 and status["partitions_done"] == 6 and not status["fell_back"]
+    assert "sp_scan_dask_workers 1.0" in metrics and "sp_scan_dask_partitions_total 6.0" in metrics and "sp_scan_dask_tasks_in_flight 0.0" in metrics
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--dask", "tcp://127.0.0.1:1"], "it goes with --electrum-port"),
+        (["--electrum-port", "0", "--dask", "tcp://192.0.2.7:8786"], "the scan keys would cross the network unencrypted"),
+        (["--electrum-port", "0", "--dask", "tcp://127.0.0.1:1", "--dask-tls-ca", "ca.pem"], "together"),
+        (["--electrum-port", "0", "--insecure"], "go with --dask"),
+    ],
+    ids=["no-electrum", "plaintext-remote", "tls-files", "insecure-alone"],
+)
+def test_bad_dask_options_of_serve_are_one_line_and_exit_2(kernel_index, args, message):
+    from click.testing import CliRunner
+
+    from sp_scan.cli import app
+
+    result = CliRunner().invoke(app, ["serve", "--db", str(kernel_index), *args])
+    assert result.exit_code == 2 and message in result.output, result.output

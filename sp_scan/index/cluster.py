@@ -283,10 +283,9 @@ class Pool:
             self._side.submit(_cancel_quietly, self.client, list(futures))
 
     def close(self) -> None:
-        """Stop watching the cluster and drop what is not yet sent."""
+        """Stop watching the cluster and drop what is not yet sent (without waiting for a scheduler that is gone)."""
         self._closing.set()
         self._side.shutdown(wait=False, cancel_futures=True)
-        self._watcher.join()
 
     def _watch(self, every: float) -> None:
         while not self._closing.is_set():
