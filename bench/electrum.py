@@ -15,7 +15,9 @@ Rows (wall time, best of --repeat):
   every input kind) of which ~17% pay one wallet (labels 1, 2, 1001337), the cost per history entry.
 - with `--dask`, instead: N subscriptions sent at once until each has its 1.0, scanned by the server
   (one native thread) and by a LocalCluster of 1 and 2 single-threaded worker processes (`serve
-  --dask`); subscriptions completed per minute, and 2 workers against 1 (goal ≥ 1.7×).
+  --dask`); subscriptions completed per minute, and 2 workers against 1 (goal ≥ 1.7×); beside it the
+  machine's own ceiling: two `Index.scan_wallets` processes at once against one (what two cores give
+  when other work shares them).
 The index is bench.index's chain (copies of the mainnet-sized sample block; copy 0 pays the test
 wallet), built once in a temporary directory. Client and server share the machine's cores.
 """
@@ -217,6 +219,22 @@ def dask_rows(db: Path, args) -> None:
         rates[workers] = 60 * len(receivers) / run[0]
         ratio = f"{rates[workers] / rates[1]:.2f}× (goal ≥ 1.7×)" if workers == 2 else "1.00×"
         print(f"| Dask, {workers} worker{'s' if workers > 1 else ''} × 1 thread | {run[0]:.2f} s | {rates[workers]:.1f} | {ratio} |", flush=True)
+    alone, pair = (_processes_time(db, len(receivers), n) for n in (1, 2))
+    print(f"| (ceiling: 2 `index scan` processes at once against 1, each {len(receivers)} wallets) | {alone:.2f} s vs {pair:.2f} s | | {2 * alone / pair:.2f}× |")
+
+
+def _processes_time(db: Path, wallet_count: int, processes: int) -> float:
+    """Seconds for `processes` processes, started together, to each scan the index for `wallet_count` wallets."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    procs = [context.Process(target=index_scan_time, args=(db, wallets(wallet_count), 1)) for _ in range(processes)]
+    began = time.perf_counter()
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    return time.perf_counter() - began
 
 
 def _eligible(db: Path) -> int:

@@ -137,31 +137,39 @@ def test_a_worker_killed_mid_pass_has_its_tasks_run_again_and_every_history_is_w
     with local_cluster() as c, distributed.Client(c, set_as_default=False) as client:
         pids = client.run(os.getpid)
         pool = cluster.Pool(client)
+        gate = distributed.Event(f"gate-{os.getpid()}", client=client)
+        original, calls = pool.submit, []
 
-        def kill_a_busy_worker() -> None:
+        def submit_then_kill_its_worker(*args):
+            """At the pass's 6th task: both workers blocked, the task sent, the worker it waits on killed, then unblocked."""
+            calls.append(None)
+            if len(calls) != 6:
+                return original(*args)
+            blockers = [client.submit(gate.wait, key=f"blocker-{w}", workers=[w], allow_other_workers=True, pure=False) for w in pids]
+            wait_until(lambda: all(any(k.startswith("blocker") for k in keys) for keys in client.processing().values()), what="both workers blocked")
+            future = original(*args)
             held: dict = {}
-
-            def busy() -> bool:  # a worker running one of the pass's tasks, or holding a result not yet taken
-                held.update({w: k for w, k in client.processing().items() if k} or {w: k for w, k in client.has_what().items() if k})
-                return bool(held)
-
-            wait_until(busy, what="a worker holding a task")
-            victim = sorted(held)[0]
+            wait_until(lambda: held.update({w: keys for w, keys in client.processing().items() if future.key in keys}) or held, what="the task on a worker")
+            victim = next(iter(held))
             os.kill(pids[victim], signal.SIGKILL)
-            killed.append(held[victim])
+            killed.append(future.key)
+            wait_until(lambda: victim not in client.scheduler_info()["workers"], what="the scheduler saw the worker lost")
+            gate.set()
+            del blockers
+            return future
 
-        kill_when(pool, 6, kill_a_busy_worker)
+        pool.submit = submit_then_kill_its_worker
         try:
             with ElectrumThread(kernel_index, cluster=pool, partition_blocks=2) as server:
                 notes = [subscribe(server.port) for _ in range(2)]
                 status = server.server.state.scans.cluster_status()
-            stories = [client.story(key) for key in killed[0]]
+            story = client.story(killed[0])
         finally:
             pool.close()
     assert [flat(n) for n in notes] == [expected(kernel_chain)] * 2
     assert killed and not status["fell_back"]
-    # The scheduler ran at least one task the victim held again on another worker.
-    assert any(sum(1 for s in story if s[0] == "scheduler" and s[3] == "processing") >= 2 for story in stories), stories
+    # The scheduler ran the task again on the other worker.
+    assert sum(1 for s in story if s[0] == "scheduler" and s[3] == "processing") >= 2, story
 
 
 class DaskProcesses:
@@ -260,3 +268,31 @@ def test_bad_dask_options_of_serve_are_one_line_and_exit_2(kernel_index, args, m
 
     result = CliRunner().invoke(app, ["serve", "--db", str(kernel_index), *args])
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_a_cluster_left_without_workers_mid_pass_is_left_for_local_cores(kernel_index, kernel_chain, tmp_path, caplog, monkeypatch):
+    from sp_scan.server.electrum import passes
+
+    monkeypatch.setattr(passes, "LOST_AFTER", 0.0)  # fall back at the first turn that sees no worker
+    procs = DaskProcesses(tmp_path)
+    try:
+        client = cluster.connect(procs.address)
+        cluster.check_workers(client)
+        pool = cluster.Pool(client, refresh=0.05)
+
+        def kill_the_only_worker() -> None:
+            procs.worker.kill()
+            procs.worker.wait()
+
+        kill_when(pool, 4, kill_the_only_worker)
+        with caplog.at_level(logging.WARNING, logger="sp_scan.server.electrum"), ElectrumThread(kernel_index, cluster=pool, partition_blocks=2) as server:
+            notes = subscribe(server.port)
+            status = server.server.state.scans.cluster_status()
+        pool.close()
+        client.close(timeout=5)
+    finally:
+        procs.close()
+    assert flat(notes) == expected(kernel_chain)
+    assert status["fell_back"] and status["workers"] == 0
+    lines = [r.getMessage() for r in caplog.records if "Dask cluster" in r.getMessage()]
+    assert len(lines) == 1 and "no worker for 0 s" in lines[0], lines

@@ -257,6 +257,7 @@ class Pool:
         self._run, self._serial = uuid.uuid4().hex[:12], itertools.count()
         self._side = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sp-scan-dask-cancel")
         self._closing = threading.Event()
+        self._refresh()
         self._watcher = threading.Thread(target=self._watch, args=(refresh,), name="sp-scan-dask-workers", daemon=True)
         self._watcher.start()
 
@@ -288,13 +289,15 @@ class Pool:
         self._side.shutdown(wait=False, cancel_futures=True)
 
     def _watch(self, every: float) -> None:
-        while not self._closing.is_set():
-            try:
-                info = self.client.scheduler_info(n_workers=0)
-                self.workers, self.worker_threads = info.get("n_workers", 0), info.get("total_threads", 0)
-            except Exception:  # noqa: BLE001  (a scheduler gone: no workers)
-                self.workers = self.worker_threads = 0
-            self._closing.wait(every)
+        while not self._closing.wait(every):
+            self._refresh()
+
+    def _refresh(self) -> None:
+        try:
+            info = self.client.scheduler_info(n_workers=0)
+            self.workers, self.worker_threads = info.get("n_workers", 0), info.get("total_threads", 0)
+        except Exception:  # noqa: BLE001  (a scheduler gone: no workers)
+            self.workers = self.worker_threads = 0
 
 
 def _cancel_quietly(client: distributed.Client, futures: list[distributed.Future]) -> None:
