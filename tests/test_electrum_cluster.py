@@ -27,6 +27,7 @@ from electrum_support import ElectrumThread, free_port
 from index_support import wait_until
 from sp_scan.index import cluster
 from test_electrum import SP, check_history, expected, flat, keys, negotiated
+from test_index_cluster import certificates  # noqa: F401  (a fixture)
 
 LABELS = [1, 7]
 
@@ -249,6 +250,29 @@ def test_sp_scan_serve_dask_scans_the_subscriptions_on_dask_processes_and_shows_
     assert serve.returncode == 0, err
     assert status["scheduler"] == procs.address and status["workers"] == 1 and status["partitions_done"] == 6 and not status["fell_back"]
     assert "sp_scan_dask_workers 1.0" in metrics and "sp_scan_dask_partitions_total 6.0" in metrics and "sp_scan_dask_tasks_in_flight 0.0" in metrics
+
+
+def test_sp_scan_serve_dask_speaks_tls_to_a_tls_scheduler_with_the_given_certificates(kernel_index, kernel_chain, certificates):
+    ca, cert, key = certificates["ca"], certificates["cert"], certificates["key"]
+    security = distributed.Security(
+        tls_ca_file=ca, tls_scheduler_cert=cert, tls_scheduler_key=key, tls_worker_cert=cert, tls_worker_key=key,
+        tls_client_cert=cert, tls_client_key=key, require_encryption=True,
+    )  # fmt: skip
+    with distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                  protocol="tls://", security=security) as c:  # fmt: skip
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "sp_scan.cli", "serve", "--db", str(kernel_index), "--port", "0", "--electrum-port", "0",
+             "--dask", c.scheduler_address, "--dask-tls-ca", ca, "--dask-tls-cert", cert, "--dask-tls-key", key],
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            port = int(re.search(r"tcp://127\.0\.0\.1:(\d+) \(electrum\)", serve.stderr.readline()).group(1))
+            notes = subscribe(port)
+        finally:
+            serve.send_signal(signal.SIGTERM)
+            _, err = serve.communicate(timeout=60)
+    assert c.scheduler_address.startswith("tls://127.0.0.1:")
+    assert flat(notes) == expected(kernel_chain) and serve.returncode == 0, err
 
 
 @pytest.mark.parametrize(
