@@ -320,3 +320,27 @@ def test_a_cluster_left_without_workers_mid_pass_is_left_for_local_cores(kernel_
     assert status["fell_back"] and status["workers"] == 0
     lines = [r.getMessage() for r in caplog.records if "Dask cluster" in r.getMessage()]
     assert len(lines) == 1 and "no worker for 0 s" in lines[0], lines
+
+
+def test_a_scheduler_gone_while_no_pass_runs_leaves_the_next_subscription_to_local_cores(kernel_index, kernel_chain, tmp_path, caplog, monkeypatch):
+    from sp_scan.server.electrum import passes
+
+    monkeypatch.setattr(passes, "LOST_AFTER", 0.0)  # a client reconnecting counts as no worker: fall back at once
+    procs = DaskProcesses(tmp_path)
+    try:
+        client = cluster.connect(procs.address)
+        cluster.check_workers(client)
+        pool = cluster.Pool(client, refresh=0.05)
+        with ElectrumThread(kernel_index, cluster=pool, partition_blocks=2) as server:
+            procs.scheduler.kill()
+            procs.scheduler.wait()
+            with caplog.at_level(logging.WARNING, logger="sp_scan.server.electrum"):
+                notes = subscribe(server.port)
+            status = server.server.state.scans.cluster_status()
+        pool.close()
+        client.close(timeout=5)
+    finally:
+        procs.close()
+    assert flat(notes) == expected(kernel_chain)
+    assert status["fell_back"] and status["workers"] == 0
+    assert len([r for r in caplog.records if "Dask cluster" in r.getMessage()]) == 1

@@ -294,6 +294,8 @@ class Pool:
 
     def _refresh(self) -> None:
         try:
+            if self.client.status != "running":  # reconnecting to a scheduler gone, or closed: none to ask
+                raise ConnectionError
             info = self.client.scheduler_info(n_workers=0)
             self.workers, self.worker_threads = info.get("n_workers", 0), info.get("total_threads", 0)
         except Exception:  # noqa: BLE001  (a scheduler gone: no workers)
