@@ -40,7 +40,7 @@ from coincurve import PrivateKey
 
 from sp_scan import native
 from sp_scan.index import Index
-from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS
+from sp_scan.index.scan import DASK_PARTITION_BLOCKS, DEFAULT_PARTITION_BLOCKS
 from sp_scan.scan import Receiver
 from sp_scan.server.electrum import ElectrumServer
 
@@ -118,10 +118,10 @@ def subscribe_until_done(port: int, receiver: Receiver, ready: threading.Barrier
                     return
 
 
-def electrum_time(db: Path, receivers: list[Receiver], threads: int, cluster=None) -> tuple[float, int]:
+def electrum_time(db: Path, receivers: list[Receiver], threads: int, cluster=None, partition_blocks: int | None = None) -> tuple[float, int]:
     """Seconds until every subscription reached progress 1.0 (all sent at once), and the txs they reported;
-    `cluster`: a `sp_scan.index.cluster.Pool` that scans the histories."""
-    server = ElectrumServer(db, port=0, threads=threads, cluster=cluster)
+    `cluster`: a `sp_scan.index.cluster.Pool` that scans the histories in tasks of `partition_blocks`."""
+    server = ElectrumServer(db, port=0, threads=threads, cluster=cluster, partition_blocks=partition_blocks)
     loop = asyncio.new_event_loop()
     runner = threading.Thread(target=loop.run_forever, daemon=True)
     runner.start()
@@ -169,6 +169,7 @@ def main() -> None:
     parser.add_argument("--only-dense", action="store_true", help="Only the dense-wallet row.")
     parser.add_argument("--dask", action="store_true", help="Only the cluster rows: the server's pass against 1 and 2 Dask workers.")
     parser.add_argument("--subscriptions", type=int, default=8, metavar="N", help="With --dask: subscriptions sent at once.")
+    parser.add_argument("--partition-blocks", type=int, default=None, metavar="N", help="With --dask: blocks per task [default: serve --dask's, 20].")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
     print(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, EC engine: {native.ec_engine()}")
@@ -199,11 +200,12 @@ def dask_rows(db: Path, args) -> None:
     from sp_scan.index import cluster
 
     receivers = wallets(args.subscriptions)
-    print(f"| (index: {args.blocks} linked copies of mainnet.bin, {_eligible(db):,} eligible txs; {len(receivers)} subscriptions at once) ||||")
-    print("| scans on | seconds until every subscription has progress 1.0 | subscriptions per minute | vs 1 worker |")
-    print("|---|---|---|---|")
-    local = min((electrum_time(db, receivers, 1) for _ in range(args.repeat)), key=lambda r: r[0])
-    print(f"| this process, 1 thread | {local[0]:.2f} s | {60 * len(receivers) / local[0]:.1f} | |", flush=True)
+    blocks = args.partition_blocks or DASK_PARTITION_BLOCKS
+    print(f"| (index: {args.blocks} linked copies of mainnet.bin, {_eligible(db):,} eligible txs; {len(receivers)} subscriptions at once; tasks of {blocks} blocks) ||||")
+    print("| scans on | seconds until every subscription has progress 1.0 | subscriptions per minute | vs 1 worker | server's CPU s |")
+    print("|---|---|---|---|---|")
+    local = min((_with_cpu(electrum_time, db, receivers, 1) for _ in range(args.repeat)), key=lambda r: r[0])
+    print(f"| this process, 1 thread | {local[0]:.2f} s | {60 * len(receivers) / local[0]:.1f} | | {local[2]:.2f} |", flush=True)
     rates = {}
     for workers in (1, 2):
         with (
@@ -212,15 +214,22 @@ def dask_rows(db: Path, args) -> None:
         ):
             pool = cluster.Pool(client)
             try:
-                run = min((electrum_time(db, receivers, 1, cluster=pool) for _ in range(args.repeat)), key=lambda r: r[0])
+                run = min((_with_cpu(electrum_time, db, receivers, 1, pool, args.partition_blocks) for _ in range(args.repeat)), key=lambda r: r[0])
             finally:
                 pool.close()
         assert run[1] == local[1], f"the cluster's subscriptions reported {run[1]} txs, the local pass {local[1]}"
         rates[workers] = 60 * len(receivers) / run[0]
         ratio = f"{rates[workers] / rates[1]:.2f}× (goal ≥ 1.7×)" if workers == 2 else "1.00×"
-        print(f"| Dask, {workers} worker{'s' if workers > 1 else ''} × 1 thread | {run[0]:.2f} s | {rates[workers]:.1f} | {ratio} |", flush=True)
+        print(f"| Dask, {workers} worker{'s' if workers > 1 else ''} × 1 thread | {run[0]:.2f} s | {rates[workers]:.1f} | {ratio} | {run[2]:.2f} |", flush=True)
     alone, pair = (_processes_time(db, len(receivers), n) for n in (1, 2))
     print(f"| (ceiling: 2 `index scan` processes at once against 1, each {len(receivers)} wallets) | {alone:.2f} s vs {pair:.2f} s | | {2 * alone / pair:.2f}× |")
+
+
+def _with_cpu(timed, *args) -> tuple[float, int, float]:
+    """`timed(*args)`'s (seconds, count) and the CPU seconds this process (the server and its clients) spent meanwhile."""
+    began = time.process_time()
+    seconds, count = timed(*args)
+    return seconds, count, time.process_time() - began
 
 
 def _processes_time(db: Path, wallet_count: int, processes: int) -> float:
