@@ -3,6 +3,7 @@
 Usage:
     python -m bench.electrum                  # 71 linked copies of mainnet.bin (~100,000 eligible txs)
     python -m bench.electrum --blocks 24 --threads 1 2 --repeat 3
+    python -m bench.electrum --dask --subscriptions 8   # serve --dask: 1 and 2 single-threaded workers
 
 Rows (wall time, best of --repeat):
 - one full-history `blockchain.silentpayments.subscribe` from a raw socket client until its first
@@ -12,6 +13,11 @@ Rows (wall time, best of --repeat):
   `Index.scan_wallets` pass (`index scan --wallets`) for the same 10 wallets (goal ≤ 1.5×);
 - with `--dense N`: the first row again over a chain of N blocks of 1,500 generated txs (tests/txgen.py:
   every input kind) of which ~17% pay one wallet (labels 1, 2, 1001337), the cost per history entry.
+- with `--dask`, instead: N subscriptions sent at once until each has its 1.0, scanned by the server
+  (one native thread) and by a LocalCluster of 1 and 2 single-threaded worker processes (`serve
+  --dask`); subscriptions completed per minute, and 2 workers against 1 (goal ≥ 1.7×); beside it the
+  machine's own ceiling: two `Index.scan_wallets` processes at once against one (what two cores give
+  when other work shares them).
 The index is bench.index's chain (copies of the mainnet-sized sample block; copy 0 pays the test
 wallet), built once in a temporary directory. Client and server share the machine's cores.
 """
@@ -34,7 +40,7 @@ from coincurve import PrivateKey
 
 from sp_scan import native
 from sp_scan.index import Index
-from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS
+from sp_scan.index.scan import DASK_PARTITION_BLOCKS, DEFAULT_PARTITION_BLOCKS
 from sp_scan.scan import Receiver
 from sp_scan.server.electrum import ElectrumServer
 
@@ -112,9 +118,10 @@ def subscribe_until_done(port: int, receiver: Receiver, ready: threading.Barrier
                     return
 
 
-def electrum_time(db: Path, receivers: list[Receiver], threads: int) -> tuple[float, int]:
-    """Seconds until every subscription reached progress 1.0 (all sent at once), and the txs they reported."""
-    server = ElectrumServer(db, port=0, threads=threads)
+def electrum_time(db: Path, receivers: list[Receiver], threads: int, cluster=None, partition_blocks: int | None = None) -> tuple[float, int]:
+    """Seconds until every subscription reached progress 1.0 (all sent at once), and the txs they reported;
+    `cluster`: a `sp_scan.index.cluster.Pool` that scans the histories in tasks of `partition_blocks`."""
+    server = ElectrumServer(db, port=0, threads=threads, cluster=cluster, partition_blocks=partition_blocks)
     loop = asyncio.new_event_loop()
     runner = threading.Thread(target=loop.run_forever, daemon=True)
     runner.start()
@@ -160,9 +167,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dense", type=int, default=0, metavar="N", help="Also the dense-wallet row over N generated blocks (0: none).")
     parser.add_argument("--only-dense", action="store_true", help="Only the dense-wallet row.")
+    parser.add_argument("--dask", action="store_true", help="Only the cluster rows: the server's pass against 1 and 2 Dask workers.")
+    parser.add_argument("--subscriptions", type=int, default=8, metavar="N", help="With --dask: subscriptions sent at once.")
+    parser.add_argument("--partition-blocks", type=int, default=None, metavar="N", help="With --dask: blocks per task [default: serve --dask's, 20].")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
     print(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, EC engine: {native.ec_engine()}")
+    if args.dask:
+        with tempfile.TemporaryDirectory() as tmp:
+            dask_rows(build_index(LinkedChain(args.blocks), Path(tmp) / "linked.db"), args)
+        return
     print("| row | threads | sp-scan index scan | electrum subscribe(s) to progress 1.0 | ratio | goal |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
@@ -177,6 +191,59 @@ def main() -> None:
             db = build_index(chain, Path(tmp) / "dense.db")
             print(f"| (index: {args.dense} generated blocks, {_eligible(db):,} eligible txs) |||||")
             _rows("1 subscribe, dense wallet", db, [chain.wallet], args, 1.2)
+
+
+def dask_rows(db: Path, args) -> None:
+    """N subscriptions at once: the server's own pass (one thread) against 1 and 2 single-threaded Dask workers."""
+    import distributed
+
+    from sp_scan.index import cluster
+
+    receivers = wallets(args.subscriptions)
+    blocks = args.partition_blocks or DASK_PARTITION_BLOCKS
+    print(f"| (index: {args.blocks} linked copies of mainnet.bin, {_eligible(db):,} eligible txs; {len(receivers)} subscriptions at once; tasks of {blocks} blocks) ||||")
+    print("| scans on | seconds until every subscription has progress 1.0 | subscriptions per minute | vs 1 worker | server's CPU s |")
+    print("|---|---|---|---|---|")
+    local = min((_with_cpu(electrum_time, db, receivers, 1) for _ in range(args.repeat)), key=lambda r: r[0])
+    print(f"| this process, 1 thread | {local[0]:.2f} s | {60 * len(receivers) / local[0]:.1f} | | {local[2]:.2f} |", flush=True)
+    rates = {}
+    for workers in (1, 2):
+        with (
+            distributed.LocalCluster(n_workers=workers, processes=True, threads_per_worker=1, host="127.0.0.1", dashboard_address=None) as c,
+            distributed.Client(c, set_as_default=False) as client,
+        ):
+            pool = cluster.Pool(client)
+            try:
+                run = min((_with_cpu(electrum_time, db, receivers, 1, pool, args.partition_blocks) for _ in range(args.repeat)), key=lambda r: r[0])
+            finally:
+                pool.close()
+        assert run[1] == local[1], f"the cluster's subscriptions reported {run[1]} txs, the local pass {local[1]}"
+        rates[workers] = 60 * len(receivers) / run[0]
+        ratio = f"{rates[workers] / rates[1]:.2f}× (goal ≥ 1.7×)" if workers == 2 else "1.00×"
+        print(f"| Dask, {workers} worker{'s' if workers > 1 else ''} × 1 thread | {run[0]:.2f} s | {rates[workers]:.1f} | {ratio} | {run[2]:.2f} |", flush=True)
+    alone, pair = (_processes_time(db, len(receivers), n) for n in (1, 2))
+    print(f"| (ceiling: 2 `index scan` processes at once against 1, each {len(receivers)} wallets) | {alone:.2f} s vs {pair:.2f} s | | {2 * alone / pair:.2f}× |")
+
+
+def _with_cpu(timed, *args) -> tuple[float, int, float]:
+    """`timed(*args)`'s (seconds, count) and the CPU seconds this process (the server and its clients) spent meanwhile."""
+    began = time.process_time()
+    seconds, count = timed(*args)
+    return seconds, count, time.process_time() - began
+
+
+def _processes_time(db: Path, wallet_count: int, processes: int) -> float:
+    """Seconds for `processes` processes, started together, to each scan the index for `wallet_count` wallets."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    procs = [context.Process(target=index_scan_time, args=(db, wallets(wallet_count), 1)) for _ in range(processes)]
+    began = time.perf_counter()
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    return time.perf_counter() - began
 
 
 def _eligible(db: Path) -> int:

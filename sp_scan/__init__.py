@@ -28,9 +28,11 @@ Where things live (layers lowest first; `tests/test_layout.py` holds every impor
                            total gate for every listener), status (/status, /metrics), service
                            (listeners + the sync beside them)
     server/electrum/       the Electrum listener: session + rpc (JSON-RPC on aiorpcx), frigate (Sparrow's
-                           methods), cake (Cake's tweak methods), passes (shared scans for subscribers),
+                           methods), cake (Cake's tweak methods), passes (shared scans for subscribers,
+                           on this machine or a Dask cluster),
                            proxy (the backend Electrum server), caps (subscription caps)
     cli/                   `sp-scan`: the group (__init__), one module per command (blocks, address,
                            index, wallet, serve, electrum, interop), options (options, secrets, node,
-                           wallet), sources, run, output, wallets (the `--wallets` file)
+                           wallet), cluster (the --dask options), sources, run, output, wallets (the
+                           `--wallets` file)
 """

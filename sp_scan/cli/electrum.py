@@ -54,8 +54,9 @@ def electrum_options(f):
     return f
 
 
-def electrum_listener(db, electrum_port, electrum_host, electrum_backend, electrum_tls_cert, electrum_tls_key, electrum_threads, electrum_limits):
-    """The Electrum listener the options ask for (an `ElectrumServer`, not started), None without --electrum-port.
+def electrum_listener(db, electrum_port, electrum_host, electrum_backend, electrum_tls_cert, electrum_tls_key, electrum_threads, electrum_limits, cluster=None):
+    """The Electrum listener the options ask for (an `ElectrumServer`, not started), None without --electrum-port;
+    `cluster` (a `sp_scan.index.cluster.Pool`) scans its subscriptions' histories.
 
     Raises:
         click.UsageError: a TLS file without the other, options without --electrum-port, a malformed
@@ -76,6 +77,6 @@ def electrum_listener(db, electrum_port, electrum_host, electrum_backend, electr
 
     tls = (electrum_tls_cert, electrum_tls_key) if electrum_tls_cert else None
     try:
-        return ElectrumServer(db, electrum_host, electrum_port, electrum_backend, tls, ElectrumLimits(**electrum_limits), electrum_threads or os.cpu_count() or 1)
+        return ElectrumServer(db, electrum_host, electrum_port, electrum_backend, tls, ElectrumLimits(**electrum_limits), electrum_threads or os.cpu_count() or 1, cluster=cluster)
     except ValueError as exc:
         raise click.UsageError(f"--electrum-backend: {exc}") from None

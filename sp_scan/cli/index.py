@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import logging
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from .options import (
     KEYS_HELP, Group, check_network, descriptor_option, key_options, key_options_typed, node_client, node_options,
     refuse_key_like, wallet_of,
 )  # fmt: skip
+from .cluster import cluster_module, dask_client, dask_options
 from .run import Interrupted, Progress, Terminated, stop_signals, stopped
 
 DB_OPTION = click.option("--db", required=True, metavar="PATH", help="The index file.")
@@ -191,19 +191,6 @@ keys travel to the scheduler and workers, so a scheduler on another machine must
 --dask-tls-ca/--dask-tls-cert/--dask-tls-key or Dask's configuration) unless --insecure is given."""
 
 
-DASK_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-
-
-class _DaskLines(logging.Handler):
-    """Dask's log records as one line each on stderr: `sp-scan: dask LEVEL: message` (no traceback)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            click.echo(f"sp-scan: dask {record.levelname.lower()}: {' '.join(record.getMessage().split())}", err=True)
-        except Exception:  # noqa: BLE001  (logging's contract: a failing handler reports, never raises)
-            self.handleError(record)
-
-
 @index.command("scan", help=f"""Find every indexed output paying the wallet, in block order, with its spent status.
 
 JSON Lines: {{"height", "txid", "vout", "amount", "output", "tweak", "label", "spent"}} (amount in sats,
@@ -223,17 +210,12 @@ block found meanwhile is scanned first).
 @descriptor_option
 @click.option("--wallets", "wallets_file", metavar="FILE", help="Scan every wallet named in FILE in one pass (see above).")
 @click.option("--partition-blocks", type=click.IntRange(min=1), metavar="N", help=f"Blocks read and scanned together [default: {DEFAULT_PARTITION_BLOCKS}; with --dask {DASK_PARTITION_BLOCKS}, one task each].")
-@click.option("--dask", "dask_address", metavar="URL", help="Scan on the Dask cluster whose scheduler is at tcp://HOST:PORT (this machine) or tls://HOST:PORT.")
-@click.option("--dask-tls-ca", metavar="F", help="CA certificate (PEM) that signed the cluster's certificates.")
-@click.option("--dask-tls-cert", metavar="F", help="This client's certificate (PEM), signed by that CA.")
-@click.option("--dask-tls-key", metavar="F", help="The private key (PEM) of --dask-tls-cert.")
-@click.option("--insecure", is_flag=True, help="Allow --dask tcp:// to another machine: the scan keys cross the network in the clear.")
-@click.option("--dask-log-level", type=click.Choice(DASK_LOG_LEVELS), default="error", show_default=True, help="Show Dask's own log lines from this level on (a lost worker logs warnings; its tasks run again).")
+@dask_options
 @click.option("--mempool", is_flag=True, help="Then the unconfirmed payments in the node's mempool (height null), as a running `index sync --follow --mempool` keeps it.")
 def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_json, descriptor_file, wallets_file, partition_blocks, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure, dask_log_level, mempool):
     if start is not None and stop is not None and stop < start:
         raise click.UsageError("--to is below --from")
-    cluster = _cluster(dask_address, (dask_tls_ca, dask_tls_cert, dask_tls_key), insecure)
+    cluster = cluster_module(dask_address, (dask_tls_ca, dask_tls_cert, dask_tls_key), insecure)
     if mempool and stop is not None:
         raise click.UsageError("--mempool lists what is unconfirmed above the tip: it does not go with --to")
     if wallets_file is not None:
@@ -260,9 +242,7 @@ def scan_command(db, scan_key_file, spend_pubkey, labels, start, stop, jobs, as_
         if cluster is None:
             matches = idx.scan_wallets(receivers, start, stop, jobs, partition_blocks, starts=starts, progress=show, mempool=mempool)
         else:
-            tls = cluster.security(dask_tls_ca, dask_tls_cert, dask_tls_key) if dask_tls_ca else None
-            stack.enter_context(cluster.dask_logs(_DaskLines(), getattr(logging, dask_log_level.upper())))
-            client = stack.enter_context(cluster.connect(dask_address, tls=tls, insecure=insecure))
+            client = stack.enter_context(dask_client(cluster, dask_address, (dask_tls_ca, dask_tls_cert, dask_tls_key), insecure, dask_log_level))
             matches = cluster.scan(client, idx, receivers, start, stop, starts=starts, threads=jobs, partition_blocks=partition_blocks, progress=show, mempool=mempool)
         stack.enter_context(contextlib.closing(matches))  # on any exit, its cleanup runs before the client and index close
         try:
@@ -292,28 +272,6 @@ class _Shown:
             self.resume = hi + 1
         self.done += hi - lo + 1
         self.progress.update(self.done, f"height {hi}")
-
-
-def _cluster(address: str | None, tls_files: tuple[str | None, ...], insecure: bool):
-    """sp_scan.index.cluster when --dask is given (imported only then), its address checked; else None."""
-    if address is None:
-        if any(tls_files) or insecure:
-            raise click.UsageError("--dask-tls-*/--insecure go with --dask")
-        return None
-    if any(tls_files) and not all(tls_files):
-        raise click.UsageError("give --dask-tls-ca, --dask-tls-cert and --dask-tls-key together")
-    try:
-        from sp_scan.index import cluster
-    except ImportError as exc:
-        if exc.name not in ("dask", "distributed"):
-            raise
-        raise click.UsageError("--dask needs Dask: pip install 'sp-scan[dist]'") from None
-    address = cluster.check_address(address, insecure=insecure)
-    if any(tls_files) and not address.startswith("tls://"):
-        raise click.UsageError("--dask-tls-* go with a tls:// scheduler address")
-    if insecure and address.startswith("tcp://"):
-        click.echo(f"sp-scan: warning: --insecure: the scan keys go to {address} unencrypted", err=True)
-    return cluster
 
 
 @index.command(help="""Describe the index: network, heights, tip hash, transactions, size on disk.""")

@@ -6,10 +6,12 @@ The server is imported by the command itself: the other commands start without i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 
 import click
 
+from .cluster import cluster_module, dask_client, dask_options
 from .electrum import electrum_listener, electrum_options
 from .options import RPC_PASSWORD_ENV, node_client, node_options, rpc_credentials
 
@@ -85,7 +87,12 @@ node's mempool (for `index scan --mempool` and the library; these routes stay bl
 of mempool payments (see docs/serving.md). The HTTP, gRPC and Electrum listeners share one set of limits:
 a client address's connections and requests count together over all three (--max-connections,
 --per-ip-*, --write-timeout), clients of --per-ip-exempt networks only toward --max-connections.
---status-port serves GET /status and /metrics on 127.0.0.1 only. Ctrl-C or SIGTERM stops everything.""")
+--status-port serves GET /status and /metrics on 127.0.0.1 only. Ctrl-C or SIGTERM stops everything.
+
+With --dask (and --electrum-port), the subscriptions' history scans run on a Dask cluster, one task per
+20 blocks for every subscription waiting for them, results in height order as without it; a cluster that
+fails is left for this machine's cores with one log line (see docs/serving.md). The scan keys travel to
+the workers: tls:// unless the scheduler is on this machine, as for `index scan --dask`.""")
 @click.option("--db", required=True, metavar="PATH", help="The index file.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port to listen on (0: any free port).")
@@ -98,7 +105,8 @@ a client address's connections and requests count together over all three (--max
 @click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between the sync's polls of the node.")
 @click.option("--zmq", "zmq_url", metavar="URL", help="Core's -zmqpubsequence endpoint: the sync learns of mempool changes at once.")
 @electrum_options
-def serve_command(db, host, port, grpc_port, status_port, access_log, cache_mb, rest_url, rpc_url, rpc_cookie, rpc_user, interval, zmq_url, **options):
+@dask_options
+def serve_command(db, host, port, grpc_port, status_port, access_log, cache_mb, rest_url, rpc_url, rpc_cookie, rpc_user, interval, zmq_url, dask_address, dask_tls_ca, dask_tls_cert, dask_tls_key, insecure, dask_log_level, **options):
     from sp_scan.node import RpcNode
 
     try:
@@ -111,17 +119,28 @@ def serve_command(db, host, port, grpc_port, status_port, access_log, cache_mb, 
     node = node_client(rest_url, rpc_url, rpc_cookie, rpc_user)  # checks the options before anything starts
     if zmq_url and node is None:
         raise click.UsageError("--zmq goes with --rest or --rpc")
-    electrum = electrum_listener(db, **{k: v for k, v in options.items() if k.startswith("electrum")})
-    sync = None
-    if node is not None:
-        args, env = _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval, zmq_url)
-        sync = SyncChild(sync_command(db, args), env, log=_log)
-    limit_values = {name: options.pop(name) for _, name, _, _ in _LIMIT_OPTIONS}
-    server = Server(
-        db, host, port, limits=Limits(**limit_values), cache_bytes=cache_mb * 2**20, relay=node if isinstance(node, RpcNode) else None,
-        node=node, grpc_port=grpc_port, status_port=status_port, electrum=electrum, access_log=access_log, log=_log,
-    )  # fmt: skip
-    asyncio.run(serve(server, sync, log=_log))
+    tls_files = (dask_tls_ca, dask_tls_cert, dask_tls_key)
+    cluster = cluster_module(dask_address, tls_files, insecure)
+    if cluster is not None and options["electrum_port"] is None:
+        raise click.UsageError("--dask scans the Electrum subscriptions: it goes with --electrum-port")
+    with contextlib.ExitStack() as stack:
+        pool = None
+        if cluster is not None:
+            client = stack.enter_context(dask_client(cluster, dask_address, tls_files, insecure, dask_log_level, _log))
+            cluster.check_workers(client)
+            pool = cluster.Pool(client)
+            stack.callback(pool.close)
+        electrum = electrum_listener(db, **{k: v for k, v in options.items() if k.startswith("electrum")}, cluster=pool)
+        sync = None
+        if node is not None:
+            args, env = _sync_args(rest_url, rpc_url, rpc_cookie, rpc_user, interval, zmq_url)
+            sync = SyncChild(sync_command(db, args), env, log=_log)
+        limit_values = {name: options.pop(name) for _, name, _, _ in _LIMIT_OPTIONS}
+        server = Server(
+            db, host, port, limits=Limits(**limit_values), cache_bytes=cache_mb * 2**20, relay=node if isinstance(node, RpcNode) else None,
+            node=node, grpc_port=grpc_port, status_port=status_port, electrum=electrum, access_log=access_log, log=_log,
+        )  # fmt: skip
+        asyncio.run(serve(server, sync, log=_log))
 
 
 def _log(line: str) -> None:

@@ -1,7 +1,7 @@
 """Scanning an index on a Dask cluster: this process reads partitions, the workers scan them.
 
 Only this module imports `distributed` (the `dist` extra, ``pip install 'sp-scan[dist]'``), and
-nothing in sp_scan imports this module. Workers need sp-scan (same version) and nothing else:
+sp_scan imports this module only where --dask is given (`index scan`, `serve`). Workers need sp-scan (same version) and nothing else:
 each task carries its partition's packed buffers and the wallets, so no file is shared.
 
 The wallets' scan keys travel inside every task (pickled `Receiver`s): the scheduler and each
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import threading
 import importlib.metadata
 import ipaddress
 import itertools
@@ -25,10 +26,10 @@ from urllib.parse import urlsplit
 
 import distributed
 
-from ..errors import ClusterError, SchedulerAddressError
+from ..errors import ClusterError, SchedulerAddressError, SPError
 from ..scan import Receiver
 from ..types import IndexMatch
-from .scan import DASK_PARTITION_BLOCKS, scan_partition_wallets
+from .scan import DASK_PARTITION_BLOCKS, Partition, scan_partition_entries, scan_partition_wallets
 from .tweak_index import Index
 
 SCHEMES = ("tcp", "tls")
@@ -234,6 +235,85 @@ def scan(
     finally:
         if submitted:
             client.cancel(list(submitted))
+
+
+Outcome = Callable[[list | None, BaseException | None], None]
+"""Called on a Dask thread with (`scan_partition_entries`'s result, None) or (None, the error)."""
+
+
+class Pool:
+    """A cluster for a server whose scans come and go: partitions sent one task at a time, each
+    task's outcome handed to a callback, the cluster's size watched in the background.
+
+    Args:
+        client: from `connect` (the caller closes it after `close`).
+        threads: native threads per task.
+        refresh: seconds between looks at the cluster's workers.
+    """
+
+    def __init__(self, client: distributed.Client, threads: int = 1, refresh: float = 1.0) -> None:
+        self.client, self.threads, self.address = client, threads, client.scheduler.address
+        self.workers = self.worker_threads = 0
+        self._run, self._serial = uuid.uuid4().hex[:12], itertools.count()
+        self._side = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sp-scan-dask-cancel")
+        self._closing = threading.Event()
+        self._refresh()
+        self._watcher = threading.Thread(target=self._watch, args=(refresh,), name="sp-scan-dask-workers", daemon=True)
+        self._watcher.start()
+
+    def submit(self, partition: Partition, receivers: Sequence[Receiver], starts: Sequence[int | None], done: Outcome) -> distributed.Future:
+        """Scan `partition` for `receivers` (`scan_partition_entries`) on the cluster; `done` gets the outcome:
+        the error is ClusterError when the task was lost with its workers too often or cancelled (the
+        scheduler gone), else the task's own SPError.
+
+        Raises:
+            ClusterError: the task cannot be sent (the client is closed).
+        """
+        key = f"sp-scan-{self._run}-{next(self._serial)}-{partition.start}-{partition.end}"  # heights only, nothing derived from a key
+        try:
+            future = self.client.submit(scan_partition_entries, partition, list(receivers), self.threads, list(starts), key=key, pure=False)
+        except Exception as exc:  # noqa: BLE001  (a closed client raises whatever its state gives)
+            raise ClusterError(f"cannot send a task: {exc}") from None
+        heights = (partition.start, partition.end)
+        future.add_done_callback(lambda f: done(*_outcome(f, heights)))
+        return future
+
+    def cancel(self, futures: Sequence[distributed.Future]) -> None:
+        """Cancel tasks without waiting (their callbacks still run: the caller ignores them)."""
+        if futures and not self._closing.is_set():
+            self._side.submit(_cancel_quietly, self.client, list(futures))
+
+    def close(self) -> None:
+        """Stop watching the cluster and drop what is not yet sent (without waiting for a scheduler that is gone)."""
+        self._closing.set()
+        self._side.shutdown(wait=False, cancel_futures=True)
+
+    def _watch(self, every: float) -> None:
+        while not self._closing.wait(every):
+            self._refresh()
+
+    def _refresh(self) -> None:
+        try:
+            if self.client.status != "running":  # reconnecting to a scheduler gone, or closed: none to ask
+                raise ConnectionError
+            info = self.client.scheduler_info(n_workers=0)
+            self.workers, self.worker_threads = info.get("n_workers", 0), info.get("total_threads", 0)
+        except Exception:  # noqa: BLE001  (a scheduler gone: no workers)
+            self.workers = self.worker_threads = 0
+
+
+def _cancel_quietly(client: distributed.Client, futures: list[distributed.Future]) -> None:
+    with contextlib.suppress(Exception):
+        client.cancel(futures)
+
+
+def _outcome(future: distributed.Future, heights: tuple[int, int]) -> tuple[list | None, BaseException | None]:
+    try:
+        return _result(future, heights), None
+    except (ClusterError, SPError) as exc:
+        return None, exc
+    except Exception as exc:  # noqa: BLE001  (a comm error while gathering: the cluster is failing)
+        return None, ClusterError(f"heights {heights[0]}..{heights[1]}: {type(exc).__name__}: {exc}")
 
 
 def _result(future: distributed.Future, heights: tuple[int, int]) -> list[tuple[int, IndexMatch]]:

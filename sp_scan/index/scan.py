@@ -127,6 +127,39 @@ def scan_partition_txs(partition: Partition, receiver: Receiver, threads: int = 
     return sorted({tx for tx, _, _, _ in _found(partition, receiver, threads, first_height)})
 
 
+def scan_partition_entries(
+    partition: Partition, receivers: Sequence[Receiver], threads: int = 1, starts: Sequence[int | None] | None = None
+) -> list[list[tuple[int, bytes, bytes]]]:
+    """Per wallet, the transactions of a partition that pay it as (height, txid32, tweak33): a server's
+    history entries (the tweak compressed by y's parity from the stored x ‖ y), at a constant cost each.
+
+    Args:
+        partition: from `Index.partition`.
+        receivers: the wallets' keys.
+        threads: native scanning threads per wallet (results do not depend on it).
+        starts: per wallet, the first height to scan, or None for the whole partition.
+
+    Returns:
+        One list per receiver, in tx order, each tx once.
+
+    Raises:
+        InvalidKeyError: a stored tweak is not a valid point (a damaged index).
+        ValueError: starts not one per receiver.
+    """
+    if starts is None:
+        starts = [None] * len(receivers)
+    if len(starts) != len(receivers):
+        raise ValueError(f"{len(starts)} starts for {len(receivers)} receivers")
+    tx_starts, heights = memoryview(partition.tx_starts).cast("I"), memoryview(partition.heights).cast("I")
+
+    def entry(tx: int) -> tuple[int, bytes, bytes]:
+        point64 = partition.tweaks64[64 * tx : 64 * tx + 64]
+        height = heights[bisect.bisect_right(tx_starts, tx) - 1]
+        return height, partition.txids[32 * tx : 32 * tx + 32], bytes([2 + (point64[63] & 1)]) + point64[:32]
+
+    return [[entry(tx) for tx in scan_partition_txs(partition, r, threads, first)] for r, first in zip(receivers, starts)]
+
+
 def scan_partition_wallets(
     partition: Partition, receivers: Sequence[Receiver], threads: int = 1, starts: Sequence[int | None] | None = None
 ) -> list[tuple[int, IndexMatch]]:

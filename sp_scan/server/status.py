@@ -148,8 +148,16 @@ def status(server: Server) -> dict:
             "max_bytes": cache.max_bytes,
             "hit_rate": round(cache.hits / lookups, 4) if lookups else None,
         },
+        "cluster": _cluster(server),
         "uptime_s": round(time.monotonic() - server.started, 1),
     }
+
+
+def _cluster(server: Server) -> dict | None:
+    """The Dask cluster of the Electrum subscriptions (`passes.ScanService.cluster_status`), None without one."""
+    electrum = server.electrum
+    state = electrum.state if electrum is not None else None
+    return state.scans.cluster_status() if state is not None else None
 
 
 class _Collector:
@@ -193,6 +201,12 @@ class _Collector:
         yield gauge("cache_bytes", "Bytes of cached answers.", doc["cache"]["bytes"])
         yield gauge("cache_entries", "Cached answers.", doc["cache"]["entries"])
         yield gauge("requests_per_second", f"Requests per second over the last {RATE_WINDOW} s.", doc["requests_per_second"])
+        dask = doc["cluster"]
+        if dask is not None:
+            yield gauge("dask_workers", "Workers of the Dask cluster scanning the Electrum subscriptions.", dask["workers"])
+            yield gauge("dask_tasks_in_flight", "Partitions sent to the cluster and not yet returned.", dask["tasks_in_flight"])
+            yield CounterMetricFamily("sp_scan_dask_partitions", "Partitions the cluster scanned.", value=dask["partitions_done"])
+            yield gauge("dask_fell_back", "1 once the cluster failed and the scans run on this machine.", int(dask["fell_back"]))
 
 
 class StatusApp:

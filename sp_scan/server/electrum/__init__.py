@@ -22,7 +22,7 @@ import ssl
 from pathlib import Path
 
 from sp_scan.index import Index
-from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS
+from sp_scan.index.scan import DASK_PARTITION_BLOCKS, DEFAULT_PARTITION_BLOCKS
 
 from ..answers import READER_THREADS, Readers
 from ..limits import Gate, Limits
@@ -45,8 +45,11 @@ class ElectrumServer:
         tls: (certificate file, key file) to listen with TLS.
         limits: the listener's own caps (labels, subscriptions, line size, outbox).
         threads: native scanning threads.
-        partition_blocks: heights read and scanned at a time for the subscriptions.
+        partition_blocks: heights read and scanned at a time for the subscriptions (default:
+            DEFAULT_PARTITION_BLOCKS, with a cluster DASK_PARTITION_BLOCKS, one task each).
         mempool: tell caught-up subscriptions of mempool payments (the index's mempool table).
+        cluster: a `sp_scan.index.cluster.Pool` (not closed here) that scans the subscriptions'
+            histories, or None for this machine's cores (see `passes`).
 
     Raises:
         ValueError: a malformed backend URL.
@@ -62,12 +65,14 @@ class ElectrumServer:
         limits: ElectrumLimits = ElectrumLimits(),
         threads: int = 1,
         mempool: bool = True,
-        partition_blocks: int = DEFAULT_PARTITION_BLOCKS,
+        partition_blocks: int | None = None,
+        cluster=None,
     ) -> None:
         self.db, self.host, self.port, self.tls = Path(db), host, port, tls
         self.backend = BackendUrl.parse(backend) if backend else None
         self.limits, self.threads, self.mempool = limits, threads, mempool
-        self.partition_blocks = partition_blocks
+        self.partition_blocks = partition_blocks or (DEFAULT_PARTITION_BLOCKS if cluster is None else DASK_PARTITION_BLOCKS)
+        self.cluster = cluster
         self.gate: Gate | None = None
         self.state: ServerState | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -98,7 +103,7 @@ class ElectrumServer:
         with Index.open(self.db, readonly=True) as index:
             network = index.network
         self.gate = gate if gate is not None else Gate(Limits(), (LISTENER,))
-        scans = ScanService(self.db, threads=self.threads, partition_blocks=self.partition_blocks, mempool=self.mempool)
+        scans = ScanService(self.db, threads=self.threads, partition_blocks=self.partition_blocks, mempool=self.mempool, cluster=self.cluster)
         self.state = ServerState(self.db, network, scans, Readers(self.db, READER_THREADS), self.gate, self.limits, self.backend, context is not None)
         scans.start()
         state = self.state

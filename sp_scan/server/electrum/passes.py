@@ -12,24 +12,37 @@ it. A reorg sends every watch whose scan reached the fork back to it. The mempoo
 paying transaction is delivered once at height 0 while it stays there, and again with its height
 once a block confirms it (Frigate's new-block scan reports every paying tx of the new blocks).
 
-Keys stay in the watches (connection memory) only; the native copy of a watch's keys is wiped by
-the worker once the watch is dropped (`native.release_scanner`), never while a scan uses it.
+With a Dask cluster (`sp-scan serve --dask`), the histories' partitions are scanned there instead:
+each turn the worker reads the partitions that the watches' next `queue` cells need (at most
+`queue` pending per watch, the oldest watch's next partition first) and sends each as one task for
+every watch waiting for it, at most twice the cluster's worker threads at a time. A watch takes a
+task's entries only in height order, as its cursor reaches them, so a task lost, cancelled or
+run twice changes nothing delivered; live blocks and the mempool stay on this machine. A failing
+cluster (a task lost with its workers too often, the scheduler gone, no worker for `LOST_AFTER`
+seconds) is logged once and left: the pending partitions are forgotten and scanned here from each
+watch's cursor, so no entry is lost or repeated. A watch dropped cancels the tasks only it waits for.
+
+Keys stay in the watches (connection memory) only, and in the tasks while they run (the cluster's
+memory: see `sp_scan.index.cluster`); the native copy of a watch's keys is wiped by the worker
+once the watch is dropped (`native.release_scanner`), never while a scan uses it.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from sp_scan import native
-from sp_scan.errors import HeightError, IndexStoreError, InvalidKeyError
+from sp_scan.errors import ClusterError, HeightError, IndexStoreError, InvalidKeyError
 from sp_scan.index import Index, Partition
-from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS, scan_partition_txs
+from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS, scan_partition_entries
 from sp_scan.scan import Receiver, scan_tweaks
 from sp_scan.types import MempoolTx
 
@@ -39,6 +52,10 @@ POLL_SECONDS = 0.5
 """How often an idle worker looks for new blocks, reorgs and mempool transactions."""
 REORG_WINDOW = 1_000
 """Blocks below the tip whose hashes are remembered to find a fork (deeper reorgs rescan from there)."""
+DASK_QUEUE = 8
+"""Partitions of one watch sent to the cluster and not yet delivered, at most."""
+LOST_AFTER = 30.0
+"""Seconds a cluster may have no worker while tasks wait before the scans fall back to this machine."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +97,8 @@ class Watch:
     live: bool = field(init=False, default=False)
     cancelled: bool = field(init=False, default=False)
     mempool_seen: set[bytes] = field(init=False, default_factory=set)
+    ahead: dict[int, tuple[int, list[Entry]] | None] = field(init=False, default_factory=dict)
+    """Cluster mode: per grid cell sent, None while its task runs, then (its last height, the entries)."""
 
     def __post_init__(self) -> None:
         self.cursor = self.start
@@ -93,21 +112,49 @@ class Watch:
         return min(round(done / span, 4), 0.9999) if span > 0 else 0.9999
 
 
+@dataclass(eq=False)
+class _Task:
+    """A partition sent to the cluster for the watches in `watches` (in the order of its result)."""
+
+    cell: int
+    hi: int
+    watches: list[Watch]
+    future: object = None
+
+
 class ScanService:
     """The worker that scans the index for every watch.
 
     Args:
         db: the index file (opened read-only in the worker).
         threads: native scanning threads per scan.
-        partition_blocks: heights per grid partition (the read and scan unit).
+        partition_blocks: heights per grid partition (the read and scan unit; one task on a cluster).
         mempool: also scan the index's mempool table for caught-up watches.
         poll: seconds between looks at the index's tip (and mempool) when idle.
+        cluster: a `sp_scan.index.cluster.Pool` to scan the histories on, or None.
+        queue: with a cluster, partitions of one watch sent and not yet delivered, at most.
     """
 
     def __init__(
-        self, db, threads: int = 1, partition_blocks: int = DEFAULT_PARTITION_BLOCKS, mempool: bool = True, poll: float = POLL_SECONDS
+        self,
+        db,
+        threads: int = 1,
+        partition_blocks: int = DEFAULT_PARTITION_BLOCKS,
+        mempool: bool = True,
+        poll: float = POLL_SECONDS,
+        cluster=None,
+        queue: int = DASK_QUEUE,
     ) -> None:
         self.db, self.threads, self.partition_blocks, self.mempool, self.poll = db, threads, partition_blocks, mempool, poll
+        self.cluster, self.queue = cluster, queue
+        self._tasks: dict[int, _Task] = {}
+        self._finished: list[tuple[int, list | None, BaseException | None]] = []
+        self._task_ids = itertools.count()
+        self._workerless_since: float | None = None
+        self.fell_back = False
+        """The cluster failed: every scan runs here since."""
+        self.partitions_done = 0
+        """Partitions whose task's results the cluster returned."""
         self._mempool_version = 0
         self._mempool_txs: tuple[MempoolTx, ...] = ()
         self._watches: list[Watch] = []
@@ -159,6 +206,27 @@ class ScanService:
     def watch_count(self) -> int:
         return len(self._watches)
 
+    def cluster_status(self) -> dict | None:
+        """The cluster's part of /status: scheduler, workers, tasks in flight, partitions done, fallen back; None without one."""
+        if self.cluster is None:
+            return None
+        return {
+            "scheduler": self.cluster.address,
+            "workers": self.cluster.workers,
+            "worker_threads": self.cluster.worker_threads,
+            "tasks_in_flight": len(self._tasks),
+            "partitions_done": self.partitions_done,
+            "fell_back": self.fell_back,
+        }
+
+    def _done(self, task_id: int) -> Callable[[list | None, BaseException | None], None]:
+        def done(result: list | None, error: BaseException | None) -> None:  # on a Dask thread
+            with self._wake:
+                self._finished.append((task_id, result, error))
+                self._wake.notify()
+
+        return done
+
     # --- the worker ---
 
     def _run(self) -> None:
@@ -181,12 +249,15 @@ class ScanService:
                     log.warning("electrum scan: %s; retrying", exc)
                     ahead = None
                 with self._wake:
-                    if not self._stopping:
+                    if not self._stopping and not self._finished:
                         self._wake.wait(self.poll)
         finally:
             reader.shutdown(wait=True)
             if index is not None:
                 index.close()
+            if self._tasks:
+                self.cluster.cancel([t.future for t in self._tasks.values()])
+                self._tasks.clear()
 
     def _release(self) -> None:
         with self._wake:
@@ -209,9 +280,12 @@ class ScanService:
             self._settle(watch, tip_height, base)
         if fresh_mempool:
             self._feed_mempool(watches)
-        todo = [w for w in watches if not w.cancelled and w.cursor <= self._limit(w, tip_height)]
+        sent = False
+        if self._clustered():
+            sent = self._cluster_turn(index, watches, tip_height, base)
+        todo = [w for w in watches if not w.cancelled and w.cursor <= self._limit(w, tip_height) and (w.live or not self._clustered())]
         if not todo:
-            return False, None
+            return sent, None
         cell = self._pick(todo, base)
         lo, hi = base + cell * self.partition_blocks, min(base + (cell + 1) * self.partition_blocks - 1, tip_height)
         group = [w for w in todo if self._cell(w.cursor, base) == cell]
@@ -291,24 +365,116 @@ class ScanService:
         with self._wake:
             for watch in self._watches:
                 watch.cursor = min(watch.cursor, fork)
+                watch.ahead.clear()  # tasks sent before the reorg: their results are ignored
+        if self._tasks:
+            self.cluster.cancel([t.future for t in self._tasks.values() if t.future is not None])
+            self._tasks.clear()
 
     def _scan(self, partition: Partition, group: list[Watch], lo: int, hi: int, tip_height: int) -> None:
-        entry = _entry_maker(partition)
         for watch in group:
             try:
-                txs = scan_partition_txs(partition, watch.receiver, self.threads, max(watch.cursor, lo))
+                (found,) = scan_partition_entries(partition, [watch.receiver], self.threads, [max(watch.cursor, lo)])
             except InvalidKeyError as exc:  # a damaged index: no answer is better than a wrong one
-                for w in group:
-                    self.drop(w)
-                    w.fail(f"the index cannot be scanned at heights {lo}..{hi}: {exc}")
+                self._fail(group, lo, hi, exc)
                 return
-            if watch.cancelled:
+            if not watch.cancelled:
+                self._take(watch, hi, [Entry(*e) for e in found], tip_height)
+
+    def _take(self, watch: Watch, hi: int, entries: list[Entry], tip_height: int) -> None:
+        """Deliver a scanned partition's entries (from the watch's cursor to `hi`) and move the cursor past it."""
+        limit = self._limit(watch, tip_height)
+        mine = [e for e in entries if watch.cursor <= e.height <= limit]
+        watch.cursor = min(hi, limit) + 1
+        if mine or not watch.live:
+            watch.deliver(sorted(mine, key=Entry.sort_key), watch.progress())
+
+    def _fail(self, group: list[Watch], lo: int, hi: int, exc: Exception) -> None:
+        for w in group:
+            self.drop(w)
+            w.fail(f"the index cannot be scanned at heights {lo}..{hi}: {exc}")
+
+    # --- the cluster ---
+
+    def _clustered(self) -> bool:
+        return self.cluster is not None and not self.fell_back
+
+    def _cluster_turn(self, index: Index, watches: list[Watch], tip_height: int, base: int) -> bool:
+        """Take the finished tasks' entries in each watch's order, cancel tasks no watch waits for, send
+        the next partitions; return whether anything was delivered or sent."""
+        with self._wake:
+            finished, self._finished = self._finished, []
+        worked = False
+        for task_id, result, error in finished:
+            task = self._tasks.pop(task_id, None)
+            if task is None:  # cancelled, or sent before a reorg or a fallback
                 continue
-            limit = self._limit(watch, tip_height)
-            mine = [e for e in map(entry, txs) if e.height <= limit]
-            watch.cursor = min(hi, limit) + 1
-            if mine or not watch.live:
-                watch.deliver(sorted(mine, key=Entry.sort_key), watch.progress())
+            if isinstance(error, ClusterError):
+                self._fall_back(f"{error}")
+                return True
+            if error is not None:  # the task's own error: a damaged index
+                self._fail(task.watches, base + task.cell * self.partition_blocks, task.hi, error)
+                continue
+            self.partitions_done += 1
+            for watch, found in zip(task.watches, result):
+                if task.cell in watch.ahead:
+                    watch.ahead[task.cell] = (task.hi, [Entry(*e) for e in found])
+            worked = True
+        for watch in watches:
+            while not watch.cancelled and watch.ahead.get(self._cell(watch.cursor, base)) is not None:
+                hi, entries = watch.ahead.pop(self._cell(watch.cursor, base))
+                self._take(watch, hi, entries, tip_height)
+            self._settle(watch, tip_height, base)
+        for task_id, task in list(self._tasks.items()):
+            if all(w.cancelled for w in task.watches):
+                del self._tasks[task_id]
+                self.cluster.cancel([task.future])
+        if self._tasks and self.cluster.workers == 0:
+            self._workerless_since = self._workerless_since or time.monotonic()
+            if time.monotonic() - self._workerless_since > LOST_AFTER:
+                self._fall_back(f"no worker for {LOST_AFTER:g} s")
+                return True
+        else:
+            self._workerless_since = None
+        return self._send(index, watches, tip_height, base) or worked
+
+    def _send(self, index: Index, watches: list[Watch], tip_height: int, base: int) -> bool:
+        """Send the partitions the watches' histories wait for (see the module's docstring)."""
+        wanted: dict[int, list[Watch]] = {}
+        urgency: dict[int, tuple[int, int]] = {}
+        for age, watch in enumerate(watches):
+            if watch.live or watch.cancelled or watch.target is None or watch.cursor > watch.target:
+                continue
+            first = self._cell(watch.cursor, base)
+            for cell in range(first, min(self._cell(watch.target, base), first + self.queue - 1) + 1):
+                if cell not in watch.ahead:
+                    wanted.setdefault(cell, []).append(watch)
+                    urgency[cell] = min(urgency.get(cell, (cell - first, age)), (cell - first, age))
+        room = max(2, 2 * self.cluster.worker_threads) - len(self._tasks)
+        for cell in sorted(wanted, key=lambda c: (*urgency[c], c))[: max(room, 0)]:
+            group = wanted[cell]
+            lo, hi = base + cell * self.partition_blocks, min(base + (cell + 1) * self.partition_blocks - 1, tip_height)
+            self._remember(index, max(lo, tip_height - REORG_WINDOW), hi)
+            partition = index.partition(lo, hi)
+            task_id = next(self._task_ids)
+            task = self._tasks[task_id] = _Task(cell, hi, group)
+            for watch in group:
+                watch.ahead[cell] = None
+            try:
+                task.future = self.cluster.submit(partition, [w.receiver for w in group], [max(w.cursor, lo) for w in group], self._done(task_id))
+            except ClusterError as exc:
+                self._fall_back(f"{exc}")
+                return True
+        return bool(wanted) and room > 0
+
+    def _fall_back(self, why: str) -> None:
+        """Leave the cluster: forget what was sent, scan here from each watch's cursor."""
+        log.warning("electrum scan: the Dask cluster at %s failed (%s); scanning on this machine from now on", self.cluster.address, why)
+        self.fell_back = True
+        self.cluster.cancel([t.future for t in self._tasks.values() if t.future is not None])
+        self._tasks.clear()
+        with self._wake:
+            for watch in self._watches:
+                watch.ahead.clear()
 
     # --- mempool ---
 
@@ -337,16 +503,3 @@ class ScanService:
         found = scan_tweaks([t.tweak33 for t in new], [[key for _, key, _ in t.outputs] for t in new], watch.receiver, threads=self.threads)
         entries = [Entry(0, t.txid32, t.tweak33) for t, outs in zip(new, found) if outs]
         return sorted(entries, key=Entry.sort_key)
-
-
-def _entry_maker(p: Partition) -> Callable[[int], Entry]:
-    """entry(tx): the history entry of the partition's tx at position `tx` (its block's height, its txid, its
-    tweak compressed by y's parity from the stored x ‖ y): a constant cost per entry, whatever the partition."""
-    tx_starts, heights = memoryview(p.tx_starts).cast("I"), memoryview(p.heights).cast("I")
-
-    def entry(tx: int) -> Entry:
-        point64 = p.tweaks64[64 * tx : 64 * tx + 64]
-        height = heights[bisect.bisect_right(tx_starts, tx) - 1]
-        return Entry(height, p.txids[32 * tx : 32 * tx + 32], bytes([2 + (point64[63] & 1)]) + point64[:32])
-
-    return entry
