@@ -127,6 +127,15 @@ def scan_partition_txs(partition: Partition, receiver: Receiver, threads: int = 
     return sorted({tx for tx, _, _, _ in _found(partition, receiver, threads, first_height)})
 
 
+def _starts(starts: Sequence[int | None] | None, receivers: Sequence[Receiver]) -> Sequence[int | None]:
+    """One first height (or None) per receiver; None for all when `starts` is None. Raises ValueError."""
+    if starts is None:
+        return [None] * len(receivers)
+    if len(starts) != len(receivers):
+        raise ValueError(f"{len(starts)} starts for {len(receivers)} receivers")
+    return starts
+
+
 def scan_partition_entries(
     partition: Partition, receivers: Sequence[Receiver], threads: int = 1, starts: Sequence[int | None] | None = None
 ) -> list[list[tuple[int, bytes, bytes]]]:
@@ -146,10 +155,7 @@ def scan_partition_entries(
         InvalidKeyError: a stored tweak is not a valid point (a damaged index).
         ValueError: starts not one per receiver.
     """
-    if starts is None:
-        starts = [None] * len(receivers)
-    if len(starts) != len(receivers):
-        raise ValueError(f"{len(starts)} starts for {len(receivers)} receivers")
+    starts = _starts(starts, receivers)
     tx_starts, heights = memoryview(partition.tx_starts).cast("I"), memoryview(partition.heights).cast("I")
 
     def entry(tx: int) -> tuple[int, bytes, bytes]:
@@ -178,9 +184,6 @@ def scan_partition_wallets(
         InvalidKeyError: a stored tweak is not a valid point (a damaged index).
         ValueError: starts not one per receiver.
     """
-    if starts is None:
-        starts = [None] * len(receivers)
-    if len(starts) != len(receivers):
-        raise ValueError(f"{len(starts)} starts for {len(receivers)} receivers")
+    starts = _starts(starts, receivers)
     rows = [(tx, m.vout, w, m) for w, (receiver, first) in enumerate(zip(receivers, starts)) for tx, m in _located(partition, _found(partition, receiver, threads, first))]
     return [(w, m) for _, _, w, m in sorted(rows, key=lambda r: r[:3])]
