@@ -1,4 +1,5 @@
-"""Worker processes that answer in order and stop at once, and steps that Ctrl-C or SIGTERM must not cut in two.
+"""Worker processes that answer in order and stop at once, a thread that works ahead of its caller, and
+steps that Ctrl-C or SIGTERM must not cut in two.
 
 `Workers` runs one function over items in worker processes, each worker with its own pipe, so
 that no lock is shared between processes: any worker can be killed at any moment (a stop
@@ -18,6 +19,7 @@ import itertools
 import multiprocessing
 import multiprocessing.connection
 import os
+import queue
 import signal
 import sys
 import threading
@@ -75,6 +77,69 @@ def signals_held() -> Iterator[None]:
             signal.signal(signum, handler)
         for signum in dict.fromkeys(came):
             signal.raise_signal(signum)
+
+
+def signals_to_the_main_thread() -> None:
+    """Block SIGINT and SIGTERM in the calling thread (a helper thread's first call): the kernel then gives
+    them to the main thread, whose blocking call they interrupt so that Python runs the handlers at once;
+    taken by another thread, they would wait for the main thread's call to return (a node that hangs)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+
+
+class Ahead(Generic[T, R]):
+    """fn(item) for each item, computed in one thread while the caller works on the answers before; an iterator
+    of the answers in item order, at most `ahead` computed and not yet taken.
+
+    The overlap pays when fn releases the GIL for its long parts (the C stages and SQLite do).
+
+    Raises (from next):
+        whatever fn raised for the item being taken (its type kept); nothing is computed after it.
+    """
+
+    def __init__(self, fn: Callable[[T], R], items: Iterable[T], ahead: int, stop: threading.Event) -> None:
+        """`stop` is set by `close`: fn may watch it to give up a wait (a retry's)."""
+        self.stop = stop
+        self._slots = threading.Semaphore(max(1, ahead))
+        self._answers: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, args=(fn, iter(items)), name="sp-scan-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[T], R], items: Iterator[T]) -> None:
+        signals_to_the_main_thread()
+        for item in items:
+            self._slots.acquire()
+            if self.stop.is_set():
+                return
+            try:
+                answer = (True, fn(item))
+            except BaseException as exc:  # noqa: BLE001  (raised in the caller's thread)
+                self._answers.put((False, exc))
+                return
+            self._answers.put(answer)
+        self._answers.put(None)
+
+    def __iter__(self) -> Ahead[T, R]:
+        return self
+
+    def __next__(self) -> R:
+        answer = self._answers.get()
+        if answer is None:
+            self._answers.put(None)
+            raise StopIteration
+        self._slots.release()
+        ok, result = answer
+        if not ok:
+            self._answers.put((False, result))
+            raise result
+        return result
+
+    def close(self, wait: bool = False) -> None:
+        """Stop computing; with `wait`, return once fn is no longer running (after the item in hand), else at
+        once (the daemon thread ends after it: a stop never waits for a node that does not answer)."""
+        self.stop.set()
+        self._slots.release()
+        if wait:
+            self._thread.join()
 
 
 class WorkerDiedError(ChildProcessError):

@@ -1,4 +1,4 @@
-"""Worker processes in order that stop at once, and steps that Ctrl-C must not cut (sp_scan.workers)."""
+"""Worker processes in order that stop at once, a thread working ahead, and steps that Ctrl-C must not cut (sp_scan.workers)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sp_scan.workers import WorkerDiedError, Workers, signals_held
+from sp_scan.workers import Ahead, WorkerDiedError, Workers, signals_held
 
 
 def square(x: int) -> int:
@@ -67,6 +67,67 @@ def test_a_worker_that_dies_is_an_error_not_a_wait():
     with Workers(2, hang_on_minus_one) as workers:
         with pytest.raises(WorkerDiedError, match="died"):
             list(workers.in_order([1, -2, 3, 4], 2))
+
+
+class Recorder:
+    """fn for Ahead: records the items it starts, and blocks on an item's gate when one is set."""
+
+    def __init__(self) -> None:
+        self.started: list[int] = []
+        self.gates: dict[int, threading.Event] = {}
+        self.began: dict[int, threading.Event] = {}
+
+    def __call__(self, x: int) -> int:
+        self.started.append(x)
+        self.began.setdefault(x, threading.Event()).set()
+        if x in self.gates:
+            self.gates[x].wait()
+        if x == -3:
+            raise LookupError("no such item")
+        return x * x
+
+
+def test_ahead_yields_every_answer_in_item_order():
+    assert list(Ahead(square, range(50), 2, threading.Event())) == [x * x for x in range(50)]
+    assert list(Ahead(square, [], 2, threading.Event())) == []
+
+
+def test_ahead_computes_at_most_ahead_answers_the_caller_has_not_taken():
+    fn = Recorder()
+    fn.began[2] = threading.Event()
+    fn.gates[3] = threading.Event()
+    ahead = Ahead(fn, range(10), 2, threading.Event())
+    assert next(ahead) == 0  # taken: a slot frees, and item 2 starts
+    fn.began[2].wait()
+    assert fn.started == [0, 1, 2]  # 1 and 2 computed or computing, not taken: 3 waits for a slot
+    assert [next(ahead), next(ahead)] == [1, 4]
+    fn.gates[3].set()
+    assert list(ahead) == [x * x for x in range(3, 10)]
+
+
+def test_ahead_raises_the_error_of_the_item_taken_with_its_type_and_computes_nothing_after_it():
+    fn = Recorder()
+    ahead = Ahead(fn, [1, 2, -3, 4, 5], 4, threading.Event())
+    assert [next(ahead), next(ahead)] == [1, 4]
+    with pytest.raises(LookupError, match="no such item"):
+        next(ahead)
+    with pytest.raises(LookupError):
+        next(ahead)  # again: the iterator stays at its error
+    assert fn.started == [1, 2, -3]
+
+
+def test_ahead_closed_without_waiting_returns_while_the_item_in_hand_still_runs():
+    fn = Recorder()
+    fn.began[1], fn.gates[1] = threading.Event(), threading.Event()
+    stop = threading.Event()
+    ahead = Ahead(fn, range(1, 100), 2, stop)
+    fn.began[1].wait()
+    ahead.close()  # item 1 has not returned: the stop does not wait for it
+    assert stop.is_set()
+    fn.gates[1].set()
+    ahead.close(wait=True)
+    assert not ahead._thread.is_alive()
+    assert fn.started == [1]  # nothing starts after the stop
 
 
 def test_closing_kills_workers_stuck_in_a_call_that_never_returns():
