@@ -56,6 +56,7 @@ from pathlib import Path
 from ..errors import HeightError, IndexStoreError
 from ..network import NETWORKS
 from ..types import BlockData
+from .checkpoint import Checkpointer
 
 FORMAT_VERSION = 3
 _UPGRADABLE = (1, 2)  # older versions a writer upgrades in place
@@ -564,6 +565,7 @@ class Store:
         self._locators: collections.OrderedDict[int, _Locator] = collections.OrderedDict()
         self._recent: list[dict[bytes, int]] = [{}, {}]  # taproot outputs it wrote (outpoint36 -> height << 32 | ordinal): newer, older
         self._recent_blocks = 0  # blocks in the newer
+        self._checkpointer: Checkpointer | None = None
         if check:
             self._check_pages()
         self.network = self._meta_checked("network")
@@ -997,6 +999,17 @@ class Store:
     # ---- writing: one transaction per call ----
 
     @contextlib.contextmanager
+    def checkpoints_aside(self) -> Iterator[None]:
+        """While the block runs, `append`'s commits leave copying the write-ahead log into the file to a
+        thread (see `checkpoint.Checkpointer`): a sync's writer does not wait for it."""
+        self._checkpointer = Checkpointer(self.path, self._conn)
+        try:
+            yield
+        finally:
+            self._checkpointer.close()
+            self._checkpointer = None
+
+    @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
         self.lock_writer()
         self._conn.execute("BEGIN IMMEDIATE")
@@ -1053,6 +1066,8 @@ class Store:
                 self._conn.execute("INSERT OR REPLACE INTO spent_keys VALUES (?, ?)", (row.hash32, row.spent_keys))
             self._set_meta("tip", height)
             self._mempool_delete(values["txids"])
+        if self._checkpointer is not None:
+            self._checkpointer.committed(sum(len(v) for v in row.values if isinstance(v, bytes)) + len(row.txloc))
         return len(marks)
 
     def _insert(self, table: str, width: int, flat: Sequence) -> None:
