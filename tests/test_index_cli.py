@@ -325,22 +325,23 @@ def test_a_node_whose_blocks_do_not_link_exits_2_naming_both_hashes(tmp_path, ki
 # ---- every stop ends within seconds, whatever the node does ----
 
 
-def hanging_sync(path, server: NodeServer, kind: str, hold_at: int, *extra: str) -> subprocess.Popen:
-    """`index sync --jobs 2` running until the node hangs at `hold_at`: the index is then at hold_at - 1."""
+def hanging_sync(path, server: NodeServer, kind: str, hold_at: int, *extra: str, jobs: int = 2) -> subprocess.Popen:
+    """`index sync --jobs N` running until the node hangs at `hold_at`: the index is then at hold_at - 1."""
     server.hold(hold_at)
-    proc = subprocess.Popen([*SYNC, "--db", str(path), *node_args(kind, server), "--jobs", "2", *extra], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*SYNC, "--db", str(path), *node_args(kind, server), "--jobs", str(jobs), *extra], stderr=subprocess.PIPE, text=True)
     wait_until(lambda: committed_tip(path) == hold_at - 1 and server.held.is_set(), proc, "the sync waiting on the hanging node")
-    assert len(living_children(proc.pid)) == 2  # the workers, one of them stuck in the node's request
+    assert len(living_children(proc.pid)) == (jobs if jobs > 1 else 0)  # the workers, one of them stuck in the node's request
     return proc
 
 
+@pytest.mark.parametrize("jobs", [1, 2])  # 1: the block ahead is fetched in a thread, stuck in the node's request
 @pytest.mark.parametrize("kind", ["rest", "rpc"])
 @pytest.mark.parametrize(("signum", "code", "said"), [(signal.SIGTERM, 0, "stopped"), (signal.SIGINT, 130, "interrupted")])
-def test_a_signal_stops_a_sync_with_jobs_2_while_the_node_hangs(tmp_path, kind, signum, code, said):
+def test_a_signal_stops_a_sync_while_the_node_hangs(tmp_path, kind, signum, code, said, jobs):
     path = tmp_path / "h.db"
     handler = RestHandler if kind == "rest" else RpcHandler
     with NodeServer(handler, CHAIN, credentials="u:p") as server:
-        proc = hanging_sync(path, server, kind, 3)
+        proc = hanging_sync(path, server, kind, 3, jobs=jobs)
         workers = living_children(proc.pid)
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=60)  # a failure bound: the node hangs until the server stops

@@ -159,16 +159,17 @@ class Fetched:
     compute_s: float
 
 
-def fetch(source: Source, height: int, retry: Retry) -> Fetched:
-    """Fetch the source's block at `height` and compute its index data.
+def fetch(source: Source, height: int, retry: Retry, stop: threading.Event | None = None) -> Fetched:
+    """Fetch the source's block at `height` and compute its index data (once `stop` is set, a failing call
+    is not retried).
 
     Raises:
         NodeError: the source fails after the retries, or serves a block of another hash.
         MalformedDataError, PrevoutsError: the block or its spent outputs are bad (message names the height).
     """
     start = time.perf_counter()
-    hash_hex = retry.call(source.block_hash, height)
-    raw, spent = retry.call(source.block, hash_hex)
+    hash_hex = retry.call(source.block_hash, height, stop=stop)
+    raw, spent = retry.call(source.block, hash_hex, stop=stop)
     fetched = time.perf_counter()
     try:
         data = block.block_index(raw, spent)
@@ -319,12 +320,21 @@ class Syncer:
             raise _Unlinked(f"the node's {block}, but its block {tip[0]} is {tip[1][::-1].hex()}")
 
     def _commit_range(self, pool: workers.Workers | None, heights: range) -> None:
-        """Commit heights in order; stop early when a block does not link to the tip (see `_not_linked`)."""
-        fetched = map(self._fetch, heights) if pool is None else pool.in_order(heights, 2 * self.jobs)
+        """Commit heights in order; stop early when a block does not link to the tip (see `_not_linked`).
+
+        Without worker processes the next block is fetched and computed in a thread while this one is
+        committed.
+        """
+        if pool is None:
+            fetched = workers.Ahead(functools.partial(self._fetch, stop=(halt := threading.Event())), heights, 2, halt)
+        else:
+            fetched = pool.in_order(heights, 2 * self.jobs)
         try:
             for got in fetched:
                 tip = self.store.tip()
                 if tip is not None and got.row.prev32 != tip[1]:
+                    if pool is None:
+                        fetched.close(wait=True)  # the source answers one caller at a time
                     self._not_linked(got, tip)
                     return
                 began = time.perf_counter()
@@ -336,8 +346,7 @@ class Syncer:
                 s.height, s.blocks, s.txs, s.eligible = got.height, s.blocks + 1, s.txs + got.row.block_txs, s.eligible + got.row.n_tx
                 self.progress(s)
         finally:
-            if pool is not None:
-                fetched.close()  # now: the workers' answers still to come are skipped by the next round
+            fetched.close()  # now: the workers' answers still to come are skipped by the next round; a thread ends after its block
 
     def run(self, start: int | None, stop: int | None, follow: bool, interval: float) -> SyncStats:
         """Sync up to `stop` (default: the source's tip), then keep following when `follow`.
@@ -367,7 +376,8 @@ class Syncer:
             tip = self.store.tip()
             self.stats.height = tip[0] if tip else None
             self.stats.start = tip[0] + 1 if tip else begin
-            return self._loop(pool, begin, stop, follow, interval)
+            with self.store.checkpoints_aside():
+                return self._loop(pool, begin, stop, follow, interval)
         except NodeError as exc:
             raise NodeError(f"{exc} ({self._resume_hint(begin)})") from None
         finally:
