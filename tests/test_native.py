@@ -7,6 +7,8 @@ native ones by default. btclib-secp256k1 bundles libsecp256k1 0.8's silentpaymen
 from __future__ import annotations
 
 import os
+import random
+import struct
 import subprocess
 import sys
 import time
@@ -290,6 +292,32 @@ def test_native_block_loop_equals_the_python_one(name):
     found = native.block_scan(block_bytes, spent, wallet)
     assert found == scan_block(block_bytes, spent, wallet)
     assert name != "small" or len(found) > 5
+
+
+def test_native_spent_marks_equal_the_reference_ones():
+    rng = random.Random(352)
+    for _ in range(500):
+        heights = rng.sample(range(1 << 20), rng.randint(1, 4))
+        sizes = {h: rng.randint(1, 40) for h in heights}
+        start = {h: bytes(rng.getrandbits(8) for _ in range(n)) for h, n in sizes.items()}  # some outputs spent before
+        found = [rng.choice([None, h << 32 | rng.randrange(8 * sizes[h])]) for h in rng.choices(heights, k=rng.randint(0, 60))]
+        found += found[: rng.randint(0, 3)]  # an output spent twice: its first spend keeps the mark
+        ours, theirs = {h: bytearray(b) for h, b in start.items()}, {h: bytearray(b) for h, b in start.items()}
+        marks = native.mark_spent(found, ours)
+        assert marks == reference.block.mark_spent(found, theirs) and ours == theirs
+        pairs = list(struct.iter_unpack("<II", marks))
+        assert len(set(pairs)) == len(pairs) and all(not start[h][o >> 3] >> (o & 7) & 1 for h, o in pairs)
+
+
+@pytest.mark.parametrize(
+    ("found", "bitmaps", "error"),
+    [([5 << 32 | 1], {4: bytearray(1)}, KeyError), ([4 << 32 | 8], {4: bytearray(1)}, IndexError), ([4 << 32], {4: b"\x00"}, TypeError)],
+    ids=["no bitmap for the height", "an ordinal beyond the bitmap", "a bitmap that is not a bytearray"],
+)
+def test_native_spent_marks_refuse_what_the_reference_refuses(found, bitmaps, error):
+    for mark_spent in (native.mark_spent, reference.block.mark_spent):
+        with pytest.raises(error):
+            mark_spent(found, bitmaps)
 
 
 def _mutations(block_bytes: bytes, spent: bytes):

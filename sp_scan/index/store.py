@@ -53,6 +53,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import backend
 from ..errors import HeightError, IndexStoreError
 from ..network import NETWORKS
 from ..types import BlockData
@@ -1053,8 +1054,7 @@ class Store:
             self._remember_outputs(height, row.outputs)
             values = dict(zip(FIELDS, row.values))
             self._remember(height, _Locator(values["txids"], values["out_counts"], values["out_vouts"]))
-            marks, bits = self._mark_spends(row)
-            packed = struct.pack(f"<{2 * len(marks)}I", *itertools.chain.from_iterable(marks))
+            packed, bits = self._mark_spends(row)
             sums = list(_SUMS.unpack(row.sums))
             sums[_MARKS] = _crc(packed, _seed(height, _MARKS))
             self._conn.execute(
@@ -1068,7 +1068,7 @@ class Store:
             self._mempool_delete(values["txids"])
         if self._checkpointer is not None:
             self._checkpointer.committed(sum(len(v) for v in row.values if isinstance(v, bytes)) + len(row.txloc))
-        return len(marks)
+        return len(packed) // _MARK.size
 
     def _insert(self, table: str, width: int, flat: Sequence) -> None:
         """INSERT OR IGNORE the rows of `width` values each laid end to end in `flat`, _VALUES_ROWS to a statement."""
@@ -1111,7 +1111,7 @@ class Store:
             self._locators.popitem(last=False)
         return loc
 
-    def _mark_spends(self, row: BlockRow) -> tuple[list[tuple[int, int]], bytes]:
+    def _mark_spends(self, row: BlockRow) -> tuple[bytes, bytes]:
         """Set the spent bit of every output the block's outpoints spend that is tracked and not yet spent.
 
         Each outpoint is looked up among the taproot outputs of the recent blocks kept in memory (the
@@ -1119,8 +1119,8 @@ class Store:
         each block hit is read once, checked, and written once.
 
         Returns:
-            The (height, ordinal) marks made, in input order, and the block's own spends bitmap (its
-            outputs that later txs of the block spend).
+            The marks made, in input order (`marks`: (height, ordinal) u32 LE pairs), and the block's own
+            spends bitmap (its outputs that later txs of the block spend).
 
         Raises:
             IndexStoreError: a txloc row names a tx that is not indexed, or a spends row is damaged.
@@ -1136,20 +1136,11 @@ class Store:
         if missing:
             self._look_up(row, outpoints, missing, found)
         spent = {height: bytearray((len(row.outputs) // 36 + 7) // 8)}
-        marks = []
-        for at in found:
-            if at is None:
-                continue
-            h, ordinal = at >> 32, at & 0xFFFFFFFF
-            bits = spent.get(h)
-            if bits is None:
-                bits = spent[h] = self._spent_bits(h, self._locator(h).first[-1])
-            byte, bit = ordinal >> 3, 1 << (ordinal & 7)
-            if not bits[byte] & bit:  # an output already spent stays marked by its first spend
-                bits[byte] |= bit
-                marks.append((h, ordinal))
-        changed = {h for h, _ in marks} - {height}
-        self._conn.executemany("UPDATE spends SET bits = ?, sum = ? WHERE height = ?", [(bytes(spent[h]), _spends_sum(h, spent[h]), h) for h in changed])
+        for h in {at >> 32 for at in found if at is not None} - {height}:
+            spent[h] = self._spent_bits(h, self._locator(h).first[-1])
+        marks = backend.mark_spent(found, spent)
+        hit = [h for h in spent if h != height]  # (a block whose outputs were all spent before is written unchanged)
+        self._conn.executemany("UPDATE spends SET bits = ?, sum = ? WHERE height = ?", [(bytes(spent[h]), _spends_sum(h, spent[h]), h) for h in hit])
         return marks, bytes(spent[height])
 
     def _look_up(self, row: BlockRow, outpoints: list[bytes], missing: list[int], found: list[int | None]) -> None:

@@ -435,6 +435,11 @@ def block_index(block_bytes: bytes, spent_bytes: bytes) -> BlockData:
     return BlockData(*_core.block_index(block_bytes, spent_bytes))
 
 
+def mark_spent(found: list[int | None], bitmaps: dict[int, bytearray]) -> bytes:
+    """Native `reference.block.mark_spent`: the spent bits set for `found`, the marks made (u32 LE pairs)."""
+    return _core.mark_spent(found, bitmaps)
+
+
 def spent_from_undo(undo_bytes: bytes) -> bytes:
     """Native `wire.spent_from_undo`: Core's undo data of a block in the REST spent-outputs form.
 

@@ -111,7 +111,59 @@ static PyObject *py_block_index(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* mark_spent(found, bitmaps) -> marks: for each item of the list `found` that is not None (height << 32 |
+ * ordinal), set bit `ordinal` of the bytearray bitmaps[height] unless it is set; the marks made, in order, as
+ * u32 LE (height, ordinal) pairs. Public data only. */
+static PyObject *py_mark_spent(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *found, *bitmaps, *out = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!:mark_spent", &PyList_Type, &found, &PyDict_Type, &bitmaps)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(found), made = 0, size = 0;
+    unsigned char *marks = PyMem_Malloc(8 * (size_t)(n > 0 ? n : 1)), *bits = NULL;
+    if (marks == NULL) return PyErr_NoMemory();
+    uint64_t last = UINT64_MAX;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(found, i);
+        if (item == Py_None) continue;
+        uint64_t at = PyLong_AsUnsignedLongLong(item);
+        if (at == (uint64_t)-1 && PyErr_Occurred()) goto done;
+        uint64_t height = at >> 32;
+        uint32_t ordinal = (uint32_t)at;
+        if (height != last) {
+            PyObject *key = PyLong_FromUnsignedLongLong(height), *bitmap;
+            if (key == NULL) goto done;
+            bitmap = PyDict_GetItemWithError(bitmaps, key);
+            if (bitmap == NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+            Py_DECREF(key);
+            if (bitmap == NULL) goto done;
+            if (!PyByteArray_Check(bitmap)) {
+                PyErr_SetString(PyExc_TypeError, "mark_spent: the bitmaps must be bytearrays");
+                goto done;
+            }
+            bits = (unsigned char *)PyByteArray_AS_STRING(bitmap), size = PyByteArray_GET_SIZE(bitmap), last = height;
+        }
+        if ((Py_ssize_t)(ordinal >> 3) >= size) {
+            PyErr_Format(PyExc_IndexError, "mark_spent: output %lu of block %llu is beyond its bitmap", (unsigned long)ordinal,
+                         (unsigned long long)height);
+            goto done;
+        }
+        unsigned char bit = (unsigned char)(1u << (ordinal & 7));
+        if (bits[ordinal >> 3] & bit) continue; /* spent before: its first spend keeps the mark */
+        bits[ordinal >> 3] |= bit;
+        for (int k = 0; k < 4; k++) {
+            marks[8 * made + k] = (unsigned char)(height >> 8 * k);
+            marks[8 * made + 4 + k] = (unsigned char)(ordinal >> 8 * k);
+        }
+        made++;
+    }
+    out = PyBytes_FromStringAndSize((const char *)marks, 8 * made);
+done:
+    PyMem_Free(marks);
+    return out;
+}
+
 PyMethodDef spn_py_block_methods[] = {
+    {"mark_spent", py_mark_spent, METH_VARARGS, "mark_spent(found, bitmaps) -> the (height, ordinal) marks made, u32 LE pairs"},
     {"block_tweaks", py_block_tweaks, METH_VARARGS, "block_tweaks(block, spent) -> [(txid32, tweak33)]"},
     {"block_scan", py_block_scan, METH_VARARGS, "block_scan(block, spent, scanner) -> [(txid32, vout, amount, output32, tweak32, label)]"},
     {"block_index", py_block_index, METH_VARARGS, "block_index(block, spent) -> the tweak index's packed arrays of one block"},

@@ -101,3 +101,29 @@ def block_index(block_bytes: bytes, spent_bytes: bytes) -> BlockData:
         ),
         spent_key_prefixes=b"".join(i.prevout_script[2:10] for tx in spent_txs for i in tx.inputs if _is_taproot(i.prevout_script)),
     )
+
+
+def mark_spent(found: list[int | None], bitmaps: dict[int, bytearray]) -> bytes:
+    """Set bit `ordinal` of bitmaps[height] for each item of `found` that is not None (height << 32 |
+    ordinal), unless it is set (an output keeps the mark of its first spend).
+
+    Returns:
+        The marks made, in order: (height, ordinal) as u32 LE pairs.
+
+    Raises:
+        KeyError: a height without its bitmap.
+        IndexError: an ordinal beyond its height's bitmap.
+    """
+    marks = []
+    for at in found:
+        if at is None:
+            continue
+        height, ordinal = at >> 32, at & 0xFFFFFFFF
+        bits = bitmaps[height]
+        if ordinal >> 3 >= len(bits):
+            raise IndexError(f"mark_spent: output {ordinal} of block {height} is beyond its bitmap")
+        bit = 1 << (ordinal & 7)
+        if not bits[ordinal >> 3] & bit:
+            bits[ordinal >> 3] |= bit
+            marks.append(struct.pack("<II", height, ordinal))
+    return b"".join(marks)
