@@ -323,28 +323,30 @@ class Syncer:
         """Commit heights in order; stop early when a block does not link to the tip (see `_not_linked`).
 
         Without worker processes the next block is fetched and computed in a thread while this one is
-        committed.
+        committed. The range's commits leave the WAL checkpoints to a thread (`Store.checkpoints_aside`);
+        the mempool's writes between ranges checkpoint as SQLite does by itself.
         """
         if pool is None:
             fetched = workers.Ahead(functools.partial(self._fetch, stop=(halt := threading.Event())), heights, 2, halt)
         else:
             fetched = pool.in_order(heights, 2 * self.jobs)
         try:
-            for got in fetched:
-                tip = self.store.tip()
-                if tip is not None and got.row.prev32 != tip[1]:
-                    if pool is None:
-                        fetched.close(wait=True)  # the source answers one caller at a time
-                    self._not_linked(got, tip)
-                    return
-                began = time.perf_counter()
-                self.store.append(got.row)
-                s = self.stats
-                s.store_s += time.perf_counter() - began
-                s.fetch_s += got.fetch_s
-                s.compute_s += got.compute_s
-                s.height, s.blocks, s.txs, s.eligible = got.height, s.blocks + 1, s.txs + got.row.block_txs, s.eligible + got.row.n_tx
-                self.progress(s)
+            with self.store.checkpoints_aside():
+                for got in fetched:
+                    tip = self.store.tip()
+                    if tip is not None and got.row.prev32 != tip[1]:
+                        if pool is None:
+                            fetched.close(wait=True)  # the source answers one caller at a time
+                        self._not_linked(got, tip)
+                        return
+                    began = time.perf_counter()
+                    self.store.append(got.row)
+                    s = self.stats
+                    s.store_s += time.perf_counter() - began
+                    s.fetch_s += got.fetch_s
+                    s.compute_s += got.compute_s
+                    s.height, s.blocks, s.txs, s.eligible = got.height, s.blocks + 1, s.txs + got.row.block_txs, s.eligible + got.row.n_tx
+                    self.progress(s)
         finally:
             fetched.close()  # now: the workers' answers still to come are skipped by the next round; a thread ends after its block
 
@@ -376,8 +378,7 @@ class Syncer:
             tip = self.store.tip()
             self.stats.height = tip[0] if tip else None
             self.stats.start = tip[0] + 1 if tip else begin
-            with self.store.checkpoints_aside():
-                return self._loop(pool, begin, stop, follow, interval)
+            return self._loop(pool, begin, stop, follow, interval)
         except NodeError as exc:
             raise NodeError(f"{exc} ({self._resume_hint(begin)})") from None
         finally:
