@@ -303,10 +303,11 @@ class ZmqPublisher:
         self._ctx = zmq.Context()
         self.number = 0
         self.lock = threading.Lock()
-        self._socket = self._ctx.socket(zmq.PUB)
+        self._socket = self._ctx.socket(zmq.XPUB)  # a PUB that also hears its subscribers' subscriptions
         self._socket.setsockopt(zmq.LINGER, 0)
         self.port = self._socket.bind_to_random_port("tcp://127.0.0.1")
         self.sent: list[tuple[str, bytes]] = []
+        self._subscribed = False
 
     @property
     def url(self) -> str:
@@ -322,6 +323,14 @@ class ZmqPublisher:
             self.number = (self.number + 1) & 0xFFFFFFFF
             self.sent.append((label, hash32))
 
+    def subscribed(self) -> bool:
+        """Whether a subscription has reached the socket since it was bound: messages sent from then on reach
+        that subscriber (one sent between its connection and its subscription is dropped, as by Core's)."""
+        with self.lock:
+            while self._socket is not None and self._socket.poll(0):
+                self._subscribed |= self._socket.recv()[:1] == b"\x01"
+            return self._subscribed
+
     def drop(self) -> None:
         """Close the socket: subscribers see the connection drop (messages meanwhile are lost)."""
         with self.lock:
@@ -335,14 +344,14 @@ class ZmqPublisher:
         with self.lock:
             for _ in range(100):
                 try:
-                    socket = self._ctx.socket(self._zmq.PUB)
+                    socket = self._ctx.socket(self._zmq.XPUB)
                     socket.setsockopt(self._zmq.LINGER, 0)
                     socket.bind(self.url)
                     break
                 except self._zmq.ZMQError:
                     socket.close(linger=0)
                     time.sleep(0.05)
-            self._socket, self.number = socket, 0
+            self._socket, self.number, self._subscribed = socket, 0, False
 
     def close(self) -> None:
         self.drop()

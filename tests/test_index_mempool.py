@@ -392,6 +392,7 @@ def test_under_zmq_a_node_restarted_with_an_empty_mempool_and_no_message_empties
             wait_for("the tx listed", lambda: f.listed() == {tx.txid32})
             pool.restart()  # empty, its ZMQ socket closed and bound again; it has nothing to announce
             wait_for("the table emptied", lambda: not f.listed())
+            wait_for("the sync subscribed to the restarted node", publisher.subscribed)
             pool.accept(tx.tx.serialize())  # rebroadcast: announced by A
             wait_for("the tx listed again", lambda: f.listed() == {tx.txid32})
     finally:
