@@ -35,8 +35,8 @@ from pathlib import Path
 from sp_scan import block, native, wire
 from sp_scan.index import Index
 from sp_scan.index.corefiles import MAGIC, CoreBlocks, unxor
-from sp_scan.index.store import Store, block_row
-from sp_scan.index.sync import block_filters
+from sp_scan.index.store import Store
+from sp_scan.index.sync import index_row
 from sp_scan.node import RestNode
 
 from .test_block import BLOCK, SPENT, _receiver
@@ -246,8 +246,7 @@ def store_alone_row(chain: LinkedChain, workdir: Path) -> str:
     (checkpoints in their thread): wall and writer-thread CPU ms per block."""
     rows = []
     for h, (_, raw, spent) in enumerate(chain.blocks):
-        data = block.block_index(raw, spent)
-        rows.append(block_row(h, data, (*block_filters(data), data.spent_key_prefixes)))
+        rows.append(index_row(h, block.block_index(raw, spent)))
     store = Store.create(workdir / "store.db", "regtest")
     try:
         with store.checkpoints_aside():

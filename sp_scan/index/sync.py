@@ -177,8 +177,12 @@ def fetch(source: Source, height: int, retry: Retry, stop: threading.Event | Non
         raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
     if data.hash32[::-1].hex() != hash_hex:
         raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
-    row = block_row(height, data, (*block_filters(data), data.spent_key_prefixes))
-    return Fetched(height, row, fetched - start, time.perf_counter() - fetched)
+    return Fetched(height, index_row(height, data), fetched - start, time.perf_counter() - fetched)
+
+
+def index_row(height: int, data: BlockData) -> BlockRow:
+    """Block `height`'s row as `Store.append` takes it: its index data, filters, spent hashes and spent P2TR keys' prefixes."""
+    return block_row(height, data, (*block_filters(data), data.spent_key_prefixes))
 
 
 def block_filters(data: BlockData) -> tuple[bytes, bytes, bytes]:
