@@ -5,7 +5,7 @@ from glob import glob
 from setuptools import Extension, setup
 
 NATIVE = "sp_scan/native"
-HASH_SOURCES = [f"{NATIVE}/sha256.c", f"{NATIVE}/ripemd160.c"]
+HASH_SOURCES = [f"{NATIVE}/sha256.c", f"{NATIVE}/ripemd160.c", f"{NATIVE}/siphash.c"]
 HEADERS = sorted(glob(f"{NATIVE}/*.h"))  # an edited header rebuilds every extension
 CORE_SOURCES = sorted(glob(f"{NATIVE}/core*.c")) + HASH_SOURCES
 CFLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]

@@ -6,8 +6,10 @@ native ones by default. btclib-secp256k1 bundles libsecp256k1 0.8's silentpaymen
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -318,6 +320,67 @@ def test_native_spent_marks_refuse_what_the_reference_refuses(found, bitmaps, er
     for mark_spent in (native.mark_spent, reference.block.mark_spent):
         with pytest.raises(error):
             mark_spent(found, bitmaps)
+
+
+def _random_block(rng: random.Random, earlier: list[tuple[bytes, bytes, bytes]]) -> tuple[bytes, bytes, bytes]:
+    """(txids, counts u32, vouts u32) of a block of up to 40 txs: now and then a txid of an earlier block again."""
+    known = [t[i : i + 32] for t, _, _ in earlier for i in range(0, len(t), 32)]
+    txids = b"".join(rng.choice(known) if known and rng.random() < 0.05 else rng.randbytes(32) for _ in range(rng.randint(0, 40)))
+    counts = [rng.randint(0, 3) for _ in range(len(txids) // 32)]
+    vouts = b"".join(struct.pack("<I", v) for c in counts for v in rng.sample(range(5), c))
+    return txids, struct.pack(f"<{len(counts)}I", *counts), vouts
+
+
+def _outpoints(rng: random.Random, blocks: list[tuple[bytes, bytes, bytes]], k: int) -> bytes:
+    """k outpoints: mostly outputs of the blocks (spent or not, twice sometimes), now and then one of nothing."""
+    out = []
+    for _ in range(k):
+        txids, counts, vouts = rng.choice(blocks)
+        if not vouts or rng.random() < 0.2:
+            out.append(rng.randbytes(36))
+            continue
+        o = rng.randrange(len(vouts) // 4)
+        tx = next(i for i, end in enumerate(itertools.accumulate(struct.unpack(f"<{len(counts) // 4}I", counts))) if o < end)
+        out.append(txids[32 * tx : 32 * tx + 32] + vouts[4 * o : 4 * o + 4])
+    return b"".join(out)
+
+
+def test_native_output_map_matches_the_reference_on_random_blocks_spends_and_rollbacks():
+    rng = random.Random(352)
+    for _ in range(40):
+        ours, theirs, blocks = native.output_map(), reference.block.OutputMap(), []
+        for height in range(rng.randint(1, 30)):
+            txids, counts, vouts = block = _random_block(rng, blocks)
+            spent = rng.randbytes((len(vouts) // 4 + 7) // 8) if rng.random() < 0.3 else b""
+            assert ours.add_block(height, txids, counts, vouts, spent) == theirs.add_block(height, txids, counts, vouts, spent)
+            blocks.append(block)
+            outpoints = _outpoints(rng, blocks, rng.randint(0, 30))
+            places = ours.take(outpoints)
+            assert places == theirs.take(outpoints)
+            if rng.random() < 0.3:  # a rollback: what a block made goes, what it spent comes back
+                assert ours.drop_block(height, *block) == theirs.drop_block(height, *block)
+                kept = [i for i, (p,) in enumerate(struct.iter_unpack("<Q", places)) if p != reference.block.ABSENT]
+                back, at = b"".join(outpoints[36 * i : 36 * i + 36] for i in kept), b"".join(places[8 * i : 8 * i + 8] for i in kept)
+                assert ours.put(back, at) == theirs.put(back, at)
+            assert len(ours) == len(theirs)
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda m: m.take(b"x" * 35), "outpoints36 must be k x 36 bytes"),
+        (lambda m: m.add_block(2**24, b"", b"", b"", b""), "height 16777216 is beyond 2^24 - 1"),
+        (lambda m: m.add_block(1, b"x" * 32, b"\x02\x00\x00\x00", b"\x00" * 4, b""), "the counts add up to 2 outputs, vouts holds 1"),
+        (lambda m: m.add_block(1, b"x" * 32, b"\x01\x00\x00\x00", b"\x00" * 4, b"\x00\x00"), "spent holds 2 bytes for 1 outputs"),
+        (lambda m: m.put(b"x" * 36, struct.pack("<Q", 2**56)), "place (16777216, 0) is beyond 2^24 - 1"),
+        (lambda m: m.put(b"x" * 36, b""), "outpoints36 (k x 36) and places (k x u64) do not fit"),
+    ],
+    ids=["outpoints not of 36 bytes", "a height beyond 24 bits", "counts and vouts that disagree", "a bitmap of the wrong size", "a place beyond 24 bits", "places missing"],
+)
+def test_native_output_map_refuses_what_the_reference_refuses(call, needle):
+    for output_map in (native.output_map(), reference.block.OutputMap()):
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            call(output_map)
 
 
 def _mutations(block_bytes: bytes, spent: bytes):

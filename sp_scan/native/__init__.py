@@ -440,6 +440,12 @@ def mark_spent(found: list[int | None], bitmaps: dict[int, bytearray]) -> bytes:
     return _core.mark_spent(found, bitmaps)
 
 
+def output_map():
+    """Native `reference.block.OutputMap`: an empty map whose slot hash takes a fresh random key (80-bit
+    identities: two outpoints pass for one with probability ~n/2^80)."""
+    return _core.OutputMap(_os.urandom(16))
+
+
 def spent_from_undo(undo_bytes: bytes) -> bytes:
     """Native `wire.spent_from_undo`: Core's undo data of a block in the REST spent-outputs form.
 

@@ -65,6 +65,8 @@ typedef struct {
 int spn_py_scanner_of(PyObject *o, const spn_scanner **sc);
 /* Create the Scanner type and add it to the module. */
 int spn_py_scanner_add(PyObject *module);
+/* Create the OutputMap type (core_outputs_bind.c) and add it to the module. */
+int spn_py_outputmap_add(PyObject *module);
 
 /* Each stage's functions, added to the module at import (core_module.c). */
 extern PyMethodDef spn_py_extract_methods[], spn_py_scan_methods[], spn_py_send_methods[], spn_py_dleq_methods[],

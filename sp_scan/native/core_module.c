@@ -127,7 +127,7 @@ PyMODINIT_FUNC SPN_MODULE_INIT(void) {
     spn_sha256_select(env != NULL && strcmp(env, "portable") == 0);
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (!spn_py_bind_start() || !spn_py_scanner_add(m)) goto fail;
+    if (!spn_py_bind_start() || !spn_py_scanner_add(m) || !spn_py_outputmap_add(m)) goto fail;
     PyMethodDef *stages[] = {spn_py_extract_methods, spn_py_scan_methods, spn_py_send_methods, spn_py_dleq_methods,
                              spn_py_block_methods, spn_py_corefiles_methods};
     for (size_t i = 0; i < sizeof stages / sizeof *stages; i++)

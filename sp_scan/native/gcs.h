@@ -1,4 +1,4 @@
-/* BIP158 Golomb-coded sets: SipHash-2-4, the hash-to-range map, sorting and Golomb-Rice coding.
+/* BIP158 Golomb-coded sets: the hash-to-range map, sorting and Golomb-Rice coding.
  * Public data only (block hashes, output keys): nothing here is secret or wiped. */
 #ifndef SPN_GCS_H
 #define SPN_GCS_H
@@ -6,8 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* SipHash-2-4 of in[0..len) under the 16-byte key key16 (k0 = LE64 of bytes 0..7, k1 of 8..15). */
-uint64_t spn_siphash24(const unsigned char key16[16], const unsigned char *in, size_t len);
+#include "siphash.h"
 
 /* Map a 64-bit hash uniformly into [0, f): the high 64 bits of the 128-bit product hash * f. */
 static inline uint64_t spn_gcs_map(uint64_t hash, uint64_t f) {

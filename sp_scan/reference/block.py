@@ -127,3 +127,115 @@ def mark_spent(found: list[int | None], bitmaps: dict[int, bytearray]) -> bytes:
             bits[ordinal >> 3] |= bit
             marks.append(struct.pack("<II", height, ordinal))
     return b"".join(marks)
+
+
+ABSENT = 2**64 - 1
+"""The place `OutputMap.take` gives an outpoint it does not hold."""
+_MAX_PLACE = 2**24 - 1  # heights and ordinals the native map holds: 24 bits each
+
+
+class OutputMap:
+    """The index writer's unspent tracked outputs: outpoint36 -> (height, ordinal) of a taproot output of an
+    indexed eligible tx. Places are u64 LE `height << 32 | ordinal`; heights and ordinals below 2^24."""
+
+    def __init__(self) -> None:
+        self._places: dict[bytes, tuple[int, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._places)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of memory the map takes (Python's dict: an estimate)."""
+        return 200 * len(self._places)
+
+    @staticmethod
+    def _outputs(fn: str, txids: bytes, counts: bytes, vouts: bytes):
+        """(ordinal, outpoint36) of each output of a block's txids (n × 32), counts (n × u32), vouts (Σ × u32).
+
+        Raises:
+            ValueError: the three do not fit each other, or more than 2^24 outputs.
+        """
+        if len(txids) % 32 or len(counts) != len(txids) // 8 or len(vouts) % 4:
+            raise ValueError(f"{fn}: txids (n x 32), counts (n x 4) and vouts (k x 4) do not fit")
+        per_tx = struct.unpack(f"<{len(counts) // 4}I", counts)
+        if sum(per_tx) != len(vouts) // 4:
+            raise ValueError(f"{fn}: the counts add up to {sum(per_tx)} outputs, vouts holds {len(vouts) // 4}")
+        if sum(per_tx) > _MAX_PLACE + 1:
+            raise ValueError(f"{fn}: a block of more than 2^24 outputs")
+        o = 0
+        for i, count in enumerate(per_tx):
+            for _ in range(count):
+                yield o, txids[32 * i : 32 * i + 32] + vouts[4 * o : 4 * o + 4]
+                o += 1
+
+    @staticmethod
+    def _height(fn: str, height: int) -> int:
+        if not 0 <= height <= _MAX_PLACE:
+            raise ValueError(f"{fn}: height {height} is beyond 2^24 - 1")
+        return height
+
+    def add_block(self, height: int, txids: bytes, counts: bytes, vouts: bytes, spent: bytes) -> int:
+        """Add the block's outputs whose bit in `spent` (⌈Σ/8⌉ bytes, or empty for none) is clear, each unless
+        held (the first place stays); returns how many were added.
+
+        Raises:
+            ValueError: the columns do not fit, or a height or ordinal beyond 2^24 - 1.
+        """
+        self._height("add_block", height)
+        outputs = list(self._outputs("add_block", txids, counts, vouts))
+        if spent and len(spent) != (len(outputs) + 7) // 8:
+            raise ValueError(f"add_block: spent holds {len(spent)} bytes for {len(outputs)} outputs")
+        added = 0
+        for o, outpoint in outputs:
+            if not (spent and spent[o >> 3] >> (o & 7) & 1) and outpoint not in self._places:
+                self._places[outpoint] = (height, o)
+                added += 1
+        return added
+
+    def drop_block(self, height: int, txids: bytes, counts: bytes, vouts: bytes) -> int:
+        """Remove the block's outputs the map holds at `height` (a block rolled back); returns how many.
+
+        Raises:
+            ValueError: as `add_block`.
+        """
+        self._height("drop_block", height)
+        dropped = 0
+        for _, outpoint in self._outputs("drop_block", txids, counts, vouts):
+            if self._places.get(outpoint, (None,))[0] == height:
+                del self._places[outpoint]
+                dropped += 1
+        return dropped
+
+    def take(self, outpoints36: bytes) -> bytes:
+        """Per outpoint (k × 36 bytes) its place as u64 LE, removed from the map; ABSENT when not held.
+
+        Raises:
+            ValueError: not k × 36 bytes.
+        """
+        if len(outpoints36) % 36:
+            raise ValueError("take: outpoints36 must be k x 36 bytes")
+        places = []
+        for i in range(0, len(outpoints36), 36):
+            place = self._places.pop(bytes(outpoints36[i : i + 36]), None)
+            places.append(ABSENT if place is None else place[0] << 32 | place[1])
+        return struct.pack(f"<{len(places)}Q", *places)
+
+    def put(self, outpoints36: bytes, places: bytes) -> int:
+        """Add each outpoint (k × 36) at its place (k × u64 LE) unless held; returns how many were added.
+
+        Raises:
+            ValueError: the two do not fit, or a place beyond 2^24 - 1.
+        """
+        if len(outpoints36) % 36 or len(places) != len(outpoints36) // 36 * 8:
+            raise ValueError("put: outpoints36 (k x 36) and places (k x u64) do not fit")
+        added = 0
+        for i, (place,) in enumerate(struct.iter_unpack("<Q", places)):
+            height, ordinal = place >> 32, place & 0xFFFFFFFF
+            if height > _MAX_PLACE or ordinal > _MAX_PLACE:
+                raise ValueError(f"put: place ({height}, {ordinal}) is beyond 2^24 - 1")
+            outpoint = bytes(outpoints36[36 * i : 36 * i + 36])
+            if outpoint not in self._places:
+                self._places[outpoint] = (height, ordinal)
+                added += 1
+        return added

@@ -1,0 +1,235 @@
+/* Python bindings of the index writer's output map (core_outputs.c): the OutputMap type. Places cross the
+ * boundary as u64 LE height << 32 | ordinal, ABSENT (all ones) for an outpoint the map does not hold. */
+#include "core_bind.h"
+#include "core_outputs.h"
+
+#define ABSENT UINT64_MAX
+
+typedef struct {
+    PyObject_HEAD
+    spn_outmap map;
+} OutputMapObject;
+
+static PyTypeObject *OutputMapType;
+
+static uint32_t le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put_le64(unsigned char *p, uint64_t v) {
+    for (int k = 0; k < 8; k++) p[k] = (unsigned char)(v >> 8 * k);
+}
+
+static void OutputMap_dealloc(OutputMapObject *self) {
+    spn_outmap_free(&self->map);
+    PyTypeObject *tp = Py_TYPE(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyObject *OutputMap_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *key;
+    const unsigned char *key16;
+    static char *kwlist[] = {"key16", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:OutputMap", kwlist, &key)) return NULL;
+    if (!spn_py_fixed(key, 16, &key16, "key16")) return NULL;
+    OutputMapObject *self = (OutputMapObject *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    if (!spn_outmap_init(&self->map, key16)) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+/* A block's outputs: txids (n x 32), counts (n x u32 LE), vouts (k x u32 LE), checked against each other. */
+typedef struct {
+    Py_buffer txids, counts, vouts;
+    size_t n, outputs;
+} block_outputs;
+
+static void block_outputs_release(block_outputs *b) {
+    PyBuffer_Release(&b->txids);
+    PyBuffer_Release(&b->counts);
+    PyBuffer_Release(&b->vouts);
+}
+
+static int block_outputs_check(block_outputs *b, const char *fn) {
+    if (b->txids.len % 32 || b->counts.len != b->txids.len / 8 || b->vouts.len % 4) {
+        PyErr_Format(PyExc_ValueError, "%s: txids (n x 32), counts (n x 4) and vouts (k x 4) do not fit", fn);
+        return 0;
+    }
+    b->n = (size_t)b->txids.len / 32;
+    b->outputs = 0;
+    for (size_t i = 0; i < b->n; i++) b->outputs += le32((const unsigned char *)b->counts.buf + 4 * i);
+    if (b->outputs != (size_t)b->vouts.len / 4) {
+        PyErr_Format(PyExc_ValueError, "%s: the counts add up to %zu outputs, vouts holds %zd", fn, b->outputs, b->vouts.len / 4);
+        return 0;
+    }
+    if (b->outputs > (size_t)SPN_OUTMAP_MAX_ORDINAL + 1) {
+        PyErr_Format(PyExc_ValueError, "%s: a block of more than 2^24 outputs", fn);
+        return 0;
+    }
+    return 1;
+}
+
+static int height_of(unsigned long height, const char *fn) {
+    if (height > SPN_OUTMAP_MAX_HEIGHT) {
+        PyErr_Format(PyExc_ValueError, "%s: height %lu is beyond 2^24 - 1", fn, height);
+        return 0;
+    }
+    return 1;
+}
+
+/* The outpoint of output o (vout at `vouts`) of the tx whose txid is at `txid32`. */
+static void outpoint_at(unsigned char outpoint36[36], const unsigned char *txid32, const unsigned char *vout4) {
+    memcpy(outpoint36, txid32, 32);
+    memcpy(outpoint36 + 32, vout4, 4);
+}
+
+static PyObject *OutputMap_add_block(OutputMapObject *self, PyObject *args) {
+    unsigned long height;
+    block_outputs b = {0};
+    Py_buffer spent = {0};
+    Py_ssize_t added = 0;
+    PyObject *out = NULL;
+    if (!PyArg_ParseTuple(args, "ky*y*y*y*:add_block", &height, &b.txids, &b.counts, &b.vouts, &spent)) goto done;
+    if (!height_of(height, "add_block") || !block_outputs_check(&b, "add_block")) goto done;
+    if (spent.len != 0 && (size_t)spent.len != (b.outputs + 7) / 8) {
+        PyErr_Format(PyExc_ValueError, "add_block: spent holds %zd bytes for %zu outputs", spent.len, b.outputs);
+        goto done;
+    }
+    const unsigned char *txids = b.txids.buf, *counts = b.counts.buf, *vouts = b.vouts.buf, *bits = spent.buf;
+    unsigned char outpoint36[36];
+    size_t o = 0;
+    for (size_t i = 0; i < b.n; i++) {
+        for (uint32_t k = le32(counts + 4 * i); k > 0; k--, o++) {
+            if (spent.len != 0 && bits[o >> 3] >> (o & 7) & 1) continue;
+            outpoint_at(outpoint36, txids + 32 * i, vouts + 4 * o);
+            int r = spn_outmap_put(&self->map, outpoint36, (uint32_t)height, (uint32_t)o);
+            if (r < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            added += r;
+        }
+    }
+    out = PyLong_FromSsize_t(added);
+done:
+    block_outputs_release(&b);
+    PyBuffer_Release(&spent);
+    return out;
+}
+
+static PyObject *OutputMap_drop_block(OutputMapObject *self, PyObject *args) {
+    unsigned long height;
+    block_outputs b = {0};
+    Py_ssize_t dropped = 0;
+    PyObject *out = NULL;
+    if (!PyArg_ParseTuple(args, "ky*y*y*:drop_block", &height, &b.txids, &b.counts, &b.vouts)) goto done;
+    if (!height_of(height, "drop_block") || !block_outputs_check(&b, "drop_block")) goto done;
+    const unsigned char *txids = b.txids.buf, *counts = b.counts.buf, *vouts = b.vouts.buf;
+    unsigned char outpoint36[36];
+    size_t o = 0;
+    for (size_t i = 0; i < b.n; i++) {
+        for (uint32_t k = le32(counts + 4 * i); k > 0; k--, o++) {
+            outpoint_at(outpoint36, txids + 32 * i, vouts + 4 * o);
+            dropped += spn_outmap_drop(&self->map, outpoint36, (uint32_t)height);
+        }
+    }
+    out = PyLong_FromSsize_t(dropped);
+done:
+    block_outputs_release(&b);
+    return out;
+}
+
+static PyObject *OutputMap_take(OutputMapObject *self, PyObject *arg) {
+    Py_buffer in;
+    if (PyObject_GetBuffer(arg, &in, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *out = NULL;
+    if (in.len % 36) {
+        PyErr_SetString(PyExc_ValueError, "take: outpoints36 must be k x 36 bytes");
+        goto done;
+    }
+    size_t k = (size_t)in.len / 36;
+    if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * k)))) goto done;
+    unsigned char *places = (unsigned char *)PyBytes_AS_STRING(out);
+    for (size_t i = 0; i < k; i++) {
+        uint32_t height, ordinal;
+        int found = spn_outmap_take(&self->map, (const unsigned char *)in.buf + 36 * i, &height, &ordinal);
+        put_le64(places + 8 * i, found ? (uint64_t)height << 32 | ordinal : ABSENT);
+    }
+done:
+    PyBuffer_Release(&in);
+    return out;
+}
+
+static PyObject *OutputMap_put(OutputMapObject *self, PyObject *args) {
+    Py_buffer in = {0}, at = {0};
+    PyObject *out = NULL;
+    Py_ssize_t added = 0;
+    if (!PyArg_ParseTuple(args, "y*y*:put", &in, &at)) goto done;
+    if (in.len % 36 || at.len != in.len / 36 * 8) {
+        PyErr_SetString(PyExc_ValueError, "put: outpoints36 (k x 36) and places (k x u64) do not fit");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < in.len / 36; i++) {
+        const unsigned char *p = (const unsigned char *)at.buf + 8 * i;
+        uint32_t ordinal = le32(p), height = le32(p + 4);
+        if (height > SPN_OUTMAP_MAX_HEIGHT || ordinal > SPN_OUTMAP_MAX_ORDINAL) {
+            PyErr_Format(PyExc_ValueError, "put: place (%lu, %lu) is beyond 2^24 - 1", (unsigned long)height, (unsigned long)ordinal);
+            goto done;
+        }
+        int r = spn_outmap_put(&self->map, (const unsigned char *)in.buf + 36 * i, height, ordinal);
+        if (r < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        added += r;
+    }
+    out = PyLong_FromSsize_t(added);
+done:
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&at);
+    return out;
+}
+
+static Py_ssize_t OutputMap_len(OutputMapObject *self) {
+    return (Py_ssize_t)self->map.count;
+}
+
+static PyObject *OutputMap_nbytes(OutputMapObject *self, void *closure) {
+    (void)closure;
+    return PyLong_FromSize_t(sizeof(spn_outmap_slot) * (self->map.mask + 1));
+}
+
+static PyMethodDef OutputMap_methods[] = {
+    {"add_block", (PyCFunction)OutputMap_add_block, METH_VARARGS,
+     "add_block(height, txids, counts, vouts, spent) -> outputs added (those not spent, not held before)"},
+    {"drop_block", (PyCFunction)OutputMap_drop_block, METH_VARARGS, "drop_block(height, txids, counts, vouts) -> outputs removed"},
+    {"take", (PyCFunction)OutputMap_take, METH_O, "take(outpoints36) -> per outpoint its place (u64 LE), removed; all ones when absent"},
+    {"put", (PyCFunction)OutputMap_put, METH_VARARGS, "put(outpoints36, places) -> outpoints added"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef OutputMap_getset[] = {
+    {"nbytes", (getter)OutputMap_nbytes, NULL, "bytes of memory the map's slots take", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot outputmap_slots[] = {
+    {Py_tp_dealloc, OutputMap_dealloc},
+    {Py_tp_new, OutputMap_new},
+    {Py_tp_methods, OutputMap_methods},
+    {Py_tp_getset, OutputMap_getset},
+    {Py_sq_length, OutputMap_len},
+    {Py_tp_doc, "OutputMap(key16): outpoint -> (height, ordinal) of the unspent taproot outputs an index writer tracks."},
+    {0, NULL},
+};
+
+static PyType_Spec outputmap_spec = {"_core.OutputMap", sizeof(OutputMapObject), 0, Py_TPFLAGS_DEFAULT, outputmap_slots};
+
+int spn_py_outputmap_add(PyObject *module) {
+    if (!(OutputMapType = (PyTypeObject *)PyType_FromSpec(&outputmap_spec))) return 0;
+    return PyModule_AddObjectRef(module, "OutputMap", (PyObject *)OutputMapType) == 0;
+}
