@@ -297,8 +297,7 @@ def scan_rows(path: Path, threads_list: list[int]) -> list[str]:
         p = idx.partition(0, idx.tip()[0])
         txs, first = [], 0
         for i, count in enumerate(memoryview(p.counts).cast("I")):
-            tweak64 = p.tweaks64[64 * i : 64 * i + 64]
-            txs.append((bytes([2 | tweak64[63] & 1]) + tweak64[:32], _split(p.outputs32[32 * first : 32 * (first + count)], 32)))
+            txs.append((p.tweaks33[33 * i : 33 * i + 33], _split(p.outputs32[32 * first : 32 * (first + count)], 32)))
             first += count
         began = time.perf_counter()
         loop_found = sum(len(native.scan_tweak(tweak33, outputs, receiver)) for tweak33, outputs in txs)
@@ -306,7 +305,7 @@ def scan_rows(path: Path, threads_list: list[int]) -> list[str]:
         rows = [f"| `native.scan_tweak` called per tx ({loop_found} found) | {loop_rate:,.0f} | |"]
         for threads in threads_list:
             began = time.perf_counter()
-            raw_found = native.scan_tweaks_packed(p.tweaks64, 64, p.outputs32, p.counts, receiver, threads)
+            raw_found = native.scan_tweaks_packed(p.tweaks33, 33, p.outputs32, p.counts, receiver, threads)
             raw_rate = len(txs) / (time.perf_counter() - began)
             began = time.perf_counter()
             found = list(idx.scan(receiver, threads=threads, partition_blocks=PARTITION_BLOCKS))

@@ -5,18 +5,22 @@ from __future__ import annotations
 import os
 import random
 import signal
+import itertools
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from coincurve import PrivateKey
+from coincurve import PrivateKey, PublicKey
 
 import blockfactory as bf
 from cli_support import Chain, NodeServer
-from sp_scan.index import BlockFiles, Index, store
+from sp_scan.index import BlockFiles, Index, filters
+from sp_scan.index.store import rows
 from sp_scan.scan import Receiver
 
 _KEYS = bf.wallet_cases()[0]["given"]["key_material"]
@@ -69,7 +73,7 @@ def content(path: Path) -> dict[str, list]:
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         return {
             table: conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
-            for table, order in (("meta", "1"), ("blocks", "1"), ("sums", "1"), ("spends", "1, 2"), ("txloc", "1, 2, 3"), ("spent_keys", "1"))
+            for table, order in (("meta", "1"), ("blocks", "1"), ("spent", "1"), ("sums", "1"), ("spends", "1, 2"), ("txloc", "1, 2, 3"), ("spent_keys", "1"))
             if table in tables
         }
     finally:
@@ -83,14 +87,90 @@ def flip(blob: bytes, bit: int) -> bytes:
     return bytes(out)
 
 
+def resum(height: int, table: str, sums: bytes, field: str, value) -> bytes:
+    """A `blocks` or `spent` row's sums with `field`'s CRC made for `value` (a change the sums do not show)."""
+    fields = rows.BLOCK_FIELDS if table == "blocks" else rows.SPENT_FIELDS
+    i = fields.index(field)
+    values = list(struct.unpack(f"<{len(fields)}I", sums))
+    values[i] = rows.crc(value, rows.seed(height, table, i))
+    return struct.pack(f"<{len(fields)}I", *values)
+
+
 def damage(path: Path, sql: str) -> None:
-    """Change an index file's rows by the statements `sql`, as a bad disk or a careless hand would; `flip(blob, bit)`
-    and the store's checksums `field_sum(height, field, value)` and `spends_sum(height, bits)` are there."""
+    """Change an index file's rows by the statements `sql`, as a bad disk or a careless hand would; `flip(blob, bit)`,
+    `resum(height, table, sums, field, value)` and the spends bitmaps' checksum `spends_sum(height, bits)` are there."""
     conn = sqlite3.connect(path)
     conn.create_function("flip", 2, flip)
-    conn.create_function("field_sum", 3, lambda h, field, value: store._crc(value, store._seed(h, store.FIELDS.index(field))))
-    conn.create_function("spends_sum", 2, store._spends_sum)
+    conn.create_function("resum", 5, resum)
+    conn.create_function("spends_sum", 2, rows.bits_sum)
     conn.executescript(sql)
+    conn.close()
+
+
+_V3_COLUMNS = (
+    "hash", "prev", "time", "block_txs", "n_tx", "max_values", "out_counts", "out_vouts", "txids",
+    "tweaks33", "spent_hashes", "filter_new", "filter_spent", "marks", "out_values", "out_keys", "tweaks64",
+)  # fmt: skip
+_V3_SCHEMA = (
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value NOT NULL, sum INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE blocks(height INTEGER PRIMARY KEY, "
+    + ", ".join(f"{c} {'BLOB' if c in ('filter_new', 'filter_spent', 'spent_hashes') else 'NOT NULL'}" for c in _V3_COLUMNS)
+    + ")",
+    "CREATE TABLE sums(height INTEGER PRIMARY KEY, columns BLOB NOT NULL)",
+    "CREATE TABLE spends(height INTEGER PRIMARY KEY, bits BLOB NOT NULL, sum INTEGER NOT NULL)",
+    "CREATE TABLE txloc(prefix INTEGER NOT NULL, height INTEGER NOT NULL, tx INTEGER NOT NULL, PRIMARY KEY(prefix, height, tx)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS spent_keys(hash BLOB PRIMARY KEY, keys8 BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE mempool(seq INTEGER PRIMARY KEY, txid BLOB NOT NULL UNIQUE, tweak33 BLOB NOT NULL, tweak64 BLOB NOT NULL,"
+    " out_vouts BLOB NOT NULL, out_keys BLOB NOT NULL, out_values BLOB NOT NULL, sum INTEGER NOT NULL)",
+)
+
+
+def _v3_seed(height: int, position: int) -> int:
+    return zlib.crc32(struct.pack("<qB", height, position))
+
+
+def as_format3(path: Path) -> None:
+    """Rewrite an index file in the layout sp-scan wrote as format 3 (sp-scan 0.1.0 at 74bf740): one blocks row
+    of 17 columns per block (its max values, spent filter and 64-byte tweaks kept beside what they derive
+    from, its marks as (height, ordinal) u32 pairs), a sums row of per-column CRCs, spends bitmaps holding
+    every mark, a txloc row per eligible tx, spent keys by block hash."""
+    rows_v3, bits_v3, keys_v3, txloc = [], [], [], []
+    with Index.open(path, readonly=True) as idx:
+        meta = {k: idx._store._meta(k) for k in ("network", "first_height", "tip")}
+        tip = idx.tip()
+        for height in range(idx.first_height, tip[0] + 1) if tip else ():
+            ((_, values, _, bits),) = idx._store._rows(rows.FIELDS, height, height, spent=True)
+            row = dict(zip(rows.FIELDS, values))
+            counts, vals = memoryview(row["out_counts"]).cast("I"), memoryview(row["out_values"]).cast("Q")
+            firsts = [0, *itertools.accumulate(counts)]
+            row["max_values"] = struct.pack(f"<{len(counts)}Q", *(max(vals[a:b]) for a, b in zip(firsts, firsts[1:])))
+            row["tweaks64"] = b"".join(PublicKey(row["tweaks33"][i : i + 33]).format(compressed=False)[1:] for i in range(0, len(row["tweaks33"]), 33))
+            row["filter_spent"] = None if row["spent_hashes"] is None else filters.spent_filter(row["hash"], row["spent_hashes"])
+            row["marks"] = b"".join(struct.pack("<II", p >> 32, p & 0xFFFFFFFF) for p in rows.unpack_marks(row["marks"]))
+            fields = [row[c] for c in _V3_COLUMNS] + [row["spent_keys"]]
+            rows_v3.append((height, *fields[:-1], struct.pack(f"<{len(fields)}I", *(rows.crc(v, _v3_seed(height, i)) for i, v in enumerate(fields)))))
+            bits_v3.append((height, bits, rows.crc(bits, _v3_seed(height, len(fields)))))
+            if row["spent_keys"] is not None:
+                keys_v3.append((row["hash"], row["spent_keys"]))
+            txloc += [(int.from_bytes(row["txids"][i : i + 8], "little") >> 17, height, i // 32) for i in range(0, len(row["txids"]), 32)]
+    meta["format"] = 3
+    path.unlink()
+    for stale in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+        stale.unlink(missing_ok=True)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA page_size = 16384")
+    with conn:
+        for statement in _V3_SCHEMA:
+            conn.execute(statement)
+        conn.executemany("INSERT INTO meta VALUES (?, ?, ?)", [(k, v, rows.meta_sum(k, v)) for k, v in meta.items() if v is not None])
+        conn.executemany(f"INSERT INTO blocks VALUES ({', '.join('?' * (len(_V3_COLUMNS) + 1))})", [r[:-1] for r in rows_v3])
+        conn.executemany("INSERT INTO sums VALUES (?, ?)", [(r[0], r[-1]) for r in rows_v3])
+        conn.executemany("INSERT INTO spends VALUES (?, ?, ?)", bits_v3)
+        conn.executemany("INSERT INTO spent_keys VALUES (?, ?)", keys_v3)
+        conn.executemany("INSERT INTO txloc VALUES (?, ?, ?)", txloc)
+    conn.execute(f"PRAGMA application_id = {rows.APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 3")
+    conn.execute("PRAGMA journal_mode = WAL")
     conn.close()
 
 
@@ -101,7 +181,7 @@ _V2_MEMPOOL = (
 
 
 def as_old_version(path: Path, version: int = 2) -> None:
-    """Rewrite an index file in the layout sp-scan wrote as format `version` (1 or 2), before the checksums:
+    """Rewrite a format-3 index file (`as_format3`) in the layout sp-scan wrote as format `version` (1 or 2), before the checksums:
     meta without sums or tip, one spends row (height, ordinal) per spent output, no sums table, and (version 1)
     no mempool table. The blocks, txloc and spent_keys rows stay as they are: those formats shared them."""
     conn = sqlite3.connect(path)

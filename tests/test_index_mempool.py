@@ -17,7 +17,7 @@ import threading
 import pytest
 
 import kernelchain as kc
-from index_support import as_old_version
+from index_support import as_format3, as_old_version
 from node_mempool import MEMPOOL_HEIGHT, PATIENCE, NodeMempool, wait_for
 from sp_scan.errors import IndexStoreError
 from sp_scan.index import Index, mempool, store
@@ -234,7 +234,7 @@ def test_the_table_is_rebuilt_after_a_restart_and_a_killed_syncs_rows_are_not_tr
         wait_for("the tx listed", lambda: f.listed() == {tx.txid32})
     with Index.open(path, readonly=True) as idx:
         assert idx.mempool_tweaks().txs == () and idx.mempool_version() == 0  # a clean stop empties it
-    stale = (b"\x01" * 32, kc.TEST_WALLET.spend_pubkey33, b"\x02" * 64, b"\x00" * 4, b"\x03" * 32, b"\x00" * 8)
+    stale = (b"\x01" * 32, kc.TEST_WALLET.spend_pubkey33, b"\x00" * 4, b"\x03" * 32, b"\x00" * 8)
     with Index.open(path) as idx:  # rows a killed sync left behind (it held the file; now nobody does)
         idx._store.lock_writer()
         idx._store.mempool_update([stale], [])
@@ -244,7 +244,7 @@ def test_the_table_is_rebuilt_after_a_restart_and_a_killed_syncs_rows_are_not_tr
         assert len(sqlite3.connect(path).execute("SELECT * FROM mempool").fetchall()) == 1
     with Index.open(path) as idx:  # a damaged row is an IndexStoreError, never a wrong answer
         idx._store.lock_writer()
-        idx._store.mempool_update([(b"\x02" * 32, *stale[1:3], b"\x00" * 4, b"\x03" * 31, b"\x00" * 8)], [])
+        idx._store.mempool_update([(b"\x02" * 32, stale[1], b"\x00" * 4, b"\x03" * 31, b"\x00" * 8)], [])
         with pytest.raises(IndexStoreError, match="a malformed mempool row"):
             idx.mempool_tweaks()
         idx._store.mempool_clear()
@@ -257,8 +257,9 @@ def test_a_version_1_index_is_upgraded_by_a_writer_and_refused_by_a_reader_until
     path.write_bytes(kernel_index.read_bytes())
     with Index.open(path, readonly=True) as idx:
         before = [(m.height, m.txid32, m.vout) for m in idx.scan(kc.TEST_WALLET.receiver(), mempool=True)]
+    as_format3(path)
     as_old_version(path, 1)
-    with pytest.raises(IndexStoreError, match="v1.db is an index of format version 1: `sp-scan index sync` upgrades it in place"):
+    with pytest.raises(IndexStoreError, match="v1.db is an index of format version 1: `sp-scan index sync` upgrades it to version 4"):
         Index.open(path, readonly=True)
     with Index.open(path):
         pass
@@ -282,7 +283,7 @@ def test_the_pseudo_block_gives_the_blocks_own_rows(kernel_chain):
         txs = [t.serialize() for t in CBlock.deserialize(raw).vtx[1:]]
         got = mempool.eligible_rows(txs, wire.parse_spent(spent)[1:])
         data = block.block_index(raw, spent)
-        assert [b"".join(r[i] for r in got) for i in range(6)] == [data.txids, data.tweaks33, data.tweaks64, data.out_vouts, data.out_keys, data.out_values]
+        assert [b"".join(r[i] for r in got) for i in range(5)] == [data.txids, data.tweaks33, data.out_vouts, data.out_keys, data.out_values]
 
 
 def _record(tx: kc.TxRecord, p: kc.Payment) -> dict:

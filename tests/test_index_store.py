@@ -5,7 +5,6 @@ from __future__ import annotations
 import pickle
 import re
 import sqlite3
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -14,20 +13,36 @@ import pytest
 
 import blockfactory as bf
 from cli_support import Chain, spending_chain
-from index_support import WALLET, as_old_version, content, damage, files_of, synced
+from index_support import WALLET, as_format3, as_old_version, content, damage, files_of, flip, resum, synced
 from sp_scan import block
 from sp_scan.errors import HeightError, IndexStoreError, NodeError
 from sp_scan.index import Index, scan_partition, store
+from sp_scan.index.store import reader, rows, spends
 from sp_scan.types import IndexMatch, Utxo
 
 CHAIN = spending_chain(9)
 SPEND_HEIGHTS = [h for h in range(len(CHAIN.blocks)) if h % 3 == 2]
+FOLD = 4
+"""The writers here fold every FOLD blocks: the 9-block chain's marks are folded up to block 7, block 8's pending."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def folding():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(spends, "FOLD_BLOCKS", FOLD)
+        patch.setattr(store, "FOLD_BLOCKS", FOLD)
+        yield
 
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     with synced(tmp_path_factory.mktemp("index") / "chain.db", CHAIN) as idx:
         yield idx
+
+
+def test_the_index_holds_folded_and_pending_marks(index):
+    assert index._store._meta_checked("folded") == 7
+    assert any(u.spent for u in index.utxos(8 - 2)) or SPEND_HEIGHTS[-1] == 8
 
 
 def spent_outpoints() -> set[tuple[bytes, int]]:
@@ -104,55 +119,45 @@ def test_with_cut_through_the_dust_limit_looks_at_the_largest_unspent_taproot_ou
     assert differs >= 1  # a partly spent tx whose largest taproot output is among the spent ones
 
 
-def test_colliding_txid_prefixes_are_told_apart_by_the_full_txid(index, tmp_path, monkeypatch):
-    monkeypatch.setattr(store, "_PREFIX_SHIFT", 63)  # one bit of prefix: nearly every txid collides
-    with synced(tmp_path / "collide.db", CHAIN) as collided:
-        for h in range(len(CHAIN.blocks)):
-            assert collided.utxos(h) == index.utxos(h)
-            assert collided.tweaks(h, cut_through=True) == index.tweaks(h, cut_through=True)
+def unspent_tracked(idx: Index) -> int:
+    return sum(not u.spent for h in range(idx.tip()[0] + 1) for u in idx.utxos(h))
 
 
-def test_colliding_txid_prefixes_are_told_apart_when_spends_are_looked_up_in_sqlite(index, tmp_path, monkeypatch):
-    """One run per block: no outputs kept in memory, every spend goes through txloc's colliding prefixes."""
-    monkeypatch.setattr(store, "_PREFIX_SHIFT", 63)
-    with Index.create(tmp_path / "collide-sqlite.db", "regtest") as idx:
-        for h in range(len(CHAIN.blocks)):
-            with Index.open(idx.path) as run:
-                run.sync(files_of(CHAIN, stop=h))
-        for h in range(len(CHAIN.blocks)):
-            assert idx.utxos(h) == index.utxos(h)
-            assert idx.tweaks(h, cut_through=True) == index.tweaks(h, cut_through=True)
-    assert any(u.spent for h in range(len(CHAIN.blocks)) for u in index.utxos(h))
-
-
-def test_the_spend_lookup_caches_keep_their_bounds_while_blocks_are_appended(index, tmp_path, monkeypatch):
-    monkeypatch.setattr(store, "_LOCATOR_CACHE", 2)
-    monkeypatch.setattr(store, "_RECENT_BLOCKS", 1)
-    with synced(tmp_path / "small-cache.db", CHAIN) as small:
-        assert len(small._store._locators) <= 2
-        assert 0 < sum(map(len, small._store._recent)) <= 2 * max(len(index.utxos(h)) for h in range(len(CHAIN.blocks)))
-    assert content(tmp_path / "small-cache.db") == content(index.path)
-
-
-def test_spends_are_marked_alike_from_the_rows_the_writer_keeps_and_from_sqlite(index, tmp_path):
-    """One run keeps every recent block's taproot outputs in memory; one run per block starts without them."""
+def test_spends_are_resolved_alike_by_a_writer_that_kept_its_output_map_and_by_one_that_built_it_from_the_file(index, tmp_path):
+    """One run per block builds its map of unspent outputs from the file each time; it holds just those outputs."""
     with Index.create(tmp_path / "one-by-one.db", "regtest") as idx:
         for h in range(len(CHAIN.blocks)):
             with Index.open(idx.path) as run:
                 run.sync(files_of(CHAIN, stop=h))
-                assert sum(map(len, run._store._recent)) == len(run.utxos(h))
+                assert len(run._store._resolver.outputs) == unspent_tracked(run)
     assert content(tmp_path / "one-by-one.db") == content(index.path)
 
 
-def test_a_rollback_removes_blocks_their_txloc_entries_and_their_marks(tmp_path):
-    with synced(tmp_path / "a.db", CHAIN, stop=4) as short:
-        expected = content(short.path)
+def test_a_fold_changes_no_answer(index, tmp_path, monkeypatch):
+    """The same chain with every mark pending, and with them folded after each block."""
+    monkeypatch.setattr(store, "FOLD_BLOCKS", 1 << 30)
+    with synced(tmp_path / "pending.db", CHAIN) as pending:
+        assert pending._store._meta_checked("folded") is None
+        assert every_read(pending) == every_read(index)
+    monkeypatch.setattr(store, "FOLD_BLOCKS", 1)
+    with synced(tmp_path / "folded.db", CHAIN) as folded:
+        assert folded._store._meta_checked("folded") == CHAIN.tip and folded.check() == len(CHAIN.blocks)
+        assert every_read(folded) == every_read(index)
+
+
+@pytest.mark.parametrize("to", [4, 7, 2])
+def test_a_rollback_removes_blocks_and_the_marks_they_made_folded_or_pending(index, tmp_path, to):
+    with synced(tmp_path / "a.db", CHAIN, stop=to) as short:
+        expected = every_read(short, to)
     with synced(tmp_path / "b.db", CHAIN) as idx:
-        idx._store.rollback(4)
-        assert idx.tip()[0] == 4
-        with pytest.raises(HeightError, match="height 5 is not in the index"):
-            idx.tweaks(5)
-    assert content(tmp_path / "b.db") == expected
+        idx._store.rollback(to)
+        assert idx.tip()[0] == to and idx.check() == to + 1
+        with pytest.raises(HeightError, match=f"height {to + 1} is not in the index"):
+            idx.tweaks(to + 1)
+        assert every_read(idx, to) == expected
+        assert len(idx._store._resolver.outputs) == unspent_tracked(idx)  # what the rolled blocks spent is back, what they made is gone
+        idx.sync(files_of(CHAIN))
+        assert every_read(idx) == every_read(index) and idx.check() == len(CHAIN.blocks)
 
 
 def test_block_files_of_a_longer_competing_branch_are_refused_never_rolled_back(tmp_path):
@@ -172,7 +177,7 @@ def test_an_output_spent_twice_keeps_its_first_mark_through_a_rollback(index, tm
     tx, prevouts = bf.spend_tx(99, [(*again, outputs[again]), (*fresh, outputs[fresh])])
     extra = bf.assemble([tx], [prevouts], len(CHAIN.blocks), CHAIN.blocks[-1].header.GetHash())
     with synced(tmp_path / "twice.db", Chain(blocks=[*CHAIN.blocks, extra])) as idx:
-        assert len(idx._store.row(len(CHAIN.blocks), ("marks",))[0]) == 8  # one mark: the fresh output
+        assert len(rows.unpack_marks(idx._store.row(len(CHAIN.blocks), ("marks",))[0])) == 1  # one mark: the fresh output
         assert _is_spent(idx, *again) and _is_spent(idx, *fresh)
         idx._store.rollback(CHAIN.tip)
         assert _is_spent(idx, *again) and not _is_spent(idx, *fresh)
@@ -277,10 +282,10 @@ def test_a_damaged_index_raises_index_store_error_not_sqlite_errors(tmp_path):
 
 
 def test_another_format_version_is_refused(tmp_path):
-    path = tmp_path / "v4.db"
+    path = tmp_path / "v5.db"
     Index.create(path, "regtest").close()
-    sqlite3.connect(path).execute("PRAGMA user_version = 4").connection.close()
-    with pytest.raises(IndexStoreError, match="format version 4; this sp-scan reads version 3"):
+    sqlite3.connect(path).execute("PRAGMA user_version = 5").connection.close()
+    with pytest.raises(IndexStoreError, match="format version 5; this sp-scan reads version 4"):
         Index.open(path)
 
 
@@ -336,13 +341,10 @@ def test_the_first_height_is_kept_and_a_different_start_is_refused(tmp_path):
         assert [m.height for m in idx.scan(WALLET)] == [m.height for m in idx.scan(WALLET) if m.height >= 2]
 
 
-def test_marks_are_packed_height_and_ordinal_pairs(index):
-    marks = [struct.unpack("<II", m) for h in SPEND_HEIGHTS for m in _split(index._store.row(h, ("marks",))[0], 8)]
-    assert {(h, o) for h, o in marks} == {(h, o) for h in range(len(CHAIN.blocks)) for o in index._store.row_with_spends(h, ("height",))[1]}
-
-
-def _split(data: bytes, width: int) -> list[bytes]:
-    return [data[i : i + width] for i in range(0, len(data), width)]
+def test_the_marks_are_the_places_of_every_spent_output(index):
+    marks = [p for h in range(len(CHAIN.blocks)) for p in rows.unpack_marks(index._store.row(h, ("marks",))[0])]
+    assert len(marks) == len(set(marks))
+    assert {(p >> 32, p & 0xFFFFFFFF) for p in marks} == {(h, o) for h in range(len(CHAIN.blocks)) for o in index._store.row_with_spends(h, ("hash",))[1]}
 
 
 # ---- a truncated or damaged file: detected, never a wrong answer ----
@@ -360,23 +362,22 @@ def damaged_copy(tmp_path: Path, index: Index, sql: str) -> Path:
     return path
 
 
-def every_read(idx: Index) -> list:
-    """What each read API answers over every height, and a scan."""
-    tip = idx.tip()
-    answers = [idx.first_height, tip, list(idx.scan(WALLET)), idx.info(), idx.block_hashes(0, tip[0])]
-    for h in range(len(CHAIN.blocks)):
+def every_read(idx: Index, tip: int = CHAIN.tip) -> list:
+    """What each read API answers over every height up to `tip`, and a scan (not info: a file's size differs)."""
+    answers = [idx.first_height, idx.tip(), list(idx.scan(WALLET)), idx.block_hashes(0, tip)]
+    for h in range(tip + 1):
         answers += [idx.block_hash(h), idx.block_time(h), idx.tweaks(h), idx.tweaks(h, cut_through=True), idx.utxos(h)]
         answers += [idx.eligible_txs(h, cut_through=True), idx.filter(h, "new-utxos"), idx.filter(h, "spent"), idx.spent_index(h), idx.spent_keys(h)]
     return answers
 
 
 def test_a_truncated_copy_is_refused_on_open_by_every_reader_and_writer(tmp_path, index):
-    data = index.path.read_bytes()
+    data = damaged_copy(tmp_path, index, "SELECT 1").read_bytes()
     assert len(data) > 3 * store.PAGE_SIZE
     path = tmp_path / "cut.db"
     path.write_bytes(data[: len(data) - store.PAGE_SIZE // 2])
     for readonly in (True, False):
-        with pytest.raises(IndexStoreError, match=r"cut.db is truncated: its \d+ pages of 16,384 bytes need [\d,]+, the file has"):
+        with pytest.raises(IndexStoreError, match=r"cut.db is truncated: its \d+ pages of 4,096 bytes need [\d,]+, the file has"):
             Index.open(path, readonly=readonly)
 
 
@@ -384,7 +385,8 @@ SPENT_AT = min(h for h, tb in enumerate(CHAIN.blocks) if any((t, v) in spent_out
 """A block some of whose taproot outputs later blocks spent."""
 SPENDER = SPEND_HEIGHTS[0]
 """A block that spends taproot outputs (it has marks and spent keys)."""
-FLIPS = ("hash", "prev", "max_values", "out_counts", "out_vouts", "txids", "tweaks33", "spent_hashes", "filter_new", "filter_spent", "out_values", "out_keys", "tweaks64")
+BLOCK_FLIPS = ("hash", "prev", "tweaks33", "outs", "txids", "out_keys")
+SPENT_FLIPS = ("spent_hashes", "filter_new", "spent_keys", "marks")
 DAMAGE = {
     "a changed first height": ("UPDATE meta SET value = 1 WHERE key = 'first_height'", "its meta row first_height does not match its checksum"),
     "a text first height": ("UPDATE meta SET value = '0' WHERE key = 'first_height'", "its meta row first_height does not match its checksum"),
@@ -393,29 +395,27 @@ DAMAGE = {
     "a missing first height": ("DELETE FROM meta WHERE key = 'first_height'", "its meta row first_height is missing"),
     "a missing tip": ("DELETE FROM meta WHERE key = 'tip'", "its meta row tip is missing"),
     "a changed tip": ("UPDATE meta SET value = 7, sum = 0 WHERE key = 'tip'", "its meta row tip does not match its checksum"),
+    "a changed fold height": ("UPDATE meta SET value = 3 WHERE key = 'folded'", "its meta row folded does not match its checksum"),
     "a deleted block between": ("DELETE FROM blocks WHERE height = 4", "block 4 is missing"),
     "a deleted first block": ("DELETE FROM blocks WHERE height = 0", "block 0 is missing"),
     "a deleted tip block": (f"DELETE FROM blocks WHERE height = {CHAIN.tip}", f"block {CHAIN.tip} is missing"),
     "a block moved up": ("UPDATE blocks SET height = 99 WHERE height = 4", f"holds blocks 0..99, not its heights 0..{CHAIN.tip}"),
     "two blocks swapped": ("UPDATE blocks SET height = 99 WHERE height = 5; UPDATE blocks SET height = 5 WHERE height = 7; UPDATE blocks SET height = 7 WHERE height = 99", "block 5's"),
-    **{f"a flipped bit in {c}": (f"UPDATE blocks SET {c} = flip({c}, 13) WHERE height = {SPENDER}", f"block {SPENDER}'s {c} does not match its checksum") for c in FLIPS},
+    **{f"a flipped bit in {c}": (f"UPDATE blocks SET {c} = flip({c}, 13) WHERE height = {SPENDER}", f"block {SPENDER}'s {c} does not match its checksum") for c in BLOCK_FLIPS},
+    **{f"a flipped bit in {c}": (f"UPDATE spent SET {c} = flip({c}, 13) WHERE height = {SPENDER}", f"block {SPENDER}'s {c} does not match its checksum") for c in SPENT_FLIPS},
     "a changed time": ("UPDATE blocks SET time = time + 1 WHERE height = 3", "block 3's time does not match its checksum"),
     "a changed transaction count": ("UPDATE blocks SET block_txs = block_txs + 1 WHERE height = 3", "block 3's block_txs does not match its checksum"),
+    "a changed output count": ("UPDATE blocks SET n_out = n_out + 1 WHERE height = 3", "block 3's n_out does not match its checksum"),
     "a negative eligible count": ("UPDATE blocks SET n_tx = -1 WHERE height = 4", "block 4's n_tx does not match its checksum"),
     "a text hash": ("UPDATE blocks SET hash = 'abc' WHERE height = 4", "block 4's hash does not match its checksum"),
     "a short tweak column": ("UPDATE blocks SET tweaks33 = substr(tweaks33, 2) WHERE height = 3", "block 3's tweaks33 does not match its checksum"),
-    "a flipped bit in marks": (f"UPDATE blocks SET marks = flip(marks, 3) WHERE height = {SPENDER}", f"block {SPENDER}'s marks does not match its checksum"),
-    "a deleted sums row": ("DELETE FROM sums WHERE height = 3", "block 3's sums row is missing"),
-    "a flipped bit in a sums row": ("UPDATE sums SET columns = flip(columns, 9) WHERE height = 3", "block 3's hash does not match its checksum"),
-    "a stray sums row": ("INSERT INTO sums VALUES (99, x'00')", "sums has 10 rows for 9 blocks"),
+    "a deleted spent row": (f"DELETE FROM spent WHERE height = {SPENDER}", f"block {SPENDER}'s spent row is missing"),
+    "cut sums": ("UPDATE blocks SET sums = substr(sums, 2) WHERE height = 3", "block 3's blocks row's sums are malformed"),
+    "a flipped bit in sums": ("UPDATE blocks SET sums = flip(sums, 9) WHERE height = 3", "block 3's hash does not match its checksum"),
+    "a stray spent row": ("INSERT INTO spent SELECT 99, sums, filter_new, spent_hashes, spent_keys, marks FROM spent WHERE height = 3", "spent has 10 rows for 9 blocks"),
     "a deleted spends row": (f"DELETE FROM spends WHERE height = {SPENT_AT}", f"block {SPENT_AT}'s spends row is missing"),
     "a cleared spent bit": (f"UPDATE spends SET bits = zeroblob(length(bits)) WHERE height = {SPENT_AT}", f"block {SPENT_AT}'s spent outputs do not match their checksum"),
     "a stray spends row": ("INSERT INTO spends VALUES (99, x'', 0)", "spends has 10 rows for 9 blocks"),
-    "a flipped bit in a spent key": (
-        f"UPDATE spent_keys SET keys8 = flip(keys8, 5) WHERE hash = (SELECT hash FROM blocks WHERE height = {SPENDER})",
-        f"block {SPENDER}'s spent_keys does not match its checksum",
-    ),
-    "a deleted spent keys row": (f"DELETE FROM spent_keys WHERE hash = (SELECT hash FROM blocks WHERE height = {SPENDER})", f"block {SPENDER}'s spent_keys does not match its checksum"),
 }
 
 
@@ -424,30 +424,30 @@ def test_every_read_path_turns_damage_into_index_store_error_and_check_names_it(
     path = damaged_copy(tmp_path, index, sql)
     try:
         with Index.open(path, readonly=True) as idx:
+            idx.info()
             answers = every_read(idx)
     except IndexStoreError as exc:
         assert re.search("damaged.db is damaged: .*" + re.escape(needle), str(exc)), exc
-    else:  # rows no read answer depends on (marks, a stray row): the answers stay right
-        intact = every_read(index)
-        assert answers[:3] + answers[4:] == intact[:3] + intact[4:]  # (info's size on disk differs: no WAL in the copy)
+    else:  # rows no read answer depends on (a stray row): the answers stay right
+        assert answers == every_read(index)
     with pytest.raises(IndexStoreError, match=re.escape(needle)):
         with Index.open(path, readonly=True) as idx:
             idx.check()
 
 
 def test_a_damaged_row_is_refused_by_a_sync_and_a_rollback_too(tmp_path, index):
-    path = damaged_copy(tmp_path, index, f"UPDATE blocks SET marks = x'010203' WHERE height = {CHAIN.tip}")
+    path = damaged_copy(tmp_path, index, f"UPDATE spent SET marks = x'010203' WHERE height = {CHAIN.tip}")
     with Index.open(path) as idx:
         with pytest.raises(IndexStoreError, match=f"block {CHAIN.tip}'s marks does not match its checksum"):
             idx._store.rollback(CHAIN.tip - 1)
         assert idx.tip()[0] == CHAIN.tip
     path.unlink()
-    path = damaged_copy(tmp_path, index, f"UPDATE txloc SET tx = tx + 999 WHERE height = {SPENT_AT}")
+    path = damaged_copy(tmp_path, index, f"UPDATE blocks SET txids = flip(txids, 3) WHERE height = {SPENT_AT}")
     with Index.open(path) as idx:
-        idx._store.rollback(SPENT_AT)
-        with pytest.raises(IndexStoreError, match=f"a txloc row names transaction 99\\d of block {SPENT_AT}, which has"):
-            idx.sync(files_of(CHAIN))
-        assert idx.tip()[0] == SPEND_HEIGHTS[0] - 1  # the first block spending from it was not stored
+        idx._store.rollback(SPENDER - 1)
+        with pytest.raises(IndexStoreError, match=f"block {SPENT_AT}'s txids does not match its checksum"):
+            idx.sync(files_of(CHAIN))  # (the writer reads every block's outputs before its first block)
+        assert idx.tip()[0] == SPENDER - 1
     path.unlink()
     path = damaged_copy(tmp_path, index, "SELECT 1")
     with Index.open(path) as idx:
@@ -459,23 +459,32 @@ def test_a_damaged_row_is_refused_by_a_sync_and_a_rollback_too(tmp_path, index):
         assert idx.tip()[0] == SPENDER - 1
 
 
-def rewrite(path: Path, height: int, field: str, value) -> None:
-    """Change one field of a block row and its sum together, as someone who knows the format would."""
+def rewrite(path: Path, height: int, table: str, field: str, value) -> None:
+    """Change one field of a block's row and its sum together, as someone who knows the format would."""
     conn = sqlite3.connect(path)
-    sums = list(struct.unpack(f"<{len(store.FIELDS)}I", conn.execute("SELECT columns FROM sums WHERE height = ?", (height,)).fetchone()[0]))
-    i = store.FIELDS.index(field)
-    sums[i] = store._crc(value, store._seed(height, i))
+    conn.create_function("resum", 5, resum)
     with conn:
-        conn.execute(f"UPDATE blocks SET {field} = ? WHERE height = ?", (value, height))
-        conn.execute("UPDATE sums SET columns = ? WHERE height = ?", (struct.pack(f"<{len(sums)}I", *sums), height))
+        conn.execute(f"UPDATE {table} SET {field} = ?1, sums = resum(height, ?2, sums, ?3, ?1) WHERE height = ?4", (value, table, field, height))
     conn.close()
+
+
+def test_a_pending_mark_naming_an_output_its_block_lacks_is_damage(tmp_path, index):
+    path = damaged_copy(tmp_path, index, "SELECT 1")
+    places = list(rows.unpack_marks(index._store.row(CHAIN.tip, ("marks",))[0]))
+    rewrite(path, CHAIN.tip, "spent", "marks", rows.pack_marks([*places, index._store.row(0, ("n_out",))[0] + 8]))
+    with Index.open(path, readonly=True) as idx:
+        with pytest.raises(IndexStoreError, match="a block's marks name an output of block 0 beyond its"):
+            idx.utxos(0)
+        assert idx.tweaks(0) == index.tweaks(0)  # (a read without spends needs no marks)
+        with pytest.raises(IndexStoreError, match=f"block {CHAIN.tip}'s marks name output \\d+ of block 0, which is not indexed"):
+            idx.check()
 
 
 def test_check_finds_what_only_a_whole_file_read_shows(tmp_path, index):
     """Rows changed together with their sums read as they are; the whole file's check finds them."""
     assert Index.open(index.path, readonly=True).check() == len(CHAIN.blocks)
     unlinked = damaged_copy(tmp_path, index, "SELECT 1")
-    rewrite(unlinked, 5, "prev", bytes(32))
+    rewrite(unlinked, 5, "blocks", "prev", bytes(32))
     with Index.open(unlinked, readonly=True) as idx, pytest.raises(IndexStoreError, match="block 5 does not link to block 4"):
         idx.check()
     unlinked.unlink()
@@ -484,17 +493,15 @@ def test_check_finds_what_only_a_whole_file_read_shows(tmp_path, index):
         idx.check()
     unmarked.unlink()
     twice = damaged_copy(tmp_path, index, "SELECT 1")
-    marks = index._store.row(SPENDER, ("marks",))[0]
-    rewrite(twice, SPENDER, "marks", marks + marks[:8])
+    places = list(rows.unpack_marks(index._store.row(SPENDER, ("marks",))[0]))
+    rewrite(twice, SPENDER, "spent", "marks", rows.pack_marks([*places, places[0]]))
     with Index.open(twice, readonly=True) as idx, pytest.raises(IndexStoreError, match=f"is marked spent twice \\(again by block {SPENDER}\\)"):
         idx.check()
     twice.unlink()
-    lost = damaged_copy(tmp_path, index, "DELETE FROM txloc WHERE height = 3")
-    with Index.open(lost, readonly=True) as idx, pytest.raises(IndexStoreError, match="txloc has \\d+ rows for \\d+ eligible transactions"):
-        idx.check()
-    lost.unlink()
-    moved = damaged_copy(tmp_path, index, "UPDATE txloc SET prefix = prefix + 1 WHERE height = 3 AND tx = 0")
-    with Index.open(moved, readonly=True) as idx, pytest.raises(IndexStoreError, match="a txloc row does not name its transaction"):
+    folded = damaged_copy(tmp_path, index, "SELECT 1")
+    places = list(rows.unpack_marks(index._store.row(SPENDER, ("marks",))[0]))
+    rewrite(folded, SPENDER, "spent", "marks", rows.pack_marks(places[1:]))  # a folded mark lost: its bit stays set
+    with Index.open(folded, readonly=True) as idx, pytest.raises(IndexStoreError, match="spent outputs are not the marks the blocks above it made"):
         idx.check()
 
 
@@ -506,68 +513,81 @@ def test_a_damaged_page_is_found_on_open_when_small_and_by_check_at_any_size(tmp
     path.write_bytes(bytes(data))
     with pytest.raises(IndexStoreError, match="page.db is damaged: SQLite's quick_check says"):
         Index.open(path, readonly=True)
-    monkeypatch.setattr(store, "QUICK_CHECK_BYTES", 0)  # as for a file too large to check on every open
+    monkeypatch.setattr(reader, "QUICK_CHECK_BYTES", 0)  # as for a file too large to check on every open
     with Index.open(path, readonly=True) as idx, pytest.raises(IndexStoreError, match="quick_check says"):
         idx.check()
 
 
-# ---- older formats: upgraded in place by a writer, refused by a reader ----
+# ---- older formats: upgraded by a writer into a new file, refused by a reader ----
 
 
-def old_copy(tmp_path: Path, index: Index, version: int = 2, sql: str = "") -> Path:
+def old_copy(tmp_path: Path, index: Index, version: int = 3, sql: str = "") -> Path:
     """A copy of the index in the layout of format `version`, then changed by `sql`."""
     path = tmp_path / f"v{version}.db"
     with sqlite3.connect(index.path) as source, sqlite3.connect(path) as target:
         source.backup(target)
-    as_old_version(path, version)
+    as_format3(path)
+    if version < 3:
+        as_old_version(path, version)
     if sql:
         with sqlite3.connect(path) as conn:
+            conn.create_function("flip", 2, flip)
             conn.execute(sql)
     return path
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_an_older_index_is_upgraded_in_place_to_the_rows_a_sync_writes(tmp_path, index, version):
+def stored_blocks(path: Path) -> dict:
+    """The block rows of an index file: what an upgrade must write as a sync does (the fold state may differ)."""
+    found = content(path)
+    return {table: found[table] for table in ("blocks", "spent")}
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_an_older_index_is_upgraded_to_the_rows_a_sync_writes(tmp_path, index, version):
     path = old_copy(tmp_path, index, version)
-    with pytest.raises(IndexStoreError, match=f"v{version}.db is an index of format version {version}: `sp-scan index sync` upgrades it in place to version 3"):
+    with pytest.raises(IndexStoreError, match=f"v{version}.db is an index of format version {version}: `sp-scan index sync` upgrades it to version 4"):
         Index.open(path, readonly=True)
     Index.open(path).close()
-    assert content(path) == content(index.path)
+    assert stored_blocks(path) == stored_blocks(index.path)
     with Index.open(path, readonly=True) as idx:
-        assert idx.check() == len(CHAIN.blocks) and every_read(idx)[:3] == every_read(index)[:3]
+        assert idx.check() == len(CHAIN.blocks) and every_read(idx) == every_read(index)
+        assert idx._store._meta_checked("folded") == CHAIN.tip  # an old file's bitmaps hold every mark
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch file left
 
 
 OLD_DAMAGE = {
-    "a spends row deleted": (f"DELETE FROM spends WHERE height = {SPENT_AT}", f"the spends rows of block {SPENT_AT} are not the marks the blocks above it made"),
-    "a spends row added": ("INSERT INTO spends VALUES ({unspent[0]}, {unspent[1]})", "the spends rows of block {unspent[0]} are not the marks the blocks above it made"),
-    "a malformed marks blob": (f"UPDATE blocks SET marks = x'010203' WHERE height = {SPEND_HEIGHTS[0]}", f"block {SPEND_HEIGHTS[0]}'s marks is 3 bytes"),
-    "a block deleted": ("DELETE FROM blocks WHERE height = 4", f"its 8 blocks at 0..{CHAIN.tip} are not the heights from its first height 0 on"),
-    "an unlinked block": ("UPDATE blocks SET prev = zeroblob(32) WHERE height = 5", "block 5 does not link to block 4"),
-    "a txloc row moved": ("UPDATE txloc SET prefix = prefix + 1 WHERE height = 3 AND tx = 0", "a txloc row does not name its transaction"),
+    "a spends row deleted": (2, f"DELETE FROM spends WHERE height = {SPENT_AT}", f"block {SPENT_AT}'s spent outputs are not the marks the blocks above it made"),
+    "a spends row added": (2, "INSERT INTO spends VALUES ({unspent[0]}, {unspent[1]})", "block {unspent[0]}'s spent outputs are not the marks the blocks above it made"),
+    "a malformed marks blob": (2, f"UPDATE blocks SET marks = x'010203' WHERE height = {SPEND_HEIGHTS[0]}", f"block {SPEND_HEIGHTS[0]}'s marks is 3 bytes"),
+    "a block deleted": (2, "DELETE FROM blocks WHERE height = 4", f"its 8 blocks at 0..{CHAIN.tip} are not the heights from its first height 0 on"),
+    "an unlinked block": (2, "UPDATE blocks SET prev = zeroblob(32) WHERE height = 5", "block 5 does not link to block 4"),
+    "a flipped bit in a format-3 txid": (3, "UPDATE blocks SET txids = flip(txids, 5) WHERE height = 4", "block 4's txids does not match its checksum"),
+    "a changed format-3 spends bitmap": (3, f"UPDATE spends SET bits = zeroblob(length(bits)) WHERE height = {SPENT_AT}", f"block {SPENT_AT}'s spent outputs do not match their checksum"),
 }
 
 
-@pytest.mark.parametrize(("sql", "needle"), OLD_DAMAGE.values(), ids=OLD_DAMAGE.keys())
-def test_a_damaged_older_index_is_not_upgraded_and_stays_as_it_was(tmp_path, index, sql, needle):
+@pytest.mark.parametrize(("version", "sql", "needle"), OLD_DAMAGE.values(), ids=OLD_DAMAGE.keys())
+def test_a_damaged_older_index_is_not_upgraded_and_stays_as_it_was(tmp_path, index, version, sql, needle):
     unspent = next((h, o) for h in range(len(CHAIN.blocks)) for o in range(len(index.utxos(h))) if o not in index._store.row_with_spends(h, ())[1])
     sql, needle = sql.format(unspent=unspent), needle.format(unspent=unspent)
-    path = old_copy(tmp_path, index, 2, sql)
+    path = old_copy(tmp_path, index, version, sql)
     before = content(path)
-    with pytest.raises(IndexStoreError, match=re.escape(f"v2.db stays at format version 2, not upgraded to 3: {path} is damaged: {needle}")):
+    with pytest.raises(IndexStoreError, match=re.escape(f"v{version}.db stays at format version {version}, not upgraded to 4: {path} is damaged: {needle}")):
         Index.open(path)
-    assert content(path) == before and sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+    assert content(path) == before and sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == version
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # the half-built file is gone
 
 
 _KILLED_UPGRADE = """
 import sys, time
-from sp_scan.index import Index, store
+from sp_scan.index.store import Store, check
 
-def hold(walk, conn):  # the upgrade has rewritten meta and written every sums row: hold it there
+def hold(reader, batch):  # the new file is written and about to be checked: hold it there
     print("upgrading", flush=True)
     time.sleep(600)
 
-store._Walk.check_txloc = hold
-Index.open(sys.argv[1])
+check.check_file = hold
+Store.open(sys.argv[1])
 """
 
 
@@ -581,7 +601,9 @@ def test_an_upgrade_killed_midway_leaves_the_older_file_as_it_was(tmp_path, inde
         proc.kill()
         proc.communicate()
     assert content(path) == before
-    with pytest.raises(IndexStoreError, match="format version 2"):
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".v3.db.")]  # the half-built file the kill left
+    with pytest.raises(IndexStoreError, match="format version 3"):
         Index.open(path, readonly=True)
     Index.open(path).close()
-    assert content(path) == content(index.path)
+    assert stored_blocks(path) == stored_blocks(index.path)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # removed by the upgrade that finished

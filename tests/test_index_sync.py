@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from pathlib import Path
 
 import pytest
 
 from cli_support import Chain, Misreported, NodeServer, RestHandler, RpcHandler, StaleHeights, spending_chain
 from index_support import content, files_of, kill_9_then_resume, synced, wait_until
 from sp_scan.errors import HeightError, NodeError
-from sp_scan.index import Index, Retry, checkpoint
+from sp_scan.index import Index, Retry
+from sp_scan.index.store import checkpoint
 from sp_scan.node import RestNode, RpcNode
 
 CHAIN = spending_chain(12)
@@ -264,8 +264,7 @@ def test_block_files_that_overlap_the_index_and_go_on_extend_it(tmp_path, refere
 
 
 def test_a_syncs_commits_leave_copying_the_log_into_the_file_to_a_thread(tmp_path, monkeypatch):
-    monkeypatch.setattr(checkpoint, "CHECKPOINT_BYTES", 1)  # wake it after every commit
-    monkeypatch.setattr(checkpoint, "FALLBACK", 1 << 60)  # and never checkpoint in the writer
+    monkeypatch.setattr(checkpoint, "WAL_LIMIT", 1 << 60)  # never checkpoint in the writer
     path = tmp_path / "chain.db"
 
     def file_tip() -> object:  # the tip in the file itself: an immutable reader does not read the log
@@ -287,11 +286,13 @@ def test_a_syncs_commits_leave_copying_the_log_into_the_file_to_a_thread(tmp_pat
         assert content(path) == content(plain.path)
 
 
-def test_a_log_the_thread_does_not_catch_up_with_is_checkpointed_by_the_writer_and_stays_bounded(tmp_path, monkeypatch):
-    sizes = {}
-    for name, fallback in (("unchecked", 1 << 60), ("bounded", 1)):
-        monkeypatch.setattr(checkpoint, "CHECKPOINT_BYTES", 1 << 60 if fallback > 1 else 1)  # the thread never woken
-        monkeypatch.setattr(checkpoint, "FALLBACK", fallback)
-        with synced(tmp_path / f"{name}.db", CHAIN) as idx:
-            sizes[name] = Path(f"{idx.path}-wal").stat().st_size
-    assert sizes["bounded"] * 3 < sizes["unchecked"]  # one commit's frames against every commit's
+def test_a_log_the_thread_does_not_empty_is_emptied_by_the_writer_past_its_limit(tmp_path, monkeypatch):
+    largest = {}
+    for name, limit in (("unchecked", 1 << 60), ("bounded", 1)):
+        monkeypatch.setattr(checkpoint, "WAL_LIMIT", limit)
+        monkeypatch.setattr(checkpoint.Checkpointer, "_run", lambda self: None)  # the thread never checkpoints
+        wal, sizes = tmp_path / f"{name}.db-wal", []
+        with Index.create(tmp_path / f"{name}.db", "regtest") as idx:
+            idx.sync(files_of(CHAIN), progress=lambda stats: sizes.append(wal.stat().st_size))
+        largest[name] = max(sizes)
+    assert largest["bounded"] * 3 < largest["unchecked"]  # one commit's frames against every commit's

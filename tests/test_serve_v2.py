@@ -15,7 +15,7 @@ from bitcoin.core import CBlock
 from google.protobuf import empty_pb2
 
 import kernelchain
-from index_support import as_old_version
+from index_support import as_format3, as_old_version
 from serving import ServerThread, ok
 from sp_scan.index import Index
 from sp_scan.node import RestNode
@@ -174,6 +174,7 @@ def test_an_index_from_before_the_spent_keys_serves_the_compute_index_and_says_w
     old = tmp_path / "old.db"
     with sqlite3.connect(kernel_index) as source, sqlite3.connect(old) as copy:
         source.backup(copy)
+    as_format3(old)
     as_old_version(old)
     with sqlite3.connect(old) as conn:
         conn.execute("DROP TABLE spent_keys")

@@ -110,7 +110,7 @@ def eligible_rows(raws: Sequence[bytes], prevouts: Sequence[Sequence[wire.TxOut]
     rows, o = [], 0
     for i, c in enumerate(counts):
         rows.append((
-            data.txids[32 * i : 32 * i + 32], data.tweaks33[33 * i : 33 * i + 33], data.tweaks64[64 * i : 64 * i + 64],
+            data.txids[32 * i : 32 * i + 32], data.tweaks33[33 * i : 33 * i + 33],
             data.out_vouts[4 * o : 4 * (o + c)], data.out_keys[32 * o : 32 * (o + c)], data.out_values[8 * o : 8 * (o + c)],
         ))  # fmt: skip
         o += c

@@ -32,7 +32,7 @@ class Partition:
         tx_starts: m × u32, each block's first tx in the per-tx arrays.
         out_starts: m × u32, each block's first output in the per-output arrays.
         txids: n × 32.
-        tweaks64: n × 64, input_hash·A uncompressed (x ‖ y).
+        tweaks33: n × 33, input_hash·A compressed.
         counts: n × u32, taproot outputs per tx.
         outputs32: Σ × 32, x-only output keys, tx then vout order.
         vouts: Σ × u32.
@@ -48,7 +48,7 @@ class Partition:
     tx_starts: bytes
     out_starts: bytes
     txids: bytes
-    tweaks64: bytes
+    tweaks33: bytes
     counts: bytes
     outputs32: bytes
     vouts: bytes
@@ -72,8 +72,8 @@ def _found(p: Partition, receiver: Receiver, threads: int, first_height: int | N
             return []
         tx0, out0 = memoryview(p.tx_starts).cast("I")[b], memoryview(p.out_starts).cast("I")[b]
     if tx0 == 0:
-        return sp_scan.scan_tweaks_packed(p.tweaks64, 64, p.outputs32, p.counts, receiver, threads)
-    found = sp_scan.scan_tweaks_packed(p.tweaks64[64 * tx0 :], 64, p.outputs32[32 * out0 :], p.counts[4 * tx0 :], receiver, threads)
+        return sp_scan.scan_tweaks_packed(p.tweaks33, 33, p.outputs32, p.counts, receiver, threads)
+    found = sp_scan.scan_tweaks_packed(p.tweaks33[33 * tx0 :], 33, p.outputs32[32 * out0 :], p.counts[4 * tx0 :], receiver, threads)
     return [(tx0 + tx, k, tweak32, label) for tx, k, tweak32, label in found]
 
 
@@ -140,7 +140,7 @@ def scan_partition_entries(
     partition: Partition, receivers: Sequence[Receiver], threads: int = 1, starts: Sequence[int | None] | None = None
 ) -> list[list[tuple[int, bytes, bytes]]]:
     """Per wallet, the transactions of a partition that pay it as (height, txid32, tweak33): a server's
-    history entries (the tweak compressed by y's parity from the stored x ‖ y), at a constant cost each.
+    history entries, at a constant cost each.
 
     Args:
         partition: from `Index.partition`.
@@ -159,9 +159,8 @@ def scan_partition_entries(
     tx_starts, heights = memoryview(partition.tx_starts).cast("I"), memoryview(partition.heights).cast("I")
 
     def entry(tx: int) -> tuple[int, bytes, bytes]:
-        point64 = partition.tweaks64[64 * tx : 64 * tx + 64]
         height = heights[bisect.bisect_right(tx_starts, tx) - 1]
-        return height, partition.txids[32 * tx : 32 * tx + 32], bytes([2 + (point64[63] & 1)]) + point64[:32]
+        return height, partition.txids[32 * tx : 32 * tx + 32], partition.tweaks33[33 * tx : 33 * tx + 33]
 
     return [[entry(tx) for tx in scan_partition_txs(partition, r, threads, first)] for r, first in zip(receivers, starts)]
 

@@ -181,14 +181,10 @@ def fetch(source: Source, height: int, retry: Retry, stop: threading.Event | Non
 
 
 def index_row(height: int, data: BlockData) -> BlockRow:
-    """Block `height`'s row as `Store.append` takes it: its index data, filters, spent hashes and spent P2TR keys' prefixes."""
-    return block_row(height, data, (*block_filters(data), data.spent_key_prefixes))
-
-
-def block_filters(data: BlockData) -> tuple[bytes, bytes, bytes]:
-    """What a light-client server answers for the block: (new-UTXO filter, spent filter, spent hashes k × 8)."""
-    hashes8 = filters.spent_hashes(data.hash32, data.spent_outpoints)
-    return filters.new_utxos_filter(data.hash32, data.taproot_keys), filters.spent_filter(data.hash32, hashes8), b"".join(hashes8)
+    """Block `height`'s row as `Store.append` takes it: its index data, new-UTXO filter, spent-index hashes
+    and spent P2TR keys' prefixes (the spent filter is built from the hashes when asked)."""
+    hashes8 = b"".join(filters.spent_hashes(data.hash32, data.spent_outpoints))
+    return block_row(height, data, (filters.new_utxos_filter(data.hash32, data.taproot_keys), hashes8, data.spent_key_prefixes))
 
 
 @dataclass

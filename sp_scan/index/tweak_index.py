@@ -11,12 +11,13 @@ from pathlib import Path
 from ..errors import HeightError, IndexStoreError
 from ..scan import Receiver
 from ..types import IndexMatch, MempoolTx, MempoolView, Utxo
+from . import filters
 from .scan import DEFAULT_PARTITION_BLOCKS, Partition, scan_partition, scan_partition_wallets
 from .store import Store
 from .sync import Retry, Source, Syncer, SyncStats
 
-FILTER_KINDS = {"new-utxos": "filter_new", "spent": "filter_spent"}
-_PARTITION_COLUMNS = ("height", "n_tx", "txids", "tweaks64", "out_counts", "out_keys", "out_vouts", "out_values")
+FILTER_KINDS = ("new-utxos", "spent")
+_PARTITION_COLUMNS = ("n_tx", "txids", "tweaks33", "out_counts", "out_keys", "out_vouts", "out_values")
 _MEMPOOL_HEIGHT = 0xFFFFFFFF  # the mempool partition's pseudo-block: above every wallet's first height
 
 
@@ -24,17 +25,13 @@ def _u32(values: list[int]) -> bytes:
     return struct.pack(f"<{len(values)}I", *values)
 
 
-def _largest(max_values: bytes, out_counts: bytes, out_values: bytes, spent: set[int]) -> list[int | None]:
+def _largest(out_counts: bytes, out_values: bytes, spent: set[int]) -> list[int | None]:
     """Per eligible tx, the value the dust rule compares: its largest taproot output, or with `spent`
     (the ordinals of spent outputs; cut-through) its largest unspent one, None when all are spent."""
-    largest: list[int | None] = list(memoryview(max_values).cast("Q"))
-    if spent:
-        values, first = memoryview(out_values).cast("Q"), 0
-        for i, count in enumerate(memoryview(out_counts).cast("I")):
-            unspent = [values[o] for o in range(first, first + count) if o not in spent]
-            largest[i] = max(unspent) if unspent else None
-            first += count
-    return largest
+    values, firsts = memoryview(out_values).cast("Q"), list(itertools.accumulate(memoryview(out_counts).cast("I"), initial=0))
+    if not spent:
+        return [max(values[a:b], default=None) for a, b in zip(firsts, firsts[1:])]
+    return [max((values[o] for o in range(a, b) if o not in spent), default=None) for a, b in zip(firsts, firsts[1:])]
 
 
 class Index:
@@ -131,9 +128,15 @@ class Index:
         Raises:
             HeightError: not indexed.
         """
-        columns = ("n_tx", "tweaks33", "max_values", "out_counts", "out_values")
-        (n_tx, tweaks33, max_values, *outputs), spent = self._store.row_with_spends(height, columns[: 5 if cut_through else 3])
-        largest = _largest(max_values, *(outputs if cut_through else (b"", b"")), spent if cut_through else set())
+        columns = ("n_tx", "tweaks33", "out_counts", "out_values")
+        if cut_through:
+            (n_tx, tweaks33, counts, values), spent = self._store.row_with_spends(height, columns)
+        elif dust_limit > 0:
+            (n_tx, tweaks33, counts, values), spent = self._store.row(height, columns), set()
+        else:
+            n_tx, tweaks33 = self._store.row(height, columns[:2])
+            return [tweaks33[33 * i : 33 * i + 33] for i in range(n_tx)]
+        largest = _largest(counts, values, spent)
         return [tweaks33[33 * i : 33 * i + 33] for i in range(n_tx) if largest[i] is not None and largest[i] >= dust_limit]
 
     def eligible_txs(self, height: int, dust_limit: int = 0, cut_through: bool = False) -> list[tuple[bytes, bytes, list[Utxo]]]:
@@ -143,9 +146,9 @@ class Index:
         Raises:
             HeightError: not indexed.
         """
-        columns = ("n_tx", "txids", "tweaks33", "max_values", "out_counts", "out_values", "out_vouts", "out_keys")
-        (n_tx, txids, tweaks33, max_values, out_counts, out_values, out_vouts, out_keys), spent = self._store.row_with_spends(height, columns)
-        largest = _largest(max_values, out_counts, out_values, spent if cut_through else set())
+        columns = ("n_tx", "txids", "tweaks33", "out_counts", "out_values", "out_vouts", "out_keys")
+        (n_tx, txids, tweaks33, out_counts, out_values, out_vouts, out_keys), spent = self._store.row_with_spends(height, columns)
+        largest = _largest(out_counts, out_values, spent if cut_through else set())
         vouts, values = memoryview(out_vouts).cast("I"), memoryview(out_values).cast("Q")
         firsts = list(itertools.accumulate(memoryview(out_counts).cast("I"), initial=0))
         return [
@@ -189,7 +192,11 @@ class Index:
         """
         if kind not in FILTER_KINDS:
             raise ValueError(f"filter kind must be one of {sorted(FILTER_KINDS)}")
-        value = self._store.row(height, (FILTER_KINDS[kind],))[0]
+        if kind == "new-utxos":
+            value = self._store.row(height, ("filter_new",))[0]
+        else:
+            hash32, hashes8 = self._store.row(height, ("hash", "spent_hashes"))
+            value = None if hashes8 is None else filters.spent_filter(hash32, hashes8)
         if value is None:
             raise IndexStoreError(f"{self.path}: block {height} was stored without filters")
         return value
@@ -213,7 +220,7 @@ class Index:
             HeightError: not indexed.
             IndexStoreError: the block was stored without them (by an sp-scan from before they were kept).
         """
-        value = self._store.spent_keys(height)
+        value = self._store.row(height, ("spent_keys",))[0]
         if value is None:
             raise IndexStoreError(f"{self.path}: block {height} was stored without its spent keys (an index built before sp-scan kept them: build it again to serve them)")
         return value
@@ -222,16 +229,16 @@ class Index:
         """Heights start..end packed for scanning (one consistent read; heights not indexed are absent)."""
         rows = self._store.scan_rows(start, end, _PARTITION_COLUMNS)
         heights, tx_starts, out_starts, n, o, spent = [], [], [], 0, 0, 0
-        for (height, n_tx, _, _, _, _, out_vouts, _), bits in rows:
+        for height, (n_tx, _, _, _, _, out_vouts, _), bits in rows:
             heights.append(height)
             tx_starts.append(n)
             out_starts.append(o)
             spent |= int.from_bytes(bits, "little") << o
             n, o = n + n_tx, o + len(out_vouts) // 4
-        columns = list(zip(*(values for values, _ in rows))) if rows else [()] * len(_PARTITION_COLUMNS)
-        txids, tweaks64, counts, keys, vouts, values = (b"".join(c) for c in columns[2:])
+        columns = list(zip(*(values for _, values, _ in rows))) if rows else [()] * len(_PARTITION_COLUMNS)
+        txids, tweaks33, counts, keys, vouts, values = (b"".join(c) for c in columns[1:])
         spent_bits = spent.to_bytes((o + 7) // 8, "little")
-        return Partition(start, end, _u32(heights), _u32(tx_starts), _u32(out_starts), txids, tweaks64, counts, keys, vouts, values, spent_bits)
+        return Partition(start, end, _u32(heights), _u32(tx_starts), _u32(out_starts), txids, tweaks33, counts, keys, vouts, values, spent_bits)
 
     def mempool_version(self) -> int:
         """A number that changes whenever `mempool_tweaks()` may answer differently (one cheap read):
@@ -252,7 +259,7 @@ class Index:
         """
         version, tip, rows = self._mempool_read()
         txs = []
-        for txid32, tweak33, _, out_vouts, out_keys, out_values in rows:
+        for txid32, tweak33, out_vouts, out_keys, out_values in rows:
             vouts, values = memoryview(out_vouts).cast("I"), memoryview(out_values).cast("Q")
             outputs = tuple((vouts[i], out_keys[32 * i : 32 * i + 32], values[i]) for i in range(len(vouts)))
             txs.append(MempoolTx(txid32, tweak33, outputs))
@@ -268,11 +275,11 @@ class Index:
         """The mempool's eligible txs packed as one Partition (`mempool` True, start = end = the tip
         height it was read on, -1 for an empty index), for `scan_partition` and friends."""
         _, tip, rows = self._mempool_read()
-        columns = list(zip(*rows)) if rows else [()] * 6
-        txids, _, tweaks64, vouts, keys, values = (b"".join(c) for c in columns)
-        counts = _u32([len(v) // 4 for v in columns[3]])
+        columns = list(zip(*rows)) if rows else [()] * 5
+        txids, tweaks33, vouts, keys, values = (b"".join(c) for c in columns)
+        counts = _u32([len(v) // 4 for v in columns[2]])
         at = tip[0] if tip else -1
-        return Partition(at, at, _u32([_MEMPOOL_HEIGHT]), _u32([0]), _u32([0]), txids, tweaks64, counts, keys, vouts, values, bytes((len(vouts) // 4 + 7) // 8), mempool=True)
+        return Partition(at, at, _u32([_MEMPOOL_HEIGHT]), _u32([0]), _u32([0]), txids, tweaks33, counts, keys, vouts, values, bytes((len(vouts) // 4 + 7) // 8), mempool=True)
 
     def partition_ranges(
         self, start: int | None = None, end: int | None = None, partition_blocks: int = DEFAULT_PARTITION_BLOCKS

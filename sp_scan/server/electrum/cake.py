@@ -115,8 +115,7 @@ def _blocks(p: Partition, keep_spent_from: int):
                 if keep_spent or not spent:
                     outputs.append((vouts[j], p.outputs32[32 * j : 32 * j + 32], values[j], spent))
             if outputs:
-                point64 = p.tweaks64[64 * tx : 64 * tx + 64]
-                txs.append((p.txids[32 * tx : 32 * tx + 32], bytes([2 + (point64[63] & 1)]) + point64[:32], outputs))
+                txs.append((p.txids[32 * tx : 32 * tx + 32], p.tweaks33[33 * tx : 33 * tx + 33], outputs))
         yield heights[b], txs
 
 

@@ -57,7 +57,7 @@ def _slice(p: Partition, b: int) -> BlockTxs:
     t0, o0 = tx_starts[b], out_starts[b]
     t1 = tx_starts[b + 1] if b + 1 < len(tx_starts) else p.n_tx
     o1 = out_starts[b + 1] if b + 1 < len(out_starts) else len(p.vouts) // 4
-    return BlockTxs(p.txids[32 * t0 : 32 * t1], p.tweaks64[64 * t0 : 64 * t1], 64, p.counts[4 * t0 : 4 * t1], p.outputs32[32 * o0 : 32 * o1], p.vouts[4 * o0 : 4 * o1], p.values[8 * o0 : 8 * o1])
+    return BlockTxs(p.txids[32 * t0 : 32 * t1], p.tweaks33[33 * t0 : 33 * t1], 33, p.counts[4 * t0 : 4 * t1], p.outputs32[32 * o0 : 32 * o1], p.vouts[4 * o0 : 4 * o1], p.values[8 * o0 : 8 * o1])
 
 
 class IndexSource:

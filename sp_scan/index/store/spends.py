@@ -1,0 +1,88 @@
+"""Which indexed outputs are spent: resolved in memory as blocks are written, marked without rewriting old rows.
+
+Resolving. The writer keeps every unspent taproot output of the indexed eligible txs in an `OutputMap`
+(outpoint -> height and ordinal, in C: `sp_scan.backend.output_map`), built from the file when it first
+writes and kept in step with each block and rollback; a block's P2TR spends are looked up there, whatever
+their age, with no read of older blocks. An output is taken out of the map by its first spend, which is
+the one that marks it.
+
+Marking. A block's `spent` row records the places it spent (`marks`), written once with the block. The
+`spends` bitmaps of the blocks it hit are not rewritten then: the marks of the blocks above the fold
+height (meta `folded`) are pending, and every FOLD_BLOCKS blocks the writer folds them into the bitmaps
+they hit, each bitmap rewritten once for all of them. A reader ORs the pending marks into a bitmap as it
+reads it (`Pending`, kept in step with the file by each store), so every answer is as of the tip.
+A block's spends of its own outputs go into its own bitmap when it is written.
+
+So `spends[T]` = the marks naming T of T itself and of every block at or below the fold height.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable
+
+from ... import backend
+from ...reference.block import ABSENT
+
+FOLD_BLOCKS = 64
+"""Blocks whose marks stay pending before they are folded into the bitmaps they hit: a fold rewrites the
+bitmaps hit (on mainnet's spread of spends, most of them) once for this many blocks, and a reader keeps
+this many blocks' marks in memory."""
+
+
+class Pending:
+    """The marks of the blocks above the fold height, by the block they hit, as of one tip.
+
+    `key` is (fold height, tip height, tip hash32) of the file state it holds; a store reads the marks of
+    new blocks into it, or starts it again when the fold height or the branch changed.
+    """
+
+    def __init__(self, folded: int, tip: int, tip_hash32: bytes) -> None:
+        self.key = (folded, tip, tip_hash32)
+        self.ordinals: dict[int, list[int]] = collections.defaultdict(list)
+
+    def add(self, height: int, hash32: bytes, places: Iterable[int]) -> None:
+        """Take the marks of block `height` (the tip's next): places u64 `height << 32 | ordinal`."""
+        for place in places:
+            self.ordinals[place >> 32].append(place & 0xFFFFFFFF)
+        self.key = (self.key[0], height, hash32)
+
+    def bits(self, height: int, bits: bytes) -> bytes:
+        """Block `height`'s stored bitmap with its pending marks set.
+
+        Raises:
+            IndexError: a mark names an output beyond the bitmap.
+        """
+        ordinals = self.ordinals.get(height)
+        if not ordinals:
+            return bits
+        out = bytearray(bits)
+        for o in ordinals:
+            out[o >> 3] |= 1 << (o & 7)
+        return bytes(out)
+
+
+class Resolver:
+    """The writer's map of unspent tracked outputs (see the module doc): built by `load`, then kept in step."""
+
+    def __init__(self) -> None:
+        self.outputs = backend.output_map()
+
+    def load(self, height: int, txids: bytes, counts: bytes, vouts: bytes, spent_bits: bytes) -> None:
+        """Add an indexed block's outputs that are not spent (its bitmap with the pending marks set)."""
+        self.outputs.add_block(height, txids, counts, vouts, spent_bits)
+
+    def spend(self, height: int, txids: bytes, counts: bytes, vouts: bytes, outpoints36: bytes) -> tuple[bytearray, list[int]]:
+        """Add block `height`'s outputs, then take the outputs its spends (m × 36 outpoints) hit.
+
+        Returns:
+            (its own spends bitmap: its outputs that its later txs spend, the places it spent, input order).
+        """
+        self.outputs.add_block(height, txids, counts, vouts, b"")
+        places = [p for p in memoryview(self.outputs.take(outpoints36)).cast("Q") if p != ABSENT]
+        own = bytearray((len(vouts) // 4 + 7) // 8)
+        for place in places:
+            if place >> 32 == height:
+                o = place & 0xFFFFFFFF
+                own[o >> 3] |= 1 << (o & 7)
+        return own, places
