@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from cli_support import Chain, Misreported, NodeServer, RestHandler, RpcHandler, StaleHeights, spending_chain
-from index_support import content, files_of, kill_9_then_resume, synced, wait_until
+from index_support import WALLET, content, files_of, kill_9_then_resume, synced, wait_until
 from sp_scan.errors import HeightError, NodeError
 from sp_scan.index import Index, Retry
 from sp_scan.index.store import checkpoint
@@ -296,3 +296,32 @@ def test_a_log_the_thread_does_not_empty_is_emptied_by_the_writer_past_its_limit
             idx.sync(files_of(CHAIN), progress=lambda stats: sizes.append(wal.stat().st_size))
         largest[name] = max(sizes)
     assert largest["bounded"] * 3 < largest["unchecked"]  # one commit's frames against every commit's
+
+
+def test_the_log_stays_bounded_through_a_long_sync_while_readers_read_all_along(tmp_path, monkeypatch):
+    """Readers in another thread read from the first block to the last (a snapshot of theirs can keep the log from
+    restarting): the writer empties it past WAL_LIMIT, so it never holds much more than that."""
+    monkeypatch.setattr(checkpoint, "WAL_LIMIT", 256 << 10)
+    chain, path = spending_chain(80), tmp_path / "long.db"
+    wal, sizes, reads, done = tmp_path / "long.db-wal", [], [], threading.Event()
+
+    def read() -> None:
+        with Index.open(path, readonly=True) as reader:
+            while not done.is_set():
+                tip = reader.tip()
+                if tip is not None:
+                    reads.append(len(reader.utxos(tip[0])) + len(list(reader.scan(WALLET, max(0, tip[0] - 9), tip[0]))))
+
+    with Index.create(path, "regtest") as idx:
+        readers = [threading.Thread(target=read) for _ in range(2)]
+        for r in readers:
+            r.start()
+        try:
+            idx.sync(files_of(chain), progress=lambda stats: sizes.append(wal.stat().st_size))
+        finally:
+            done.set()
+            for r in readers:
+                r.join()
+        assert idx.tip()[0] == chain.tip and idx.check() == len(chain.blocks)
+    assert len(reads) > 10 and sum(sizes) > 4 * checkpoint.WAL_LIMIT  # (read all along; the log written well past its limit)
+    assert max(sizes) < 2 * checkpoint.WAL_LIMIT

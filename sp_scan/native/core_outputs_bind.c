@@ -1,13 +1,14 @@
 /* Python bindings of the index writer's output map (core_outputs.c): the OutputMap type. Places cross the
- * boundary as u64 LE height << 32 | ordinal, ABSENT (all ones) for an outpoint the map does not hold. */
+ * boundary as u64 LE height << 32 | ordinal. */
 #include "core_bind.h"
 #include "core_outputs.h"
 
-#define ABSENT UINT64_MAX
+#include <stdlib.h>
 
 typedef struct {
     PyObject_HEAD
     spn_outmap map;
+    int busy; /* a spend runs on map without the GIL: no other call may touch it meanwhile */
 } OutputMapObject;
 
 static PyTypeObject *OutputMapType;
@@ -73,6 +74,15 @@ static int block_outputs_check(block_outputs *b, const char *fn) {
     return 1;
 }
 
+/* 1 unless a spend runs on the map without the GIL (then RuntimeError). */
+static int idle(const OutputMapObject *self, const char *fn) {
+    if (self->busy) {
+        PyErr_Format(PyExc_RuntimeError, "%s: the map is in use by another thread", fn);
+        return 0;
+    }
+    return 1;
+}
+
 static int height_of(unsigned long height, const char *fn) {
     if (height > SPN_OUTMAP_MAX_HEIGHT) {
         PyErr_Format(PyExc_ValueError, "%s: height %lu is beyond 2^24 - 1", fn, height);
@@ -94,7 +104,7 @@ static PyObject *OutputMap_add_block(OutputMapObject *self, PyObject *args) {
     Py_ssize_t added = 0;
     PyObject *out = NULL;
     if (!PyArg_ParseTuple(args, "ky*y*y*y*:add_block", &height, &b.txids, &b.counts, &b.vouts, &spent)) goto done;
-    if (!height_of(height, "add_block") || !block_outputs_check(&b, "add_block")) goto done;
+    if (!idle(self, "add_block") || !height_of(height, "add_block") || !block_outputs_check(&b, "add_block")) goto done;
     if (spent.len != 0 && (size_t)spent.len != (b.outputs + 7) / 8) {
         PyErr_Format(PyExc_ValueError, "add_block: spent holds %zd bytes for %zu outputs", spent.len, b.outputs);
         goto done;
@@ -127,7 +137,7 @@ static PyObject *OutputMap_drop_block(OutputMapObject *self, PyObject *args) {
     Py_ssize_t dropped = 0;
     PyObject *out = NULL;
     if (!PyArg_ParseTuple(args, "ky*y*y*:drop_block", &height, &b.txids, &b.counts, &b.vouts)) goto done;
-    if (!height_of(height, "drop_block") || !block_outputs_check(&b, "drop_block")) goto done;
+    if (!idle(self, "drop_block") || !height_of(height, "drop_block") || !block_outputs_check(&b, "drop_block")) goto done;
     const unsigned char *txids = b.txids.buf, *counts = b.counts.buf, *vouts = b.vouts.buf;
     unsigned char outpoint36[36];
     size_t o = 0;
@@ -143,24 +153,82 @@ done:
     return out;
 }
 
-static PyObject *OutputMap_take(OutputMapObject *self, PyObject *arg) {
-    Py_buffer in;
-    if (PyObject_GetBuffer(arg, &in, PyBUF_SIMPLE) < 0) return NULL;
+static int place_cmp(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Block `height`'s outputs added, then every output an outpoint names taken out: its own bitmap set in
+ * bits[(outputs + 7) / 8], the places taken in places[0..*taken) ascending. 1, or 0 out of memory. */
+static int spend_block(spn_outmap *map, unsigned long height, const block_outputs *b, const unsigned char *in, size_t k,
+                       unsigned char *bits, uint64_t *places, size_t *taken) {
+    const unsigned char *txids = b->txids.buf, *counts = b->counts.buf, *vouts = b->vouts.buf;
+    unsigned char outpoint36[36];
+    size_t o = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        for (uint32_t c = le32(counts + 4 * i); c > 0; c--, o++) {
+            outpoint_at(outpoint36, txids + 32 * i, vouts + 4 * o);
+            if (spn_outmap_put(map, outpoint36, (uint32_t)height, (uint32_t)o) < 0) return 0;
+        }
+    }
+    *taken = 0;
+    for (size_t i = 0; i < k; i++) {
+        uint32_t h, ordinal;
+        if (!spn_outmap_take(map, in + 36 * i, &h, &ordinal)) continue;
+        if (h == height) bits[ordinal >> 3] |= (unsigned char)(1u << (ordinal & 7));
+        places[(*taken)++] = (uint64_t)h << 32 | ordinal;
+    }
+    qsort(places, *taken, sizeof *places, place_cmp);
+    return 1;
+}
+
+/* spend(height, txids, counts, vouts, outpoints36) -> (own, places): add block `height`'s outputs, then take
+ * out every output an outpoint names; `own` is the block's bitmap of its own outputs taken, `places` the
+ * places taken, ascending, as u64 LE (height << 32 | ordinal). The GIL is released meanwhile. */
+static PyObject *OutputMap_spend(OutputMapObject *self, PyObject *args) {
+    unsigned long height;
+    block_outputs b = {0};
+    Py_buffer in = {0};
+    uint64_t *places = NULL;
+    unsigned char *bits = NULL;
     PyObject *out = NULL;
+    if (!PyArg_ParseTuple(args, "ky*y*y*y*:spend", &height, &b.txids, &b.counts, &b.vouts, &in)) goto done;
+    if (!height_of(height, "spend") || !block_outputs_check(&b, "spend")) goto done;
     if (in.len % 36) {
-        PyErr_SetString(PyExc_ValueError, "take: outpoints36 must be k x 36 bytes");
+        PyErr_SetString(PyExc_ValueError, "spend: outpoints36 must be k x 36 bytes");
         goto done;
     }
-    size_t k = (size_t)in.len / 36;
-    if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * k)))) goto done;
-    unsigned char *places = (unsigned char *)PyBytes_AS_STRING(out);
-    for (size_t i = 0; i < k; i++) {
-        uint32_t height, ordinal;
-        int found = spn_outmap_take(&self->map, (const unsigned char *)in.buf + 36 * i, &height, &ordinal);
-        put_le64(places + 8 * i, found ? (uint64_t)height << 32 | ordinal : ABSENT);
+    if (!idle(self, "spend")) goto done;
+    size_t k = (size_t)in.len / 36, taken = 0, nbits = (b.outputs + 7) / 8;
+    bits = PyMem_Calloc(nbits ? nbits : 1, 1);
+    places = PyMem_Malloc(8 * (k ? k : 1));
+    if (bits == NULL || places == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
+    int ok;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    ok = spend_block(&self->map, height, &b, in.buf, k, bits, places, &taken);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (!ok) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject *own = PyBytes_FromStringAndSize((const char *)bits, (Py_ssize_t)nbits);
+    PyObject *packed = own ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * taken)) : NULL;
+    if (packed != NULL) {
+        for (size_t i = 0; i < taken; i++) put_le64((unsigned char *)PyBytes_AS_STRING(packed) + 8 * i, places[i]);
+        out = PyTuple_Pack(2, own, packed);
+    }
+    Py_XDECREF(own);
+    Py_XDECREF(packed);
 done:
+    block_outputs_release(&b);
     PyBuffer_Release(&in);
+    PyMem_Free(places);
+    PyMem_Free(bits);
     return out;
 }
 
@@ -168,7 +236,7 @@ static PyObject *OutputMap_put(OutputMapObject *self, PyObject *args) {
     Py_buffer in = {0}, at = {0};
     PyObject *out = NULL;
     Py_ssize_t added = 0;
-    if (!PyArg_ParseTuple(args, "y*y*:put", &in, &at)) goto done;
+    if (!PyArg_ParseTuple(args, "y*y*:put", &in, &at) || !idle(self, "put")) goto done;
     if (in.len % 36 || at.len != in.len / 36 * 8) {
         PyErr_SetString(PyExc_ValueError, "put: outpoints36 (k x 36) and places (k x u64) do not fit");
         goto done;
@@ -207,7 +275,8 @@ static PyMethodDef OutputMap_methods[] = {
     {"add_block", (PyCFunction)OutputMap_add_block, METH_VARARGS,
      "add_block(height, txids, counts, vouts, spent) -> outputs added (those not spent, not held before)"},
     {"drop_block", (PyCFunction)OutputMap_drop_block, METH_VARARGS, "drop_block(height, txids, counts, vouts) -> outputs removed"},
-    {"take", (PyCFunction)OutputMap_take, METH_O, "take(outpoints36) -> per outpoint its place (u64 LE), removed; all ones when absent"},
+    {"spend", (PyCFunction)OutputMap_spend, METH_VARARGS,
+     "spend(height, txids, counts, vouts, outpoints36) -> (own spends bitmap, the places taken: ascending u64 LE)"},
     {"put", (PyCFunction)OutputMap_put, METH_VARARGS, "put(outpoints36, places) -> outpoints added"},
     {NULL, NULL, 0, NULL},
 };

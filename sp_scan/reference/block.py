@@ -129,8 +129,6 @@ def mark_spent(found: list[int | None], bitmaps: dict[int, bytearray]) -> bytes:
     return b"".join(marks)
 
 
-ABSENT = 2**64 - 1
-"""The place `OutputMap.take` gives an outpoint it does not hold."""
 _MAX_PLACE = 2**24 - 1  # heights and ordinals the native map holds: 24 bits each
 
 
@@ -207,19 +205,27 @@ class OutputMap:
                 dropped += 1
         return dropped
 
-    def take(self, outpoints36: bytes) -> bytes:
-        """Per outpoint (k × 36 bytes) its place as u64 LE, removed from the map; ABSENT when not held.
+    def spend(self, height: int, txids: bytes, counts: bytes, vouts: bytes, outpoints36: bytes) -> tuple[bytes, bytes]:
+        """Add block `height`'s outputs (as `add_block`), then take out every output an outpoint (k × 36) names.
+
+        Returns:
+            (the block's bitmap of its own outputs taken, ⌈Σ/8⌉ bytes; the places taken, ascending, u64 LE).
 
         Raises:
-            ValueError: not k × 36 bytes.
+            ValueError: as `add_block`, or outpoints36 is not k × 36 bytes.
         """
+        self.add_block(height, txids, counts, vouts, b"")
         if len(outpoints36) % 36:
-            raise ValueError("take: outpoints36 must be k x 36 bytes")
+            raise ValueError("spend: outpoints36 must be k x 36 bytes")
+        own = bytearray((len(vouts) // 4 + 7) // 8)
         places = []
         for i in range(0, len(outpoints36), 36):
             place = self._places.pop(bytes(outpoints36[i : i + 36]), None)
-            places.append(ABSENT if place is None else place[0] << 32 | place[1])
-        return struct.pack(f"<{len(places)}Q", *places)
+            if place is not None:
+                if place[0] == height:
+                    own[place[1] >> 3] |= 1 << (place[1] & 7)
+                places.append(place[0] << 32 | place[1])
+        return bytes(own), struct.pack(f"<{len(places)}Q", *sorted(places))
 
     def put(self, outpoints36: bytes, places: bytes) -> int:
         """Add each outpoint (k × 36) at its place (k × u64 LE) unless held; returns how many were added.

@@ -25,11 +25,13 @@ Bytes in, bytes out. Every SQLite failure is raised as `IndexStoreError` naming 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from ... import backend
 from ...errors import IndexStoreError
 from ...network import NETWORKS
 from . import check, file, mempool_rows, upgrade
@@ -45,6 +47,7 @@ __all__ = ["FIELDS", "FORMAT_VERSION", "MEMPOOL_COLUMNS", "NETWORKS", "PAGE_SIZE
 WRITER_CACHE_KIB = 64 << 10
 """The writer's page cache."""
 _LOAD_BATCH = 256  # blocks read per statement while the writer's output map is built
+_IN_CHUNK = 4096  # values bound in one `IN (...)` (SQLite allows 32,766)
 
 
 class Store(Reader):
@@ -233,6 +236,7 @@ class Store(Reader):
             expected = tip + 1 if tip is not None else first if first is not None else height
             if height != expected:
                 raise IndexStoreError(f"{self.path}: block {height} does not follow the index (next is {expected})")
+            tip_hash = None
             if tip is not None:
                 tip_hash = self._rows(("hash",), tip, tip, bounds=bounds)[0][1][0]
                 if row.prev32 != tip_hash:
@@ -240,13 +244,12 @@ class Store(Reader):
             if first is None:
                 first = height
                 self._set_meta("first_height", height)
-            pending = self._pending_marks(first, tip) if tip is not None else Pending(first - 1, first - 1, b"")
+            pending = self._pending_marks(first, tip, tip_hash) if tip is not None else Pending(first - 1, first - 1, b"")
             own, places = self._resolver_loaded(first, tip).spend(height, row.txids, row.counts, row.vouts, row.outpoints)
-            marks = pack_marks(places)
-            spent = (*row.spent[:3], marks)
+            spent = (*row.spent[:3], pack_marks(places))
             self._conn.execute(f"INSERT INTO blocks VALUES ({', '.join('?' * (len(BLOCK_FIELDS) + 2))})", (height, row.sums, *row.block))
             self._conn.execute(f"INSERT INTO spent VALUES ({', '.join('?' * (len(SPENT_FIELDS) + 2))})", (height, sums(height, "spent", spent), *spent))
-            self._conn.execute("INSERT INTO spends VALUES (?, ?, ?)", (height, bytes(own), bits_sum(height, own)))
+            self._conn.execute("INSERT INTO spends VALUES (?, ?, ?)", (height, own, bits_sum(height, own)))
             self._set_meta("tip", height)
             mempool_rows.delete(self, row.txids)
             pending.add(height, row.hash32, places)
@@ -260,22 +263,25 @@ class Store(Reader):
         height to the tip, in the caller's transaction.
 
         Raises:
-            IndexStoreError: a spends row the marks hit is damaged.
+            IndexStoreError: a spends row the marks hit is damaged, or a mark names an output its block lacks.
         """
-        targets = sorted(pending.ordinals)
-        updates = []
-        for lo in range(0, len(targets), 4096):
-            chunk = targets[lo : lo + 4096]
-            rows = self._conn.execute(f"SELECT height, bits, sum FROM spends WHERE height IN ({', '.join('?' * len(chunk))})", chunk).fetchall()
-            if len(rows) != len(chunk):
-                missing = sorted(set(chunk) - {h for h, _, _ in rows})[0]
-                raise self._damaged(f"block {missing}'s spends row is missing")
-            for height, bits, crc_ in rows:
+        places = list(itertools.chain.from_iterable(pending.places))
+        targets = sorted({p >> 32 for p in places})
+        bitmaps: dict[int, bytearray] = {}
+        for lo in range(0, len(targets), _IN_CHUNK):
+            chunk = targets[lo : lo + _IN_CHUNK]
+            for height, bits, crc_ in self._conn.execute(f"SELECT height, bits, sum FROM spends WHERE height IN ({', '.join('?' * len(chunk))})", chunk):
                 if type(bits) is not bytes or bits_sum(height, bits) != crc_:
                     raise self._damaged(f"block {height}'s spent outputs do not match their checksum")
-                new = self._with_pending(pending, height, bits)
-                if new != bits:
-                    updates.append((new, bits_sum(height, new), height))
+                bitmaps[height] = bytearray(bits)
+        if len(bitmaps) != len(targets):
+            raise self._damaged(f"block {min(set(targets) - set(bitmaps))}'s spends row is missing")
+        before = {height: bytes(bits) for height, bits in bitmaps.items()}
+        try:
+            backend.mark_spent(places, bitmaps)
+        except IndexError:
+            raise self._damaged("a block's marks name an output beyond its block's bitmap") from None
+        updates = [(bytes(bits), bits_sum(height, bits), height) for height, bits in bitmaps.items() if bits != before[height]]
         self._conn.executemany("UPDATE spends SET bits = ?, sum = ? WHERE height = ?", updates)
         _, tip, tip_hash = pending.key
         self._set_meta("folded", tip)

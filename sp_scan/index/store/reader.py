@@ -308,15 +308,17 @@ class Reader:
         found = self._conn.execute("SELECT bits, sum FROM spends WHERE height = ?", (height,)).fetchone()
         return self._bits(height, *(found or (None, None)), n_out)
 
-    def _pending_marks(self, first: int, tip: int) -> Pending:
-        """The marks above the fold height as of this read's tip: the cached ones, taken on by the blocks
-        committed since, or read again (another fold height, or another branch).
+    def _pending_marks(self, first: int, tip: int, tip_hash: bytes | None = None) -> Pending:
+        """The marks above the fold height as of this read's tip (its hash when the caller read it): the
+        cached ones, taken on by the blocks committed since, or read again (another fold height, or another
+        branch).
 
         Raises:
             IndexStoreError: a damaged row or meta.
         """
         folded = self._folded(first, tip)
-        tip_hash = self._rows(("hash",), tip, tip, bounds=(first, tip))[0][1][0]
+        if tip_hash is None:
+            tip_hash = self._rows(("hash",), tip, tip, bounds=(first, tip))[0][1][0]
         cached = self._pending
         if cached is not None and cached.key == (folded, tip, tip_hash):
             return cached

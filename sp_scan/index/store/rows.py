@@ -148,8 +148,10 @@ def unpack_outputs(outs: bytes, n_tx: int, n_out: int) -> tuple[bytes, bytes, by
 
 
 def pack_marks(places: Sequence[int]) -> bytes:
-    """`marks`: the places (u64 `height << 32 | ordinal`) of the outputs a block spent, packed."""
-    return zlib.compress(_planes(struct.pack(f"<{len(places)}Q", *sorted(places)), 8))
+    """`marks`: the places (u64 `height << 32 | ordinal`) of the outputs a block spent, packed ascending (a
+    memoryview of u64, as the writer's output map gives them, is taken to be ascending already)."""
+    packed = places.tobytes() if isinstance(places, memoryview) else struct.pack(f"<{len(places)}Q", *sorted(places))
+    return zlib.compress(_planes(packed, 8))
 
 
 def unpack_marks(marks: bytes) -> memoryview:

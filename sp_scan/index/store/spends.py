@@ -22,7 +22,6 @@ import collections
 from collections.abc import Iterable
 
 from ... import backend
-from ...reference.block import ABSENT
 
 FOLD_BLOCKS = 64
 """Blocks whose marks stay pending before they are folded into the bitmaps they hit: a fold rewrites the
@@ -31,7 +30,8 @@ this many blocks' marks in memory."""
 
 
 class Pending:
-    """The marks of the blocks above the fold height, by the block they hit, as of one tip.
+    """The marks of the blocks above the fold height, as of one tip: each block's places, and (built when a
+    bitmap is first asked for) the ordinals they name by block.
 
     `key` is (fold height, tip height, tip hash32) of the file state it holds; a store reads the marks of
     new blocks into it, or starts it again when the fold height or the branch changed.
@@ -39,13 +39,22 @@ class Pending:
 
     def __init__(self, folded: int, tip: int, tip_hash32: bytes) -> None:
         self.key = (folded, tip, tip_hash32)
-        self.ordinals: dict[int, list[int]] = collections.defaultdict(list)
+        self.places: list[memoryview] = []  # per block above the fold height, its places (u64)
+        self._ordinals: dict[int, list[int]] = collections.defaultdict(list)
+        self._sorted = 0  # blocks of `places` already in _ordinals
 
-    def add(self, height: int, hash32: bytes, places: Iterable[int]) -> None:
-        """Take the marks of block `height` (the tip's next): places u64 `height << 32 | ordinal`."""
-        for place in places:
-            self.ordinals[place >> 32].append(place & 0xFFFFFFFF)
+    def add(self, height: int, hash32: bytes, places: memoryview) -> None:
+        """Take the marks of block `height` (the tip's next): its places, u64 `height << 32 | ordinal`."""
+        self.places.append(places)
         self.key = (self.key[0], height, hash32)
+
+    def ordinals(self) -> dict[int, list[int]]:
+        """The ordinals the marks name, by the block they hit."""
+        for places in self.places[self._sorted :]:
+            for place in places:
+                self._ordinals[place >> 32].append(place & 0xFFFFFFFF)
+        self._sorted = len(self.places)
+        return self._ordinals
 
     def bits(self, height: int, bits: bytes) -> bytes:
         """Block `height`'s stored bitmap with its pending marks set.
@@ -53,7 +62,7 @@ class Pending:
         Raises:
             IndexError: a mark names an output beyond the bitmap.
         """
-        ordinals = self.ordinals.get(height)
+        ordinals = self.ordinals().get(height)
         if not ordinals:
             return bits
         out = bytearray(bits)
@@ -72,17 +81,11 @@ class Resolver:
         """Add an indexed block's outputs that are not spent (its bitmap with the pending marks set)."""
         self.outputs.add_block(height, txids, counts, vouts, spent_bits)
 
-    def spend(self, height: int, txids: bytes, counts: bytes, vouts: bytes, outpoints36: bytes) -> tuple[bytearray, list[int]]:
+    def spend(self, height: int, txids: bytes, counts: bytes, vouts: bytes, outpoints36: bytes) -> tuple[bytes, memoryview]:
         """Add block `height`'s outputs, then take the outputs its spends (m × 36 outpoints) hit.
 
         Returns:
-            (its own spends bitmap: its outputs that its later txs spend, the places it spent, input order).
+            (its own spends bitmap: its outputs that its later txs spend, the places it spent ascending, u64).
         """
-        self.outputs.add_block(height, txids, counts, vouts, b"")
-        places = [p for p in memoryview(self.outputs.take(outpoints36)).cast("Q") if p != ABSENT]
-        own = bytearray((len(vouts) // 4 + 7) // 8)
-        for place in places:
-            if place >> 32 == height:
-                o = place & 0xFFFFFFFF
-                own[o >> 3] |= 1 << (o & 7)
-        return own, places
+        own, places = self.outputs.spend(height, txids, counts, vouts, outpoints36)
+        return own, memoryview(places).cast("Q")
