@@ -11,7 +11,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "sp_scan"
 
 LAYERS = [
-    ["", "errors", "network", "workers"],
+    ["", "errors", "network", "workers", "crc"],
     ["crypto", "_checks"],
     ["types", "wire", "formats", "address", "proto", "proto.*"],
     ["native", "native.*", "reference", "reference.*"],

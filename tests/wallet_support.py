@@ -88,3 +88,8 @@ def kill_9_while_syncing(path: Path, source: list[str], until, what: str) -> Non
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
+
+
+def rescan(path: Path, height: int, *source: str, wallet: kc.Wallet = W):
+    """`sp-scan wallet rescan PATH --from HEIGHT --scan-key-file … SOURCE…` in this process (CliRunner's result)."""
+    return invoke("wallet", "rescan", str(path), "--from", str(height), "--scan-key-file", str(scan_key_file(path.parent, wallet)), *source)

@@ -1,8 +1,9 @@
-"""`sp-scan wallet create|sync|list|balance|info|send|broadcast`: a wallet kept in a file, synced from any source,
+"""`sp-scan wallet create|sync|rescan|check|list|balance|info|send|broadcast`: a wallet kept in a file, synced from any source,
 spending what it found through BIP376 PSBTs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -161,9 +162,35 @@ class _Retrying:
             click.echo(f"sp-scan: {line}", err=True)
 
 
-@wallet.command(help=f"""Scan the source's blocks since the wallet's last synced height (or its birthday) for payments.
+_SYNC_OPTIONS = (
+    click.option("--scan-key-file", metavar="F", help=f"File holding the 64-hex scan key; - reads stdin. Else {SCAN_KEY_ENV}, else stdin."),
+    click.option("--descriptor-file", metavar="F", help="Read the scan key from the wallet's sp() descriptor file instead (- reads stdin)."),
+    click.option("--db", metavar="FILE", help="Sync from a local sp-scan index file."),
+    node_options,
+    click.option("--blindbit", metavar="URL", help="Sync from a BlindBit Oracle v1 server, e.g. http://127.0.0.1:8000."),
+    click.option("--grpc", "grpc_target", metavar="HOST:PORT", help="Sync from a BlindBit Oracle v2 gRPC server (needs the serve extra)."),
+    click.option("--electrum", "electrum_target", metavar="HOST:PORT", help="Sync through a Frigate server's remote scanning (it is given the scan key: needs --share-scan-key)."),
+    click.option("--share-scan-key", is_flag=True, help="With --electrum: agree to send the scan private key to the server, which can then see every payment to the wallet."),
+    click.option("--cake", "cake_target", metavar="HOST:PORT", help="Sync from a Cake Wallet electrs server (blockchain.tweaks.subscribe): tweaks and keys streamed, scanned here."),
+    click.option("--tls", is_flag=True, help="With --grpc, --electrum or --cake: connect with TLS (certificates checked against the system's authorities)."),
+    click.option("--cut-through", is_flag=True, help="With --blindbit or --grpc: ask for the cut-through tweaks: txs whose outputs are all spent are skipped, and so never listed."),
+    click.option("--dust-limit", type=click.IntRange(min=0), default=0, metavar="N", help="With --blindbit or --grpc: skip txs whose largest taproot output is below N sats."),
+    click.option("--to", "stop", type=click.IntRange(min=0), metavar="H", help="Last height to sync (default: the source's tip)."),
+    click.option("--follow", is_flag=True, help="Keep polling for new blocks until Ctrl-C or SIGTERM."),
+    click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between polls with --follow."),
+    click.option("--mempool", is_flag=True, help="Also keep the unconfirmed payments in the source's mempool (--db over an index synced with --mempool, or --electrum)."),
+    click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Scanning threads."),
+    click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing request (0.5 s, doubling) before giving up."),
+)
 
-One source: --db (a local sp-scan index), --rest/--rpc (your Core node, block by block), --blindbit (a
+
+def _sync_options(command):
+    for option in reversed(_SYNC_OPTIONS):
+        command = option(command)
+    return command
+
+
+_SYNC_HELP = f"""One source: --db (a local sp-scan index), --rest/--rpc (your Core node, block by block), --blindbit (a
 BlindBit Oracle v1 server: tweaks and filters per block; outputs fetched only when a filter matches), --grpc
 (BlindBit v2: tweaks and 8-byte output prefixes streamed; outputs asked for on a match), --cake (Cake's
 electrs: tweaks and output keys streamed; a match's tx and merkle proof fetched) or --electrum (Frigate:
@@ -174,31 +201,36 @@ where it stopped. A fork (a stored block hash the source no longer has) rolls ba
 rescans.
 
 The scan key is read only from {SOURCES} (or the wallet's sp() descriptor file), never from an argument,
-and must be the wallet's.""")
+and must be the wallet's."""
+
+
+@wallet.command(help=f"""Scan the source's blocks since the wallet's last synced height (or its birthday) for payments.
+
+{_SYNC_HELP}""")
 @WALLET_ARGUMENT
-@click.option("--scan-key-file", metavar="F", help=f"File holding the 64-hex scan key; - reads stdin. Else {SCAN_KEY_ENV}, else stdin.")
-@click.option("--descriptor-file", metavar="F", help="Read the scan key from the wallet's sp() descriptor file instead (- reads stdin).")
-@click.option("--db", metavar="FILE", help="Sync from a local sp-scan index file.")
-@node_options
-@click.option("--blindbit", metavar="URL", help="Sync from a BlindBit Oracle v1 server, e.g. http://127.0.0.1:8000.")
-@click.option("--grpc", "grpc_target", metavar="HOST:PORT", help="Sync from a BlindBit Oracle v2 gRPC server (needs the serve extra).")
-@click.option("--electrum", "electrum_target", metavar="HOST:PORT", help="Sync through a Frigate server's remote scanning (it is given the scan key: needs --share-scan-key).")
-@click.option("--share-scan-key", is_flag=True, help="With --electrum: agree to send the scan private key to the server, which can then see every payment to the wallet.")
-@click.option("--cake", "cake_target", metavar="HOST:PORT", help="Sync from a Cake Wallet electrs server (blockchain.tweaks.subscribe): tweaks and keys streamed, scanned here.")
-@click.option("--tls", is_flag=True, help="With --grpc, --electrum or --cake: connect with TLS (certificates checked against the system's authorities).")
-@click.option("--cut-through", is_flag=True, help="With --blindbit or --grpc: ask for the cut-through tweaks: txs whose outputs are all spent are skipped, and so never listed.")
-@click.option("--dust-limit", type=click.IntRange(min=0), default=0, metavar="N", help="With --blindbit or --grpc: skip txs whose largest taproot output is below N sats.")
-@click.option("--to", "stop", type=click.IntRange(min=0), metavar="H", help="Last height to sync (default: the source's tip).")
-@click.option("--follow", is_flag=True, help="Keep polling for new blocks until Ctrl-C or SIGTERM.")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between polls with --follow.")
-@click.option("--mempool", is_flag=True, help="Also keep the unconfirmed payments in the source's mempool (--db over an index synced with --mempool, or --electrum).")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Scanning threads.")
-@click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing request (0.5 s, doubling) before giving up.")
+@_sync_options
 @click.pass_context
-def sync(
-    ctx, path, scan_key_file, descriptor_file, db, rest_url, rpc_url, rpc_cookie, rpc_user, blindbit, grpc_target, electrum_target, share_scan_key, cake_target, tls,
+def sync(ctx, path, **options):
+    ctx.exit(_sync(path, None, **options))
+
+
+@wallet.command(help=f"""Forget what the wallet holds from height --from H up, then sync those blocks again: the way back from a
+damaged file (`wallet check` names the height), or from a source that told less than the truth.
+
+{_SYNC_HELP}""")
+@WALLET_ARGUMENT
+@click.option("--from", "rescan_from", type=click.IntRange(min=0), required=True, metavar="H", help="The first height to forget and scan again (the birthday or below: all of them).")
+@_sync_options
+@click.pass_context
+def rescan(ctx, path, rescan_from, **options):
+    ctx.exit(_sync(path, rescan_from, **options))
+
+
+def _sync(
+    path, rescan_from, scan_key_file, descriptor_file, db, rest_url, rpc_url, rpc_cookie, rpc_user, blindbit, grpc_target, electrum_target, share_scan_key, cake_target, tls,
     cut_through, dust_limit, stop, follow, interval, mempool, jobs, retries,
-):  # fmt: skip
+) -> int:  # fmt: skip
+    """`wallet sync` and `wallet rescan`: the exit status."""
     retry = Retry(retries, report=_Retrying())
     if descriptor_file is not None and scan_key_file is not None:
         raise click.UsageError("give --scan-key-file or --descriptor-file, not both")
@@ -219,7 +251,9 @@ def sync(
             code = 0
             try:
                 with stop_signals("the wallet"):
-                    stats = w.sync(source, scan_key32, stop=stop, follow=follow, interval=interval, mempool=mempool, threads=jobs, progress=_show(progress))
+                    stats = w.sync(
+                        source, scan_key32, stop=stop, follow=follow, interval=interval, mempool=mempool, threads=jobs, progress=_show(progress), rescan_from=rescan_from
+                    )
             except (KeyboardInterrupt, Terminated) as exc:
                 progress.close()
                 tip = w.tip()
@@ -229,12 +263,13 @@ def sync(
                 tip = w.tip()
                 at = f"at height {tip[0]} ({tip[1][::-1].hex()})" if tip else "before its birthday"
                 forks = f", {stats.reorgs} fork(s) rolled back {stats.rolled_back} block(s)" if stats.reorgs else ""
-                click.echo(f"wallet {at}: {stats.blocks} block(s) scanned, {stats.found} output(s) found, {stats.spent} spent{forks}")
+                settled = f", {stats.settled} pending spend(s) settled" if stats.settled else ""
+                click.echo(f"wallet {at}: {stats.blocks} block(s) scanned, {stats.found} output(s) found, {stats.spent} spent{forks}{settled}")
             finally:
                 progress.close()  # before an error's line
         finally:
             source.close()
-    ctx.exit(code)
+    return code
 
 
 def record(o: WalletOutput) -> dict:
@@ -256,17 +291,33 @@ def list_command(path, unspent, as_json):
     emit.block(emit.text([record(o) for o in outputs]))
 
 
-@wallet.command(help="""The unspent outputs' total: {"confirmed": sats, "unconfirmed": sats} with --json.""")
+@wallet.command(help="""The unspent coins' satoshis by state; --json: {"confirmed", "unverified", "reserved", "outgoing", "incoming"}.
+
+confirmed: mined coins a source proved (what `wallet send` spends); unverified: mined coins only a server's
+word holds (BlindBit without --verify-with: `wallet list --unverified`); reserved: coins of PSBTs written by
+`wallet send` and not broadcast; outgoing: coins the wallet's broadcast transactions spend; incoming: payments
+not mined yet (the source's mempool, the change of the wallet's broadcast transactions).""")
 @WALLET_ARGUMENT
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def balance(path, as_json):
     with Wallet.open(path) as w:
-        sums = w.balance()
+        sums = dataclasses.asdict(w.balance())
     if as_json:
         click.echo(json.dumps(sums))
     else:
         for name, value in sums.items():
             click.echo(f"{name:<13}{value:>20,} sats")
+
+
+@wallet.command(help="""Read every row of the wallet file and check it against its checksum, and that no row was deleted or added.
+
+Prints what was checked; damage is one line naming the way back (`wallet rescan --from H`, `wallet abandon --all`,
+or creating the wallet again when its keys are damaged), exit status 2.""")
+@WALLET_ARGUMENT
+def check(path):
+    with Wallet.open(path) as w:
+        checked = w.check()
+    click.echo(f"{path}: ok ({checked['blocks']} block hashes, {checked['outputs']} outputs, {checked['unconfirmed']} unconfirmed, {checked['pending']} pending spends)")
 
 
 @wallet.command(help="""Describe the wallet: network, address, labels, birthday, synced height, outputs and balance.""")
@@ -286,8 +337,8 @@ def info(path, as_json):
         ("synced to", record_["height"]),
         ("block hash", record_["hash"]),
         ("outputs", f"{record_['outputs']:,} ({record_['spent']:,} spent)"),
-        ("confirmed", f"{record_['confirmed']:,} sats"),
-        ("unconfirmed", f"{record_['unconfirmed']:,} sats"),
+        ("pending", f"{record_['pending']:,} spend(s)"),
+        *((name, f"{record_[name]:,} sats") for name in ("confirmed", "unverified", "reserved", "outgoing", "incoming")),
     ]
     for name, value in rows:
         click.echo(f"{name:<13}{'-' if value is None else value}")

@@ -29,6 +29,7 @@ wallet, Electrum's synchronizer / wallet_db split.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -46,14 +47,34 @@ from ..scan import CHANGE_LABEL, Receiver
 from . import spend
 from .sources import Source
 from .spend import Recipient, Spend
-from .store import WalletOutput, WalletStore
+from .store import PendingSpend, WalletOutput, WalletStore
 from .sync import SyncStats, Syncer
 
-__all__ = ["Recipient", "Spend", "SyncStats", "Wallet", "WalletOutput", "default_birthday"]
+__all__ = ["Balance", "PendingSpend", "Recipient", "Spend", "SyncStats", "Wallet", "WalletOutput", "default_birthday"]
 
 CHANGE_SPEND_PUBKEY, SPEND_ORIGIN = "change_spend_pubkey", "spend_origin"
 
 MAX_LABEL = 2**32 - 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Balance:
+    """The wallet's satoshis by state (each coin counted once).
+
+    Attributes:
+        confirmed: mined coins a source proved, unspent, not in a pending spend: what `spend` selects from.
+        unverified: mined coins only a server's word holds (BlindBit), unspent, not in a pending spend.
+        reserved: coins of pending spends not broadcast yet (a PSBT written), freed by `abandon`.
+        outgoing: coins the wallet's broadcast transactions spend, until a block spends them.
+        incoming: payments not mined yet: the mempool's (a sync with `mempool=True`) and the change of
+            the wallet's broadcast transactions.
+    """
+
+    confirmed: int = 0
+    unverified: int = 0
+    reserved: int = 0
+    outgoing: int = 0
+    incoming: int = 0
 
 
 def default_birthday(network: str) -> int:
@@ -193,6 +214,7 @@ class Wallet:
         threads: int = 1,
         on_output: Callable[[WalletOutput], None] | None = None,
         progress: Callable[[SyncStats], None] | None = None,
+        rescan_from: int | None = None,
     ) -> SyncStats:
         """Bring the wallet to the source's tip (or `stop`), following forks; with `follow`, keep polling.
 
@@ -206,6 +228,8 @@ class Wallet:
             on_output: called with each output found, then again when its spend is seen, after the
                 commit that holds it (an app's hook: it runs in this thread, keep it short).
             progress: called with the stats after each block and while waiting.
+            rescan_from: first forget every block from this height up (what they found and spent, damaged rows
+                among them), then sync them again: the way back from damage.
 
         Returns:
             What was done.
@@ -222,7 +246,7 @@ class Wallet:
         if self.change_spend_pubkey33 is None:
             self._store.set_meta(CHANGE_SPEND_PUBKEY, labelled_spend_pubkey(scan_key32, self.spend_pubkey33, CHANGE_LABEL))
         syncer = Syncer(self._store, source, receiver, threads=threads, progress=progress, on_output=on_output)
-        return syncer.run(stop, follow, interval, mempool)
+        return syncer.run(stop, follow, interval, mempool, rescan_from)
 
     def outputs(self) -> list[WalletOutput]:
         """Every output found, in block order (height, tx, vout), then the unconfirmed ones (height None)."""
@@ -232,14 +256,44 @@ class Wallet:
         """The outputs not yet spent, confirmed ones in block order, then the unconfirmed ones."""
         return self._store.outputs(unspent=True)
 
-    def balance(self) -> dict[str, int]:
-        """{"confirmed": sats, "unconfirmed": sats} of the unspent outputs."""
-        confirmed, unconfirmed = self._store.balance()
-        return {"confirmed": confirmed, "unconfirmed": unconfirmed}
+    def pending(self) -> list[PendingSpend]:
+        """The spends of the wallet's coins not mined yet (reserved by `create_psbt`, or broadcast), oldest first."""
+        return self._store.pending()
+
+    def balance(self) -> Balance:
+        """The unspent coins' satoshis by state (see `Balance`).
+
+        Raises:
+            WalletStoreError: the file is damaged (the message names the way back).
+        """
+        pending = self._store.pending()
+        broadcast = {op for p in pending if p.txid32 is not None for op, _ in p.coins}
+        in_mempool = {o.txid32 for o in self._store.outputs() if o.height is None}
+        sums = {"confirmed": 0, "unverified": 0, "reserved": 0, "outgoing": 0, "incoming": 0}
+        for o in self._store.outputs(unspent=True):
+            if o.pending is not None:
+                sums["outgoing" if o.outpoint36 in broadcast else "reserved"] += o.amount
+            elif o.height is None:
+                sums["incoming"] += o.amount
+            else:
+                sums["confirmed" if o.verified else "unverified"] += o.amount
+        sums["incoming"] += sum(p.change_amount for p in pending if p.txid32 is not None and p.txid32 not in in_mempool)
+        return Balance(**sums)
+
+    def check(self) -> dict[str, int]:
+        """Read every row of the file and check it (see `sp_scan.wallet.store`).
+
+        Returns:
+            {"blocks", "outputs", "unconfirmed", "pending"}: the rows checked.
+
+        Raises:
+            WalletStoreError: the first damage found, its message naming the way back.
+        """
+        return self._store.check()
 
     def info(self) -> dict:
-        """{"network", "address", "labels", "birthday", "height", "hash" (display hex), "outputs", "spent",
-        "confirmed", "unconfirmed"}."""
+        """{"network", "address", "labels", "birthday", "height", "hash" (display hex), "outputs", "spent", "pending",
+        and the `Balance` fields}."""
         tip = self.tip()
         found, spent = self._store.counts()
         return {
@@ -251,7 +305,8 @@ class Wallet:
             "hash": tip[1][::-1].hex() if tip else None,
             "outputs": found,
             "spent": spent,
-            **self.balance(),
+            "pending": len(self.pending()),
+            **dataclasses.asdict(self.balance()),
         }
 
     def spend(

@@ -47,6 +47,7 @@ class SyncStats:
         reorgs, rolled_back: forks followed and blocks they rolled back.
         waiting: True while following and caught up, or while the source is behind the wallet.
         unconfirmed: outputs paying the wallet in the source's mempool (with mempool=True).
+        settled: pending spends a block ended (mined, or a conflicting spend mined).
     """
 
     height: int | None = None
@@ -59,6 +60,7 @@ class SyncStats:
     rolled_back: int = 0
     waiting: bool = False
     unconfirmed: int = 0
+    settled: int = 0
     began: float = field(default_factory=time.monotonic)
 
 
@@ -147,8 +149,11 @@ class Syncer:
         self.stats = SyncStats()
         self._unspent: dict[bytes, WalletOutput] = {}
 
-    def run(self, stop: int | None, follow: bool, interval: float, mempool: bool) -> SyncStats:
+    def run(self, stop: int | None, follow: bool, interval: float, mempool: bool, rescan_from: int | None = None) -> SyncStats:
         """Sync to `stop` (default: the source's tip, re-read every round); with `follow`, keep polling.
+
+        Args:
+            rescan_from: first forget every block from this height up (damaged rows among them), then sync them again.
 
         Raises:
             WalletStoreError: the source is on another network, or another process syncs the wallet.
@@ -162,6 +167,8 @@ class Syncer:
             if network != self.store.network:
                 raise WalletStoreError(f"{self.store.path} is a wallet for {self.store.network}; {self.source.name} is on {network}")
             self.store.lock_writer()
+            if rescan_from is not None:
+                self._rescan(rescan_from)
             self._unspent = {o.outpoint36: o for o in self.store.outputs(unspent=True) if o.height is not None}
             tip = self.store.tip()
             self.stats.height = tip[0] if tip else None
@@ -169,6 +176,13 @@ class Syncer:
             return self._loop(stop, follow, interval, mempool)
         except (NodeError, SourceError, HeightError) as exc:
             raise type(exc)(f"{exc} ({self.resume_hint()})") from None
+
+    def _rescan(self, height: int) -> None:
+        """Forget the blocks from `height` up; below the hashes the store keeps, the source names block height - 1."""
+        keep = max(height, self.store.birthday) - 1
+        tip = self.store.hashes(keep + 1, 1)
+        anchor = None if keep < self.store.birthday or (tip and tip[0][0] == keep) else self.source.block_hash(keep)
+        self.stats.rolled_back += self.store.rollback_to(keep, anchor)
 
     def resume_hint(self) -> str:
         """Where the wallet is, and the height the next sync starts at."""
@@ -245,7 +259,8 @@ class Syncer:
                 if block.prev32 is not None and prev32 is not None and block.prev32 != prev32:
                     raise _Fork(f"{self.source.name}'s block {block.height} names {block.prev32[::-1].hex()} as its parent, not the wallet's {prev32[::-1].hex()}")
                 found, spends = self._scan(block)
-                self.store.append(block.height, block.hash32, found, [(s.outpoint36, s.txid32) for s in spends])
+                ended = self.store.append(block.height, block.hash32, found, [(s.outpoint36, s.txid32) for s in spends])
+                self.stats.settled += len(ended)
                 outputs = [WalletOutput(block.height, f.txid32, f.vout, f.amount, f.output32, f.tweak32, f.label, block.hash32) for f in found]
                 self._unspent.update((o.outpoint36, o) for o in outputs)
                 spent = [self._spent(s.outpoint36, s.txid32, block.height) for s in spends]
