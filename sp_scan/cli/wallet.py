@@ -398,7 +398,8 @@ or exactly the --from TXID:VOUT given. Each input carries PSBT_IN_WITNESS_UTXO a
 when the wallet knows the spend key's origin (created from a descriptor), PSBT_IN_SP_SPEND_BIP32_DERIVATION.
 Change goes to the wallet's change label (m = 0) or --change ADDRESS; change below dust is left out only while
 the fee stays within 1 sat/vB of --fee-rate. The fee pays at least --fee-rate for the signed size and less than
-1 sat/vB more. Outputs below Core's dust threshold are refused.
+1 sat/vB more. Outputs below Core's dust threshold are refused, and so are a fee rate above Core's maxfeerate
+(0.10 BTC/kvB) and a fee above the amount sent, unless --max-fee-rate says how high the rate may go.
 
 The PSBT goes to --out (or stdout); sign it with `sp-scan psbt sign`. With --broadcast the spend is signed here
 (spend key from {SPEND_SOURCES}; never an argument) and broadcast through --rpc, --blindbit or --electrum.
@@ -409,18 +410,19 @@ A summary goes to stderr; --json prints {{"inputs", "outputs", "change", "fee", 
 @click.option("--from", "coins", metavar="TXID:VOUT", multiple=True, help="Spend exactly these coins (repeat).")
 @click.option("--change", metavar="ADDRESS", help="Send the change here instead of the wallet's change label.")
 @click.option("--include-unconfirmed", is_flag=True, help="Let the selection take unconfirmed coins.")
+@click.option("--max-fee-rate", metavar="SAT/VB", help="The highest fee rate allowed (default: Core's maxfeerate, 10,000 sat/vB); given, a fee above the amount sent is allowed too.")
 @click.option("--out", "-o", metavar="FILE", help="Write the PSBT (base64) to FILE instead of stdout.")
 @click.option("--broadcast", "do_broadcast", is_flag=True, help="Sign with the spend key and broadcast instead of writing the PSBT only.")
 @click.option("--spend-key-file", metavar="F", help="With --broadcast: file holding the 64-hex spend key; - reads stdin.")
 @click.option("--descriptor-file", metavar="F", help="With --broadcast: an sp() descriptor holding the spend key.")
 @broadcast_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def send(path, recipients, fee_rate, coins, change, include_unconfirmed, out, do_broadcast, spend_key_file, descriptor_file, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url, as_json):
+def send(path, recipients, fee_rate, coins, change, include_unconfirmed, max_fee_rate, out, do_broadcast, spend_key_file, descriptor_file, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url, as_json):
     if not do_broadcast and (spend_key_file or descriptor_file or rpc_url or forward_url or electrum_url):
         raise click.UsageError("the spend key and --rpc/--blindbit/--electrum go with --broadcast")
     with Wallet.open(path) as w:
         send_to = _broadcaster(w.network, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url) if do_broadcast else None
-        p, spend = w.create_psbt([_recipient(t) for t in recipients], fee_rate, coins=[_coin(c) for c in coins] or None, change=change, unconfirmed=include_unconfirmed)
+        p, spend = w.create_psbt([_recipient(t) for t in recipients], fee_rate, coins=[_coin(c) for c in coins] or None, change=change, unconfirmed=include_unconfirmed, max_fee_rate=max_fee_rate)
     if out is not None or not do_broadcast:
         _write(p.to_base64() + "\n", out)
     txid32 = None

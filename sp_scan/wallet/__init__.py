@@ -317,6 +317,7 @@ class Wallet:
         coins: Sequence[tuple[bytes, int]] | None = None,
         change: str | None = None,
         unconfirmed: bool = False,
+        max_fee_rate: str | float | Decimal | None = None,
     ) -> Spend:
         """Plan a spend of the wallet's unspent coins (see `sp_scan.wallet.spend`).
 
@@ -326,14 +327,19 @@ class Wallet:
             coins: (txid32, vout) of the coins to spend, all of them; default: chosen from the confirmed ones.
             change: an address for the change instead of the wallet's change label (m = 0).
             unconfirmed: let the selection take unconfirmed coins too.
+            max_fee_rate: sat/vB, the highest fee rate allowed; None: Core's default maxfeerate (0.10 BTC/kvB),
+                and a fee above the amount sent refused.
 
         Raises:
             InvalidAddressError: an address that does not decode, or is another network's.
             SpendError: a coin the wallet does not hold unspent, not enough funds, dust, a fee rate out of
-                range, the change label's key not known yet (sync once, or give `change`).
+                range or above the ceiling, a fee above the amount sent, the change label's key not known yet
+                (sync once, or give `change`).
         """
         outputs = [spend.recipient(a, amount, self.network) for a, amount in recipients]
         rate = spend.fee_rate_kvb(fee_rate)
+        ceiling = None if max_fee_rate is None else spend.fee_rate_kvb(max_fee_rate)
+        spend.check_fee_rate(rate, ceiling)
         if change is not None:
             change_to = spend.recipient(change, 0, self.network)
         elif self.change_spend_pubkey33 is not None:
@@ -352,12 +358,14 @@ class Wallet:
         else:
             candidates = [o for o in unspent.values() if unconfirmed or o.height is not None]
         tip = self.tip()
-        return spend.plan_spend(candidates, outputs, rate, change_to, select=coins is None, locktime=tip[0] if tip else 0)
+        planned = spend.plan_spend(candidates, outputs, rate, change_to, select=coins is None, locktime=tip[0] if tip else 0)
+        spend.check_fee(planned, ceiling)
+        return planned
 
     def create_psbt(self, recipients: Sequence[tuple[str, int]], fee_rate: str | float | Decimal, **options) -> tuple[Psbt, Spend]:
         """The PSBT version 2 of a spend (BIP370 with BIP375's silent-payment outputs and BIP376's input fields).
 
-        Args and raises: as `spend` (options: coins, change, unconfirmed).
+        Args and raises: as `spend` (options: coins, change, unconfirmed, max_fee_rate).
 
         Returns:
             (the PSBT to sign with `sp_scan.psbt.sign_sp_inputs`, the planned spend).
