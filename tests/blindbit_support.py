@@ -42,13 +42,15 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
 
-    def send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+    def send(self, status: int, body: bytes, headers: dict[str, str], length: int | None = None) -> None:
+        """Answer `body` with its headers; `length` > len(body): announce that many bytes, send only `body`."""
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(len(body) if length is None else length))
         self.end_headers()
         self.wfile.write(body)
+        self.wfile.flush()
 
     def do_GET(self) -> None:  # noqa: N802
         self.server.owner.handle(self)
@@ -144,6 +146,8 @@ class Proxy(_Threaded, Knobs):
     - `stop_answering(after)`: answer `after` more requests, then close connections unanswered.
     - `tamper`: f(path, json_body) -> a new JSON value, or bytes to send as they are, or None to
       send the upstream answer unchanged (then asked without gzip).
+    - `stall(prefix)`: answer requests whose path starts with `prefix` with half their body, then
+      nothing until `release()`; `stalled` counts them.
     """
 
     def __init__(self, upstream: str) -> None:
@@ -151,6 +155,12 @@ class Proxy(_Threaded, Knobs):
         Knobs.__init__(self)
         self.upstream = upstream
         self.paths: list[str] = []
+        self.stalling: str | None = None
+        self.stalled = 0
+
+    def stall(self, prefix: str) -> None:
+        self.released.clear()
+        self.stalling = prefix
 
     def hold(self, height: int) -> None:
         super().hold(lambda path: (h := height_of(path)) is not None and h >= height)
@@ -180,6 +190,13 @@ class Proxy(_Threaded, Knobs):
             changed = tamper(path, json.loads(body))
             if changed is not None:
                 body = changed if isinstance(changed, bytes) else json.dumps(changed).encode()
+        if self.stalling is not None and path.startswith(self.stalling):
+            with self.lock:
+                self.stalled += 1
+            h.send(status, body[: len(body) // 2], out, length=len(body))
+            self.released.wait()
+            h.close_connection = True
+            return
         h.send(status, body, out)
 
     def count(self, prefix: str) -> int:

@@ -173,6 +173,18 @@ def test_a_server_that_dies_mid_sync_fails_in_one_line_naming_the_height_to_resu
 PAYMENT = 101  # the first block paying the test wallet
 
 
+def test_a_server_that_sends_half_an_answer_and_stalls_fails_the_sync_at_the_deadline_naming_the_request(kernel_index, proxy, tmp_path):
+    path = create(tmp_path)
+    assert sync(path, "--blindbit", proxy.url, "--to", str(PAYMENT - 1)).exit_code == 0
+    proxy.stall(f"/utxos/{PAYMENT}")
+    try:
+        line = assert_fails(sync(path, "--blindbit", proxy.url, "--timeout", "2"), f"(GET /utxos/{PAYMENT})", "no answer for 2 s, retries included", f"resume at {PAYMENT}")
+    finally:
+        proxy.release()
+    assert "timed out" in line and proxy.stalled == 1  # not tried again: the deadline covers the retries
+    assert BlindBitSource(proxy.url).client.retry.deadline == 60  # the default: a stalled request fails the sync within 2 minutes
+
+
 def _hostile(proxy: Proxy, route: str, change) -> None:
     """Rewrite the answer of `route` for block PAYMENT with change(body)."""
     proxy.tamper = lambda path, body: change(body) if path.split("?")[0] == f"/{route}/{PAYMENT}" else None

@@ -116,6 +116,14 @@ def test_a_server_that_dies_mid_sync_fails_in_one_line_naming_the_height_to_resu
     assert listed(path) == in_txid_order(paid(kernel_chain))
 
 
+def test_a_server_without_its_node_fails_at_the_first_hit_without_retrying(kernel_index, tmp_path):
+    with serving.ServerThread(kernel_index, grpc_port=0) as server:
+        path = create(tmp_path)
+        result = sync(path, "--grpc", server.server.urls["grpc"])
+    line = assert_fails(result, "GetFullBlock: UNAVAILABLE", "needs the server's node", f"resume at {PAYMENT}")
+    assert "retry" not in line and wallet_tip(path) == PAYMENT - 1
+
+
 def test_a_stream_broken_off_is_opened_again_where_it_stopped(kernel_chain, proxy, tmp_path):
     path = create(tmp_path)
     proxy.cut_once(lambda name, m: name == "StreamBlockScanDataShort" and m.block_identifier.block_height == 50)

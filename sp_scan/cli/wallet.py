@@ -20,6 +20,7 @@ from sp_scan.scan import CHANGE_LABEL, Receiver
 from sp_scan.types import FoundOutput, IndexMatch
 from sp_scan.wallet import SyncStats, Wallet, WalletOutput
 from sp_scan.wallet import broadcast as sp_broadcast
+from sp_scan.wallet.sources import DEADLINE
 
 from . import output
 from .options import (
@@ -80,7 +81,7 @@ def create(path, network_name, scan_key_file, spend_pubkey, labels, descriptor_f
         click.echo(f"wallet {path} created: {network}, address {w.address()}, scanning from height {w.birthday}")
 
 
-def _source(db, node, blindbit, cut_through, dust_limit, retry, remote=None):
+def _source(db, node, blindbit, cut_through, dust_limit, retry, remote=None, timeout=DEADLINE):
     """The one source the options name (`remote`: the --grpc/--electrum/--cake options, see `_remote`)."""
     remote = remote or {}
     named = [("--grpc", remote.get("grpc")), ("--electrum", remote.get("electrum")), ("--cake", remote.get("cake"))]
@@ -96,7 +97,7 @@ def _source(db, node, blindbit, cut_through, dust_limit, retry, remote=None):
     if remote.get("share_scan_key") and not remote.get("electrum"):
         raise click.UsageError("--share-scan-key goes with --electrum")
     if any(value for _, value in named):
-        return _remote(retry, dust_limit, cut_through, **remote)
+        return _remote(retry, dust_limit, cut_through, timeout, **remote)
     if db:
         from sp_scan.wallet.sources.index import IndexSource
 
@@ -107,26 +108,26 @@ def _source(db, node, blindbit, cut_through, dust_limit, retry, remote=None):
         return NodeSource(node, retry)
     from sp_scan.wallet.sources.blindbit import BlindBitSource
 
-    return BlindBitSource(blindbit, dust_limit=dust_limit, cut_through=cut_through, retry=retry)
+    return BlindBitSource(blindbit, dust_limit=dust_limit, cut_through=cut_through, retry=retry, timeout=timeout)
 
 
-def _remote(retry, dust_limit, cut_through, grpc=None, electrum=None, cake=None, tls=False, share_scan_key=False, scan_key32=None, wallet=None):
+def _remote(retry, dust_limit, cut_through, timeout, grpc=None, electrum=None, cake=None, tls=False, share_scan_key=False, scan_key32=None, wallet=None):
     """The --grpc, --electrum or --cake source (HOST:PORT checked here)."""
     if grpc:
         from sp_scan.wallet.sources.blindbit_v2 import BlindBitV2Source
 
-        return BlindBitV2Source(_host_port(grpc, "--grpc"), tls=tls, dust_limit=dust_limit, cut_through=cut_through, retry=retry)
+        return BlindBitV2Source(_host_port(grpc, "--grpc"), tls=tls, dust_limit=dust_limit, cut_through=cut_through, retry=retry, timeout=timeout)
     if electrum:
         if not share_scan_key:
             raise click.UsageError("--electrum sends the scan key to the server (Frigate scans for the wallet there): add --share-scan-key to agree")
         from sp_scan.wallet.sources.frigate import FrigateSource
 
         host, port = _host_port(electrum, "--electrum", split=True)
-        return FrigateSource(host, port, scan_key32, wallet.spend_pubkey33, wallet.labels, tls=tls, retry=retry)
+        return FrigateSource(host, port, scan_key32, wallet.spend_pubkey33, wallet.labels, tls=tls, retry=retry, timeout=timeout)
     from sp_scan.wallet.sources.cake import CakeSource
 
     host, port = _host_port(cake, "--cake", split=True)
-    return CakeSource(host, port, tls=tls, retry=retry)
+    return CakeSource(host, port, tls=tls, retry=retry, timeout=timeout)
 
 
 def _host_port(text: str, option: str, split: bool = False):
@@ -151,14 +152,16 @@ def _show(progress: Progress):
 
 
 class _Retrying:
-    """Print a retry notice once, not once per request in flight (a server that went away fails them all)."""
+    """Print the first retry notice of each round, not one per request in flight (a server that went away fails
+    them all, each naming its request)."""
 
     def __init__(self) -> None:
         self.last = ""
 
     def __call__(self, line: str) -> None:
-        if line != self.last:
-            self.last = line
+        step = line.rpartition("; retry ")[2]
+        if step != self.last:
+            self.last = step
             click.echo(f"sp-scan: {line}", err=True)
 
 
@@ -181,6 +184,10 @@ _SYNC_OPTIONS = (
     click.option("--mempool", is_flag=True, help="Also keep the unconfirmed payments in the source's mempool (--db over an index synced with --mempool, or --electrum)."),
     click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Scanning threads."),
     click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing request (0.5 s, doubling) before giving up."),
+    click.option(
+        "--timeout", type=click.FloatRange(min=0.1), default=DEADLINE, show_default=True, metavar="S",
+        help="Seconds a request may take, its retries included (a stream: may go without an answer), before the sync gives up naming it.",
+    ),
 )
 
 
@@ -228,10 +235,10 @@ def rescan(ctx, path, rescan_from, **options):
 
 def _sync(
     path, rescan_from, scan_key_file, descriptor_file, db, rest_url, rpc_url, rpc_cookie, rpc_user, blindbit, grpc_target, electrum_target, share_scan_key, cake_target, tls,
-    cut_through, dust_limit, stop, follow, interval, mempool, jobs, retries,
+    cut_through, dust_limit, stop, follow, interval, mempool, jobs, retries, timeout,
 ) -> int:  # fmt: skip
     """`wallet sync` and `wallet rescan`: the exit status."""
-    retry = Retry(retries, report=_Retrying())
+    retry = Retry(retries, report=_Retrying(), deadline=timeout)
     if descriptor_file is not None and scan_key_file is not None:
         raise click.UsageError("give --scan-key-file or --descriptor-file, not both")
     if mempool and not (db or electrum_target):
@@ -244,7 +251,7 @@ def _sync(
             remote["scan_key32"] = read_descriptor(descriptor_file).scan_key32 if descriptor_file else read_scan_key(scan_key_file)
             remote["wallet"] = w
             w.receiver(remote["scan_key32"])
-        source = _source(db, node_client(rest_url, rpc_url, rpc_cookie, rpc_user), blindbit, cut_through, dust_limit, retry, remote)
+        source = _source(db, node_client(rest_url, rpc_url, rpc_cookie, rpc_user), blindbit, cut_through, dust_limit, retry, remote, timeout)
         try:
             scan_key32 = remote.get("scan_key32") or (read_descriptor(descriptor_file).scan_key32 if descriptor_file else read_scan_key(scan_key_file))
             progress = Progress(0, sys.stderr, sys.stderr.isatty())

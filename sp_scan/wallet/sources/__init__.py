@@ -18,8 +18,9 @@ A source only answers; the sync loop (`sp_scan.wallet.sync`) checks the answers,
   or None when it has no mempool to give.
 - `close()`.
 
-A source retries what its transport allows (a `Retry`: doubling waits) before it raises `NodeError`;
-the loop does not retry, and what a source raises ends the sync (naming the height to resume at).
+A source retries what its transport allows (a `Retry`: doubling waits, by default within `DEADLINE`
+seconds a request, retries included) before it raises `NodeError` naming the request; the loop does
+not retry, and what a source raises ends the sync (naming the height to resume at).
 
 `SourceBlock` (what the source says of one height):
 - `height`, `hash32`, `prev32` (None when the source does not say: forks are then found between
@@ -61,6 +62,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sp_scan.errors import SourceError
+from sp_scan.index.sync import Retry
 
 MAX_BLOCK_TXS = 30_000
 """More eligible txs than a 4 MWU block can hold (the smallest has ~110 vB): a bigger answer is refused."""
@@ -68,6 +70,9 @@ MAX_BLOCK_OUTPUTS = 100_000
 """More taproot outputs than a block can hold (43 vB each)."""
 MAX_MONEY = 21_000_000 * 100_000_000
 """No output holds more satoshis."""
+DEADLINE = 60.0
+"""Seconds a request may take with its retries (or a stream go without an answer): the sources' default `Retry`."""
+RETRY = Retry(deadline=DEADLINE)
 
 
 @dataclass(frozen=True, slots=True)

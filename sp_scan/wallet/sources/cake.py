@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from sp_scan.errors import NodeError, SourceError
 from sp_scan.index.sync import Retry
 
-from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, BlockTxs, Keys0, Spend
+from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Keys0, Spend
 from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, headers, hex_bytes, integer, proven_txs, taproot_outputs
 
 TWEAKS = "blockchain.tweaks.subscribe"
@@ -130,7 +130,7 @@ class CakeSource(ElectrumSource):
         ahead: blocks asked for ahead of the one being scanned.
     """
 
-    def __init__(self, host: str, port: int, *, tls: bool = False, retry: Retry = Retry(), ahead: int = AHEAD, timeout: float = TIMEOUT) -> None:
+    def __init__(self, host: str, port: int, *, tls: bool = False, retry: Retry = RETRY, ahead: int = AHEAD, timeout: float = TIMEOUT) -> None:
         super().__init__("Cake's electrs", host, port, tls, (TWEAKS,), retry, timeout)
         self.ahead = ahead
         self._streamed: dict[int, object] = {}

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 
 from sp_scan import wire
 from sp_scan.errors import MalformedDataError, NodeError, SourceError
-from sp_scan.index.sync import Retry
+from sp_scan.index.sync import Retry, answered, time_left
 from sp_scan.network import BY_GENESIS
 
 from . import MAX_BLOCK_TXS, BlockTxs, Spend
@@ -96,12 +96,14 @@ class ElectrumClient:
         self._answers: dict[int, dict] = {}
         self._pending: set[int] = set()
         self._id = 0
+        self._waiting = "server.version"
 
     # ---- the connection ----
 
     def _connect(self) -> None:
+        self._waiting = "a connection"
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            sock = socket.create_connection((self.host, self.port), timeout=time_left(self.timeout))
             if self.tls:
                 sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
         except OSError as exc:  # ssl.SSLError is one
@@ -128,7 +130,7 @@ class ElectrumClient:
     def _lost(self, exc: BaseException | None) -> NodeError:
         self.close()
         reason = "it closed the connection" if exc is None else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
-        return NodeError(f"cannot reach the Electrum server at {self.url}: {reason}")
+        return NodeError(f"cannot reach the Electrum server at {self.url} (waiting for {self._waiting}): {reason}")
 
     # ---- requests ----
 
@@ -159,6 +161,7 @@ class ElectrumClient:
             NodeError: the connection failed, or the server answered with an error object.
             SourceError: a line that is not a JSON-RPC message, or over the bounds.
         """
+        self._waiting = method
         while id_ not in self._answers:
             self._read()
         message = self._answers.pop(id_)
@@ -191,6 +194,7 @@ class ElectrumClient:
             NodeError: the connection failed or stayed silent for the timeout.
             SourceError: as `answer`.
         """
+        self._waiting = f"a notification of {', '.join(sorted(self.listen))}"
         while not self._notes:
             self._read()
         params, size = self._notes.popleft()
@@ -208,12 +212,14 @@ class ElectrumClient:
         if self._file is None:
             raise self._lost(None)
         try:
+            self._sock.settimeout(time_left(self.timeout))
             line = self._file.readline(MAX_LINE + 1)
         except (OSError, ValueError) as exc:
             raise self._lost(exc) from None
         if not line:
             raise self._lost(None)
         self.received += len(line)
+        answered()
         if len(line) > MAX_LINE:
             self.close()
             raise SourceError(f"the Electrum server at {self.url} sent a line of more than {MAX_LINE:,} bytes")

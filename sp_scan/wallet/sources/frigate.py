@@ -33,7 +33,7 @@ from sp_scan.errors import SourceError
 from sp_scan.index.sync import Retry
 from sp_scan.network import get as get_network
 
-from . import MAX_BLOCK_TXS, BlockTxs, Keys0, Spend
+from . import MAX_BLOCK_TXS, RETRY, BlockTxs, Keys0, Spend
 from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, headers, hex_bytes, integer, parsed_tx, proven_txs, taproot_outputs
 from .electrum import tip_height as electrum_tip
 
@@ -87,7 +87,7 @@ class FrigateSource(ElectrumSource):
 
     def __init__(
         self, host: str, port: int, scan_key32: bytes, spend_pubkey33: bytes, labels: Sequence[int] = (), *, tls: bool = False,
-        retry: Retry = Retry(), window: int = WINDOW, timeout: float = TIMEOUT,
+        retry: Retry = RETRY, window: int = WINDOW, timeout: float = TIMEOUT,
     ) -> None:  # fmt: skip
         self.labels = sorted({m for m in labels if m})
         if len(self.labels) > MAX_LABELS:

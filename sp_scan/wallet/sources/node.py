@@ -23,7 +23,7 @@ from sp_scan.index.sync import Retry
 from sp_scan.node import RestNode, RpcNode
 from sp_scan.types import BlockData
 
-from . import Ahead, BlockTxs, Keys0, Spend
+from . import RETRY, Ahead, BlockTxs, Keys0, Spend
 
 AHEAD = 8
 """Blocks fetched ahead of the one being scanned."""
@@ -64,7 +64,7 @@ class NodeSource:
         retry: how a failing call is tried again.
     """
 
-    def __init__(self, node: RestNode | RpcNode, retry: Retry = Retry()) -> None:
+    def __init__(self, node: RestNode | RpcNode, retry: Retry = RETRY) -> None:
         self.node, self.retry = node, retry
         self.name = f"the node at {node.url}"
         self.received = 0
