@@ -289,7 +289,7 @@ def test_a_node_whose_next_block_does_not_link_to_its_own_is_asked_again_then_re
     branch = spending_chain(15, chain, fork_height=7, salt=1)
     scan = bytes.fromhex(SCAN_HEX)
     with NodeServer(RestHandler, StaleHeights(chain, branch, {9})) as server:  # a cache answering height 9 from the branch
-        with Wallet.create(tmp_path / "s.wallet", "regtest", PrivateKey(scan).public_key.format(), bytes.fromhex(SPEND_HEX), (), 0) as w:
+        with Wallet.create(tmp_path / "s.wallet", "regtest", PrivateKey(scan).public_key.format(), bytes.fromhex(SPEND_HEX), (), 1) as w:  # block 0 is not regtest's genesis
             w.sync(NodeSource(RestNode(server.url)), scan, stop=8)
             found = w.outputs()
             with pytest.raises(NodeError, match=f"block 9 names {branch.blocks[8].hash_hex} as its parent, not the wallet's {chain.blocks[8].hash_hex}.*seen 6 times"):

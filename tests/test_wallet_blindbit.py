@@ -219,6 +219,19 @@ def test_a_hostile_answer_is_refused_in_one_line_and_the_wallet_keeps_every_bloc
     assert wallet_tip(path) == PAYMENT - 1 and listed(path) == []
 
 
+@pytest.mark.parametrize(
+    ("height", "hash_hex", "needle"),
+    [(PAYMENT, "ff" * 32, "above the network's proof-of-work limit"), (0, "00" * 32, "is not the checkpoint 0f9188f1")],
+    ids=["above-the-limit", "not-the-checkpoint"],
+)
+def test_a_block_hash_no_block_of_the_network_has_is_refused(height, hash_hex, needle, proxy, tmp_path):
+    filters_of = (f"/filter/new-utxos/{height}", f"/filter/spent/{height}")
+    proxy.tamper = lambda path, body: {**body, "block_hash": hash_hex} if path in filters_of else None
+    path = create(tmp_path)
+    assert_fails(sync(path, "--blindbit", proxy.url), f"block {height}", needle, f"at {height})")
+    assert wallet_tip(path) == height - 1
+
+
 def test_a_filter_that_hides_an_output_its_utxos_show_is_refused(kernel_chain, proxy, tmp_path):
     receiver = W.receiver()
     tweaks = b"".join(t.tweak33 for t in kernel_chain.tweaks(PAYMENT))

@@ -3,8 +3,13 @@
 One loop, like the index's (`sp_scan.index.sync`): before each round the stored tip hash is
 compared with the source's block at that height; when they differ, the stored hashes are walked
 down to the highest one the source still has and everything above it is rolled back (outputs
-found there, spends seen there), then the loop rescans from there. A source whose chain is
-shorter than the wallet's is waited for (`follow`) or refused; it never shrinks the wallet.
+found there, spends seen there), then the loop rescans from there: when the source gives headers
+and the wallet kept their nBits, only if the source's branch has more chain work than the wallet's
+(Core follows the most work; a branch with no more is waited for with `follow`, else refused). A
+source whose chain is shorter than the wallet's is waited for (`follow`) or refused; it never
+shrinks the wallet. Every block's hash is checked against the network's checkpoint at its height,
+a header a source gives must hash to it and meet its own nBits, and a bare hash from a source that
+proves nothing must meet the network's proof-of-work limit (`sp_scan.headers`).
 
 Per block: the tweaks and outputs the source gives are checked (`BlockTxs.check`), scanned with
 the native batch scan (`sp_scan.scan.scan_tweaks_packed`), then the block's spends of the wallet's
@@ -25,6 +30,8 @@ from dataclasses import dataclass, field
 
 from .. import scan as sp_scan
 from ..errors import HeightError, InvalidKeyError, NodeError, SourceError, WalletStoreError
+from ..headers import Header, meets, work
+from ..network import get as get_network
 from ..scan import Receiver
 from .sources import MAX_BLOCK_TXS, BlockTxs, Keys0, Source, SourceBlock
 from .store import KEEP_HASHES, Found, WalletOutput, WalletStore
@@ -130,6 +137,10 @@ class _Fork(Exception):
     """A block that does not link to the wallet's tip: the source changed branches during the round."""
 
 
+class _LessWork(Exception):
+    """The source's branch has no more chain work than the wallet's: not followed."""
+
+
 class Syncer:
     """One sync run of a wallet store from a source (see `run`)."""
 
@@ -148,6 +159,8 @@ class Syncer:
         self.on_output = on_output or (lambda output: None)
         self.stats = SyncStats()
         self._unspent: dict[bytes, WalletOutput] = {}
+        self.pow = get_network(store.network).pow
+        self._checkpoint32 = bytes.fromhex(self.pow.checkpoint[1])[::-1]
 
     def run(self, stop: int | None, follow: bool, interval: float, mempool: bool, rescan_from: int | None = None) -> SyncStats:
         """Sync to `stop` (default: the source's tip, re-read every round); with `follow`, keep polling.
@@ -209,7 +222,12 @@ class Syncer:
                 self._wait(interval)
                 continue
             if tip is not None and self.source.block_hash(tip[0]) != tip[1]:
-                self._roll_back(tip)
+                try:
+                    self._roll_back(tip, source_tip)
+                except _LessWork as exc:
+                    if not follow:
+                        raise NodeError(f"{exc}: nothing is rolled back; --follow waits for it to have more") from None
+                    self._wait(interval)
                 continue
             nxt = tip[0] + 1 if tip else self.store.birthday
             target = source_tip if stop is None else min(stop, source_tip)
@@ -229,13 +247,21 @@ class Syncer:
                 return self.stats
             self._wait(interval)
 
-    def _roll_back(self, tip: tuple[int, bytes]) -> None:
-        """The source has another block at the wallet's tip: forget every block above the highest stored one it still has."""
+    def _roll_back(self, tip: tuple[int, bytes], source_tip: int) -> None:
+        """The source has another block at the wallet's tip: forget every block above the highest stored one it still has.
+
+        Raises:
+            _LessWork: the source's branch above that block has no more chain work than the wallet's.
+        """
         keep = self.store.birthday - 1
         for height, hash32 in self.store.hashes(tip[0], KEEP_HASHES):
             if self.source.block_hash(height) == hash32:
                 keep = height
                 break
+        bits = self.store.bits(keep)
+        theirs = self.source.work(keep + 1, source_tip) if bits is not None else None
+        if theirs is not None and theirs <= sum(map(work, bits)):
+            raise _LessWork(f"{self.source.name}'s chain leaves the wallet's above block {keep} with no more work than the wallet's {len(bits)} block(s)")
         self.stats.rolled_back += self.store.rollback_to(keep)
         self.stats.reorgs += 1
         self._unspent = {o.outpoint36: o for o in self.store.outputs(unspent=True) if o.height is not None}
@@ -258,8 +284,9 @@ class Syncer:
                     raise SourceError(f"{self.source.name}: block {block.height}'s hash is not 32 bytes")
                 if block.prev32 is not None and prev32 is not None and block.prev32 != prev32:
                     raise _Fork(f"{self.source.name}'s block {block.height} names {block.prev32[::-1].hex()} as its parent, not the wallet's {prev32[::-1].hex()}")
+                bits = self._check_hash(block)
                 found, spends = self._scan(block)
-                ended = self.store.append(block.height, block.hash32, found, [(s.outpoint36, s.txid32) for s in spends])
+                ended = self.store.append(block.height, block.hash32, found, [(s.outpoint36, s.txid32) for s in spends], bits=bits)
                 self.stats.settled += len(ended)
                 outputs = [WalletOutput(block.height, f.txid32, f.vout, f.amount, f.output32, f.tweak32, f.label, block.hash32) for f in found]
                 self._unspent.update((o.outpoint36, o) for o in outputs)
@@ -277,6 +304,27 @@ class Syncer:
             if close is not None:
                 close()  # stops a source's fetching ahead
             self._commit(done)
+
+    def _check_hash(self, block: SourceBlock) -> int | None:
+        """Check a block's hash against the checkpoint, its header or the network's limit (see the module docstring);
+        the header's nBits, or None without one.
+
+        Raises:
+            SourceError: a check fails.
+        """
+        what = f"{self.source.name}'s block {block.height}"
+        if block.height == self.pow.checkpoint[0] and block.hash32 != self._checkpoint32:
+            raise SourceError(f"{what} is not the checkpoint {self.pow.checkpoint[1]}: another chain")
+        if block.header80 is not None:
+            header = Header.parse(block.header80, f"{what}'s header")
+            if header.hash32 != block.hash32 or (block.prev32 is not None and header.prev32 != block.prev32):
+                raise SourceError(f"{what}'s header is not the block it names")
+            if not meets(header.hash32, header.bits, self.pow):
+                raise SourceError(f"{what}'s header does not meet its own nBits {header.bits:08x}")
+            return header.bits
+        if not block.proven and int.from_bytes(block.hash32, "little") > self.pow.limit:
+            raise SourceError(f"{what}'s hash {block.hash32[::-1].hex()} is above the network's proof-of-work limit: no block has it")
+        return None
 
     def _commit(self, done: list[WalletOutput]) -> None:
         """Commit the open batch, then tell the callback of the outputs it found or spent."""

@@ -16,6 +16,8 @@ A source only answers; the sync loop (`sp_scan.wallet.sync`) checks the answers,
   the hashes of heights without entries come from its headers.
 - `mempool()`: the node's or server's unconfirmed eligible txs as `BlockTxs` (tweaks paired),
   or None when it has no mempool to give.
+- `work(lo, hi)`: the chain work of its headers of heights lo..hi, checked (`sp_scan.headers`), or None
+  when it gives no headers (the loop compares a fork's work with the wallet's branch before following it).
 - `close()`.
 
 A source retries what its transport allows (a `Retry`: doubling waits, by default within `DEADLINE`
@@ -25,6 +27,10 @@ not retry, and what a source raises ends the sync (naming the height to resume a
 `SourceBlock` (what the source says of one height):
 - `height`, `hash32`, `prev32` (None when the source does not say: forks are then found between
   rounds through `block_hash`; a prev32 that is not the previous block's hash ends the round).
+- `header80`: the block's header when the source gives it (the Electrum sources, their headers checked
+  by `sp_scan.headers`), else None.
+- `proven`: True when the outputs `txs` gives are proven in the block (a node's or an index's whole
+  block, an Electrum server's transaction and merkle proof); False for a server's word (BlindBit).
 - `tweaks33`: the 33-byte tweaks (input_hash·A) of the block's eligible txs the source serves, in
   block order (after its dust and cut-through rules), packed.
 - `wants_keys0`: False when `txs` gives the outputs outright (an index, a node, Cake, Frigate's
@@ -43,7 +49,9 @@ not retry, and what a source raises ends the sync (naming the height to resume a
   spent filter, then /spent-index on a hit; v2: the 8-byte key prefixes of the outputs the block
   spends; Electrum servers: the history of each output's script).
 
-What the loop checks before it writes: heights in order, 32-byte hashes, widths and counts within
+What the loop checks before it writes: heights in order, 32-byte hashes (the network's checkpoint at its
+height; a header, when given, hashing to the hash and meeting its own nBits; a bare hash from an unproven
+source meeting the network's proof-of-work limit), widths and counts within
 `MAX_BLOCK_TXS` / `MAX_BLOCK_OUTPUTS`, amounts within the money supply, every tweak a point, every
 spend one of the outpoints it asked about. A found output is the loop's own scan of the outputs
 against the tweak (P = B_m + t_k·G), never the source's claim. What fails a check raises
@@ -199,8 +207,10 @@ class SourceBlock(Protocol):
     height: int
     hash32: bytes
     prev32: bytes | None
+    header80: bytes | None
     tweaks33: bytes
     wants_keys0: bool
+    proven: bool
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs: ...
     def spends(self, outpoints36: Sequence[bytes], outputs32: Sequence[bytes]) -> list[Spend]: ...
@@ -217,6 +227,7 @@ class Source(Protocol):
     def block_hash(self, height: int) -> bytes: ...
     def blocks(self, start: int, stop: int) -> Iterator[SourceBlock]: ...
     def mempool(self) -> BlockTxs | None: ...
+    def work(self, lo: int, hi: int) -> int | None: ...
     def close(self) -> None: ...
 
 

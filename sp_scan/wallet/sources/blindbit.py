@@ -182,7 +182,9 @@ class BlindBitBlock:
     spent_filter: bytes
     client: _Client = field(repr=False)
     prev32: bytes | None = None
+    header80: bytes | None = None
     wants_keys0: bool = True
+    proven: bool = False
 
     def _named(self, body: object, what: str) -> None:
         if _hex(_field(body, "block_hash", what), 32, f"{what}: block_hash")[::-1] != self.hash32:
@@ -370,6 +372,10 @@ class BlindBitSource:
 
     def mempool(self) -> BlockTxs | None:
         """None: BlindBit v1 serves no mempool."""
+        return None
+
+    def work(self, lo: int, hi: int) -> None:
+        """None: BlindBit gives no headers."""
         return None
 
     def close(self) -> None:

@@ -66,7 +66,9 @@ class V2Block:
     spent: frozenset[bytes]
     full_block: Callable[[int], object] = field(repr=False)
     prev32: bytes | None = None
+    header80: bytes | None = None
     wants_keys0: bool = True
+    proven: bool = False
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs:
         """The hit txs (those holding a k = 0 key of their own tweak) with their outputs from GetFullBlock.
@@ -267,6 +269,10 @@ class BlindBitV2Source:
 
     def mempool(self) -> BlockTxs | None:
         """None: BlindBit v2 serves no mempool."""
+        return None
+
+    def work(self, lo: int, hi: int) -> None:
+        """None: BlindBit v2 gives no headers."""
         return None
 
     def close(self) -> None:

@@ -26,7 +26,7 @@ from sp_scan.errors import NodeError, SourceError
 from sp_scan.index.sync import Retry
 
 from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Keys0, Spend
-from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, headers, hex_bytes, integer, proven_txs, taproot_outputs
+from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, hex_bytes, integer, proven_txs, taproot_outputs
 
 TWEAKS = "blockchain.tweaks.subscribe"
 AHEAD = 32
@@ -48,6 +48,7 @@ class CakeBlock:
     source: CakeSource = field(repr=False)
     spent: Spends = field(repr=False)
     wants_keys0: bool = True
+    proven: bool = True
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs:
         """The hit txs (a streamed key among the k = 0 keys of its own tweak), proven in this block, in block order.
@@ -161,7 +162,7 @@ class CakeSource(ElectrumSource):
                     sent.append(client.send(TWEAKS, [nxt, 1, True]))
                     nxt += 1
                 if not heads:
-                    heads.extend(headers(client, height, min(HEADERS_AHEAD, stop - height + 1)))
+                    heads.extend(self.headers.get(height, min(HEADERS_AHEAD, stop - height + 1)))
                 header80 = heads.popleft()
                 txids, tweaks33, outputs = parse_block(self._take(height, sent.popleft(), nxt - 1), f"{self.name}: block {height}")
                 yield CakeBlock(height, block_hash32(header80), header80[4:36], header80, txids, tweaks33, outputs, self, spent)

@@ -7,8 +7,10 @@ methods a source listens to are kept for it, others dropped. Every line is bound
 counted in `received`. A connection that fails is closed and opened again by the next call; the
 failed call raises `NodeError`, which callers retry through `Retry`.
 
-Trust: headers (`blockchain.block.headers`) must chain to each other; a block's hash is its header's
-hash; the network is the genesis block's. A transaction (`blockchain.transaction.get`) must hash to
+Trust: headers (`blockchain.block.headers`) are checked as Core checks them before anything uses them
+(`Headers`: `sp_scan.headers.HeaderChain`, from the network's checkpoint: proof of work against each
+header's own nBits, nBits against the chain's retarget rules, times); a block's hash is its header's
+hash; the network is the genesis block's; the server's tip is a header that passes too. A transaction (`blockchain.transaction.get`) must hash to
 its txid and `blockchain.transaction.get_merkle` must prove it under its block's merkle root: its
 position orders a block's txs as the block does. A spend of a wallet output is read from the
 history of its script (`blockchain.scripthash.get_history`, once a round per script): a tx of that
@@ -28,8 +30,10 @@ from collections.abc import Iterable, Sequence
 
 from sp_scan import wire
 from sp_scan.errors import MalformedDataError, NodeError, SourceError
+from sp_scan.headers import Header, HeaderChain
 from sp_scan.index.sync import Retry, answered, time_left
 from sp_scan.network import BY_GENESIS
+from sp_scan.network import get as get_network
 
 from . import MAX_BLOCK_TXS, BlockTxs, Spend
 
@@ -245,8 +249,46 @@ class ElectrumClient:
             self._note_bytes += len(line)
 
 
+class Headers:
+    """The server's headers, each checked (`sp_scan.headers.HeaderChain`) before `get` gives it: those at or below
+    the network's checkpoint lead up to its hash, those above it follow the chain's rules from there.
+
+    Args:
+        client: the server.
+        network: its chain's name.
+    """
+
+    def __init__(self, client: ElectrumClient, network: str) -> None:
+        self.client = client
+        self.chain = HeaderChain(get_network(network).pow)
+
+    def get(self, start: int, count: int) -> list[bytes]:
+        """The server's headers of heights start..start + count - 1, asked for now and checked (with the headers
+        below them the rules need, asked for once).
+
+        Raises:
+            NodeError: a request fails.
+            SourceError: a header the checks refuse, or a chain that is not the network's.
+        """
+        c = self.chain
+        fetched = headers(self.client, start, count)
+        if c.base < 0:
+            lo = c.start(start)
+            c.anchor(lo, headers(self.client, lo, c.checkpoint - lo + 1))
+        if start < c.base:
+            c.anchor(start, headers(self.client, start, c.base - start))
+        if start > c.top + 1:
+            c.extend(c.top + 1, headers(self.client, c.top + 1, start - c.top - 1))
+        lo, batch = start, fetched
+        while lo - 1 > max(c.base, c.checkpoint) and Header.parse(batch[0]).prev32 != c.hash32(lo - 1):  # the server switched branches below
+            below = max(c.base + 1, c.checkpoint + 1, lo - HEADERS_PER_CALL)
+            batch, lo = headers(self.client, below, lo - below) + batch, below
+        c.extend(lo, batch)
+        return fetched
+
+
 class ElectrumSource:
-    """What the Electrum sources share: the chain as the server's headers name it, every call retried.
+    """What the Electrum sources share: the chain as the server's headers name it (checked), every call retried.
 
     Args:
         kind: names the server in messages ("Frigate").
@@ -259,11 +301,19 @@ class ElectrumSource:
         self.name = f"{kind} at {self.client.url}"
         self.retry = retry
         self._network: str | None = None
+        self._headers: Headers | None = None
 
     @property
     def received(self) -> int:
         """Bytes of answers and notifications read."""
         return self.client.received
+
+    @property
+    def headers(self) -> Headers:
+        """The server's checked headers (its network asked for first)."""
+        if self._headers is None:
+            self._headers = Headers(self.client, self.network())
+        return self._headers
 
     def network(self) -> str:
         if self._network is None:
@@ -274,10 +324,26 @@ class ElectrumSource:
         return network(self.client)
 
     def tip_height(self) -> int:
-        return self.retry.call(tip_height, self.client)
+        """The server's tip height, once its tip header passed the checks.
+
+        Raises:
+            SourceError: the tip header is refused, or is not the server's header at that height.
+        """
+        return self.retry.call(self._tip)
+
+    def _tip(self) -> int:
+        height, header80 = tip(self.client)
+        if self.headers.get(height, 1) != [header80]:
+            raise SourceError(f"{self.name}'s tip header is not its header of block {height}")
+        return height
 
     def block_hash(self, height: int) -> bytes:
-        return block_hash32(self.retry.call(headers, self.client, height, 1)[0])
+        return block_hash32(self.retry.call(self.headers.get, height, 1)[0])
+
+    def work(self, lo: int, hi: int) -> int:
+        """The chain work of the server's (checked) headers lo..hi."""
+        self.retry.call(self.headers.get, lo, hi - lo + 1)
+        return self.headers.chain.work(lo, hi)
 
     def close(self) -> None:
         self.client.close()
@@ -302,13 +368,13 @@ def block_hash32(header80: bytes) -> bytes:
     return wire.sha256d(header80)
 
 
-def tip_height(client: ElectrumClient) -> int:
-    """The server's tip height (`blockchain.headers.subscribe`)."""
+def tip(client: ElectrumClient) -> tuple[int, bytes]:
+    """(height, header80) of the server's tip, as it says (`blockchain.headers.subscribe`), unchecked."""
     reply = client.call("blockchain.headers.subscribe", [])
     if not isinstance(reply, dict):
         raise SourceError(f"the Electrum server at {client.url} answered blockchain.headers.subscribe with {str(reply)[:80]}")
-    hex_bytes(reply.get("hex"), HEADER_BYTES, "blockchain.headers.subscribe's header")
-    return integer(reply.get("height"), 0, 2**31, "blockchain.headers.subscribe's height")
+    header80 = hex_bytes(reply.get("hex"), HEADER_BYTES, "blockchain.headers.subscribe's header")
+    return integer(reply.get("height"), 0, 2**31, "blockchain.headers.subscribe's height"), header80
 
 
 def header_at(client: ElectrumClient, height: int) -> bytes:
@@ -316,7 +382,8 @@ def header_at(client: ElectrumClient, height: int) -> bytes:
 
 
 def headers(client: ElectrumClient, start: int, count: int) -> list[bytes]:
-    """The headers of heights start..start + count - 1, each checked to name the previous one.
+    """The headers of heights start..start + count - 1 as the server gives them, each checked to name the previous
+    one (`Headers.get` checks the rest).
 
     Raises:
         SourceError: fewer headers than asked for, a malformed answer, or headers that do not chain.

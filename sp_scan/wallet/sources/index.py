@@ -38,6 +38,8 @@ class IndexBlock:
     index: Index
     tweaks33: bytes = b""
     wants_keys0: bool = False
+    header80: bytes | None = None
+    proven: bool = True
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs:
         return self.block_txs
@@ -135,6 +137,10 @@ class IndexSource:
         if view.version == 0:
             return None
         return BlockTxs.of((t.txid32, t.tweak33, t.outputs) for t in view.txs)
+
+    def work(self, lo: int, hi: int) -> None:
+        """None: the index keeps no headers (it follows the node's best chain)."""
+        return None
 
     def close(self) -> None:
         self.index.close()

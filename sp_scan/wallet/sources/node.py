@@ -41,6 +41,8 @@ class NodeBlock:
     raw: bytes
     tweaks33: bytes = b""
     wants_keys0: bool = False
+    header80: bytes | None = None
+    proven: bool = True
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs:
         d = self.data
@@ -115,6 +117,10 @@ class NodeSource:
 
     def mempool(self) -> BlockTxs | None:
         """None: a node gives no prevouts for mempool txs (see the module docstring)."""
+        return None
+
+    def work(self, lo: int, hi: int) -> None:
+        """None: the node gives its best chain, checked by itself."""
         return None
 
     def close(self) -> None:
