@@ -15,6 +15,7 @@ from coincurve import PrivateKey
 
 import kernelchain as kc
 import serving
+from blindbit_support import INVENTED, Proxy, invent
 from electrum_support import ElectrumThread, ElectrumX, RawClient
 from index_support import wait_until
 from remote_support import JsonRpcProxy
@@ -371,6 +372,19 @@ def test_a_branch_with_no_more_work_than_the_wallets_is_not_followed(kernel_chai
     proxy.tamper = _with_headers({kc.SAMPLE_TIP - 1: first, kc.SAMPLE_TIP: second})  # two other blocks: the same work
     line = assert_fails(sync(path, *source("cake", proxy.port), "--retries", "0"), f"leaves the wallet's above block {kc.SAMPLE_TIP - 2} with no more work than the wallet's 2 block(s)")
     assert "nothing is rolled back" in line and wallet_tip(path) == kc.SAMPLE_TIP and listed(path) == before
+
+
+def test_verify_with_an_electrum_server_proves_what_blindbit_finds_and_refuses_what_it_cannot_prove(kernel_chain, kernel_index, electrum, tmp_path):
+    with serving.ServerThread(kernel_index) as oracle, Proxy(oracle.url) as bb:
+        verify = ["--verify-with", f"tcp://127.0.0.1:{electrum.port}"]
+        path = create(tmp_path)
+        result = sync(path, "--blindbit", bb.url, *verify)
+        assert result.exit_code == 0, result.output
+        assert listed(path) == paid(kernel_chain)
+        txid = invent(bb, PAYMENT, W.scan_pubkey33, W.spend_pubkey33)
+        forged = create(tmp_path, "forged.wallet")
+        line = assert_fails(sync(forged, "--blindbit", bb.url, *verify), f"lists output {txid}:0 of {INVENTED:,} sats in block {PAYMENT}", "cannot prove it there")
+        assert f"resume at {PAYMENT}" in line and wallet_tip(forged) == PAYMENT - 1
 
 
 def test_cake_outputs_that_are_not_the_hit_txs_own_are_refused(kernel_chain, proxy, tmp_path):

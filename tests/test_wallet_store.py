@@ -13,7 +13,7 @@ import kernelchain as kc
 from sp_scan.errors import WalletStoreError
 from sp_scan.wallet import Wallet
 from sp_scan.wallet import store as wallet_store
-from test_cli import assert_fails, invoke
+from test_cli import assert_fails, invoke, json_lines
 from wallet_support import create, listed, paid, rescan, sync
 
 COMMANDS = [("balance",), ("list",), ("info",), ("send", "--to", "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080:20000", "--fee-rate", "2")]
@@ -113,3 +113,55 @@ def test_a_rescan_from_below_the_hashes_kept_starts_from_the_sources_hash_of_the
     assert result.exit_code == 0, result.output
     assert f"{kc.SAMPLE_TIP - 59} block(s) scanned" in result.stdout
     assert listed(path) == honest == paid(kernel_chain) and invoke("wallet", "check", str(path)).exit_code == 0
+
+
+# ---- version 1 files ----
+
+FORMAT_1 = (  # sp-scan's wallet schema of format version 1, as it wrote it
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE blocks(height INTEGER PRIMARY KEY, hash BLOB NOT NULL)",
+    "CREATE TABLE outputs(txid BLOB NOT NULL, vout INTEGER NOT NULL, height INTEGER NOT NULL, position INTEGER NOT NULL,"
+    " block_hash BLOB NOT NULL, amount INTEGER NOT NULL, output BLOB NOT NULL, label INTEGER, tweak BLOB NOT NULL,"
+    " spent_height INTEGER, spent_txid BLOB, PRIMARY KEY(txid, vout)) WITHOUT ROWID",
+    "CREATE INDEX outputs_by_height ON outputs(height, position, vout)",
+    "CREATE INDEX outputs_by_spend ON outputs(spent_height) WHERE spent_height IS NOT NULL",
+    "CREATE TABLE unconfirmed(txid BLOB NOT NULL, vout INTEGER NOT NULL, position INTEGER NOT NULL, amount INTEGER NOT NULL,"
+    " output BLOB NOT NULL, label INTEGER, tweak BLOB NOT NULL, PRIMARY KEY(txid, vout)) WITHOUT ROWID",
+)
+
+
+def as_format_1(path, old):
+    """The wallet at `path` written again as a version 1 file at `old`."""
+    with sqlite3.connect(path) as src, sqlite3.connect(old) as dst:
+        for statement in FORMAT_1:
+            dst.execute(statement)
+        meta = [(k, v) for k, v in src.execute("SELECT key, value FROM meta") if not k.startswith("rows.") and k != "tip"]
+        dst.executemany("INSERT INTO meta VALUES (?, ?)", [(k, 1 if k == "format" else v) for k, v in meta])
+        dst.executemany("INSERT INTO blocks VALUES (?, ?)", src.execute("SELECT height, hash FROM blocks"))
+        dst.executemany(
+            "INSERT INTO outputs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            src.execute("SELECT txid, vout, height, position, block_hash, amount, output, label, tweak, spent_height, spent_txid FROM outputs"),
+        )
+        dst.execute(f"PRAGMA application_id = {wallet_store.APPLICATION_ID}")
+        dst.execute("PRAGMA user_version = 1")
+    return old
+
+
+def test_a_version_1_file_is_upgraded_when_opened_its_outputs_unverified_until_a_proving_source_sees_them(kernel_chain, kernel_index, synced, tmp_path):
+    honest = listed(synced)
+    old = as_format_1(synced, tmp_path / "old.wallet")
+    assert listed(old) == []  # upgraded on open: every output kept, as unverified
+    unverified = json_lines(invoke("wallet", "list", str(old), "--unverified", "--json").stdout)
+    assert unverified == honest
+    balance = json_lines(invoke("wallet", "balance", str(old), "--json").stdout)[0]
+    assert balance["confirmed"] == 0 and balance["unverified"] == sum(r["amount"] for r in honest if not r["spent"])
+    with sqlite3.connect(old) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert invoke("wallet", "check", str(old)).exit_code == 0
+    assert sync(old, "--db", str(kernel_index)).exit_code == 0  # nothing new to scan; the index proves what it holds
+    assert listed(old) == honest == paid(kernel_chain)
+    assert json_lines(invoke("wallet", "list", str(old), "--unverified", "--json").stdout) == []
+    with Wallet.open(old) as w:
+        assert w.tip()[0] == kc.SAMPLE_TIP
+
+

@@ -50,8 +50,15 @@ def sync(path: Path, *source: str, wallet: kc.Wallet = W):
 
 
 def listed(path: Path) -> list[dict]:
-    """`sp-scan wallet list --json`."""
+    """`sp-scan wallet list --json`: the outputs a source proved."""
     result = invoke("wallet", "list", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    return json_lines(result.stdout)
+
+
+def unverified(path: Path) -> list[dict]:
+    """`sp-scan wallet list --unverified --json`: the outputs only a server's word holds (BlindBit without --verify-with)."""
+    result = invoke("wallet", "list", str(path), "--unverified", "--json")
     assert result.exit_code == 0, result.output
     return json_lines(result.stdout)
 

@@ -182,6 +182,12 @@ _SYNC_OPTIONS = (
     click.option("--follow", is_flag=True, help="Keep polling for new blocks until Ctrl-C or SIGTERM."),
     click.option("--interval", type=click.FloatRange(min=0.05), default=10.0, show_default=True, metavar="S", help="Seconds between polls with --follow."),
     click.option("--mempool", is_flag=True, help="Also keep the unconfirmed payments in the source's mempool (--db over an index synced with --mempool, or --electrum)."),
+    click.option(
+        "--verify-with", metavar="URL",
+        help="With --blindbit or --grpc: prove every output found against your node's REST interface (http://HOST:PORT) or an Electrum server "
+        "(tcp:// or ssl://HOST:PORT: the transaction under a merkle proof and headers with proof of work); without it they are kept as unverified.",
+    ),
+
     click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Scanning threads."),
     click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a failing request (0.5 s, doubling) before giving up."),
     click.option(
@@ -235,7 +241,7 @@ def rescan(ctx, path, rescan_from, **options):
 
 def _sync(
     path, rescan_from, scan_key_file, descriptor_file, db, rest_url, rpc_url, rpc_cookie, rpc_user, blindbit, grpc_target, electrum_target, share_scan_key, cake_target, tls,
-    cut_through, dust_limit, stop, follow, interval, mempool, jobs, retries, timeout,
+    cut_through, dust_limit, stop, follow, interval, mempool, verify_with, jobs, retries, timeout,
 ) -> int:  # fmt: skip
     """`wallet sync` and `wallet rescan`: the exit status."""
     retry = Retry(retries, report=_Retrying(), deadline=timeout)
@@ -252,15 +258,21 @@ def _sync(
             remote["wallet"] = w
             w.receiver(remote["scan_key32"])
         source = _source(db, node_client(rest_url, rpc_url, rpc_cookie, rpc_user), blindbit, cut_through, dust_limit, retry, remote, timeout)
+        prover = None
         try:
+            if verify_with:
+                if source.proves:
+                    raise click.UsageError(f"--verify-with goes with --blindbit or --grpc: {source.name} proves what it finds itself")
+                prover = _prover(verify_with, retry, timeout)
             scan_key32 = remote.get("scan_key32") or (read_descriptor(descriptor_file).scan_key32 if descriptor_file else read_scan_key(scan_key_file))
             progress = Progress(0, sys.stderr, sys.stderr.isatty())
             code = 0
             try:
                 with stop_signals("the wallet"):
                     stats = w.sync(
-                        source, scan_key32, stop=stop, follow=follow, interval=interval, mempool=mempool, threads=jobs, progress=_show(progress), rescan_from=rescan_from
-                    )
+                        source, scan_key32, stop=stop, follow=follow, interval=interval, mempool=mempool, threads=jobs, progress=_show(progress),
+                        rescan_from=rescan_from, verify_with=prover,
+                    )  # fmt: skip
             except (KeyboardInterrupt, Terminated) as exc:
                 progress.close()
                 tip = w.tip()
@@ -271,12 +283,32 @@ def _sync(
                 at = f"at height {tip[0]} ({tip[1][::-1].hex()})" if tip else "before its birthday"
                 forks = f", {stats.reorgs} fork(s) rolled back {stats.rolled_back} block(s)" if stats.reorgs else ""
                 settled = f", {stats.settled} pending spend(s) settled" if stats.settled else ""
-                click.echo(f"wallet {at}: {stats.blocks} block(s) scanned, {stats.found} output(s) found, {stats.spent} spent{forks}{settled}")
+                unverified = f" ({stats.unverified} unverified: `wallet list --unverified`)" if stats.unverified else ""
+                proven = f"; earlier unverified outputs: {stats.proven} proven, {stats.refuted} shown not to exist" if stats.proven or stats.refuted else ""
+                click.echo(f"wallet {at}: {stats.blocks} block(s) scanned, {stats.found} output(s) found{unverified}, {stats.spent} spent{forks}{settled}{proven}")
             finally:
                 progress.close()  # before an error's line
         finally:
             source.close()
+            if prover is not None:
+                prover.close()
     return code
+
+
+def _prover(url: str, retry, timeout: float):
+    """The --verify-with prover: a node's REST interface (http(s)://) or an Electrum server (tcp://, ssl://)."""
+    scheme = url.partition("://")[0]
+    if scheme in ("http", "https"):
+        from sp_scan.node import RestNode
+        from sp_scan.wallet.sources.node import NodeSource
+
+        return NodeSource(RestNode(url), retry)
+    if scheme in ("tcp", "ssl"):
+        from sp_scan.wallet.sources.electrum import ElectrumSource
+
+        host, port = _host_port(url.partition("://")[2].rstrip("/"), "--verify-with", split=True)
+        return ElectrumSource("the Electrum server", host, port, scheme == "ssl", (), retry, timeout)
+    raise click.BadParameter(f"{url[:80]!r} is neither http(s)://HOST:PORT (a node's REST) nor tcp:// or ssl://HOST:PORT (an Electrum server)", param_hint="--verify-with")
 
 
 def record(o: WalletOutput) -> dict:
@@ -284,16 +316,18 @@ def record(o: WalletOutput) -> dict:
     return output.index_match_record(IndexMatch(o.height, o.txid32, o.vout, o.amount, FoundOutput(o.output32, o.tweak32, o.label), o.spent))
 
 
-@wallet.command("list", help="""Every output found, in block order, then the unconfirmed ones (height null).
+@wallet.command("list", help="""Every output found that a source proved, in block order, then the unconfirmed ones (height null);
+with --unverified, the outputs only a server's word holds instead (found through BlindBit without --verify-with).
 
 JSON Lines with --json, the keys of `sp-scan index scan --json`: {"height", "txid", "vout", "amount", "output",
 "tweak", "label", "spent"}; spend an output with b_spend + tweak.""")
 @WALLET_ARGUMENT
 @click.option("--unspent", is_flag=True, help="Only the outputs not yet spent.")
+@click.option("--unverified", is_flag=True, help="List the unverified outputs (apart: `balance` counts them apart and `send` spends them only with --allow-unverified).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines.")
-def list_command(path, unspent, as_json):
+def list_command(path, unspent, unverified, as_json):
     with Wallet.open(path) as w:
-        outputs = w.unspent() if unspent else w.outputs()
+        outputs = [o for o in (w.unspent() if unspent else w.outputs()) if (o.height is not None and not o.verified) == unverified]
     emit = output.Emitter("index-scan", as_json)
     emit.block(emit.text([record(o) for o in outputs]))
 
@@ -417,6 +451,7 @@ A summary goes to stderr; --json prints {{"inputs", "outputs", "change", "fee", 
 @click.option("--from", "coins", metavar="TXID:VOUT", multiple=True, help="Spend exactly these coins (repeat).")
 @click.option("--change", metavar="ADDRESS", help="Send the change here instead of the wallet's change label.")
 @click.option("--include-unconfirmed", is_flag=True, help="Let the selection take unconfirmed coins.")
+@click.option("--allow-unverified", is_flag=True, help="Let it spend coins only a server's word holds (`wallet list --unverified`).")
 @click.option("--max-fee-rate", metavar="SAT/VB", help="The highest fee rate allowed (default: Core's maxfeerate, 10,000 sat/vB); given, a fee above the amount sent is allowed too.")
 @click.option("--out", "-o", metavar="FILE", help="Write the PSBT (base64) to FILE instead of stdout.")
 @click.option("--broadcast", "do_broadcast", is_flag=True, help="Sign with the spend key and broadcast instead of writing the PSBT only.")
@@ -424,12 +459,12 @@ A summary goes to stderr; --json prints {{"inputs", "outputs", "change", "fee", 
 @click.option("--descriptor-file", metavar="F", help="With --broadcast: an sp() descriptor holding the spend key.")
 @broadcast_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def send(path, recipients, fee_rate, coins, change, include_unconfirmed, max_fee_rate, out, do_broadcast, spend_key_file, descriptor_file, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url, as_json):
+def send(path, recipients, fee_rate, coins, change, include_unconfirmed, allow_unverified, max_fee_rate, out, do_broadcast, spend_key_file, descriptor_file, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url, as_json):
     if not do_broadcast and (spend_key_file or descriptor_file or rpc_url or forward_url or electrum_url):
         raise click.UsageError("the spend key and --rpc/--blindbit/--electrum go with --broadcast")
     with Wallet.open(path) as w:
         send_to = _broadcaster(w.network, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url) if do_broadcast else None
-        p, spend = w.create_psbt([_recipient(t) for t in recipients], fee_rate, coins=[_coin(c) for c in coins] or None, change=change, unconfirmed=include_unconfirmed, max_fee_rate=max_fee_rate)
+        p, spend = w.create_psbt([_recipient(t) for t in recipients], fee_rate, coins=[_coin(c) for c in coins] or None, change=change, unconfirmed=include_unconfirmed, max_fee_rate=max_fee_rate, allow_unverified=allow_unverified)
     if out is not None or not do_broadcast:
         _write(p.to_base64() + "\n", out)
     txid32 = None
@@ -449,6 +484,20 @@ def send(path, recipients, fee_rate, coins, change, include_unconfirmed, max_fee
             "txid": txid32[::-1].hex() if txid32 else None,
         }))  # fmt: skip
     click.echo(f"sp-scan: {summary}" + (f"; broadcast {txid32[::-1].hex()}" if txid32 else ""), err=True)
+
+
+@wallet.command(help="""Forget the pending spends SPEND... (their ids, as `wallet send` and `wallet pending` print them), or all of
+them with --all: their coins are free again for `wallet send`. A transaction already broadcast may still be
+mined: abandon only what you replaced or what the network refused.""")
+@WALLET_ARGUMENT
+@click.argument("ids", metavar="SPEND...", nargs=-1, type=click.IntRange(min=1))
+@click.option("--all", "every", is_flag=True, help="Forget every pending spend (also the way back from damaged pending rows).")
+def abandon(path, ids, every):
+    if bool(ids) == every:
+        raise click.UsageError("give the ids of the pending spends to abandon, or --all")
+    with Wallet.open(path) as w:
+        gone = w.abandon(None if every else ids)
+    click.echo(f"abandoned {len(gone)} pending spend(s)" + (f": {', '.join(map(str, gone))}" if gone else ""))
 
 
 def _write(text: str, out: str | None) -> None:

@@ -45,7 +45,7 @@ from ..network import get as get_network
 from ..psbt import Psbt
 from ..scan import CHANGE_LABEL, Receiver
 from . import spend
-from .sources import Source
+from .sources import Prover, Source
 from .spend import Recipient, Spend
 from .store import PendingSpend, WalletOutput, WalletStore
 from .sync import SyncStats, Syncer
@@ -215,6 +215,7 @@ class Wallet:
         on_output: Callable[[WalletOutput], None] | None = None,
         progress: Callable[[SyncStats], None] | None = None,
         rescan_from: int | None = None,
+        verify_with: Prover | None = None,
     ) -> SyncStats:
         """Bring the wallet to the source's tip (or `stop`), following forks; with `follow`, keep polling.
 
@@ -230,6 +231,10 @@ class Wallet:
             progress: called with the stats after each block and while waiting.
             rescan_from: first forget every block from this height up (what they found and spent, damaged rows
                 among them), then sync them again: the way back from damage.
+            verify_with: a source that proves outputs (a `NodeSource`, an `ElectrumSource`, …) for what a BlindBit
+                source finds; without one (and from a source that proves nothing itself) outputs are kept as
+                unverified. The wallet's unverified outputs are shown to it (or to the source, when that proves)
+                first: see `sp_scan.wallet.sync`.
 
         Returns:
             What was done.
@@ -239,26 +244,40 @@ class Wallet:
             WalletStoreError: the source is on another network, or another process syncs the wallet.
             HeightError: stop is beyond the source's tip (without follow).
             NodeError: the source fails (after the retries it makes itself: see its `retry`), or is behind the wallet (without follow).
-            SourceError: an answer the checks refuse, a tweak that is not a point among them (the block is not written).
+            SourceError: an answer the checks refuse, a tweak that is not a point among them, an output the
+                prover does not show as the source gave it (the block is not written).
             The message of a failure names the height to resume at.
         """
         receiver = self.receiver(scan_key32)
         if self.change_spend_pubkey33 is None:
             self._store.set_meta(CHANGE_SPEND_PUBKEY, labelled_spend_pubkey(scan_key32, self.spend_pubkey33, CHANGE_LABEL))
-        syncer = Syncer(self._store, source, receiver, threads=threads, progress=progress, on_output=on_output)
+        syncer = Syncer(self._store, source, receiver, threads=threads, progress=progress, on_output=on_output, prover=verify_with)
         return syncer.run(stop, follow, interval, mempool, rescan_from)
 
     def outputs(self) -> list[WalletOutput]:
-        """Every output found, in block order (height, tx, vout), then the unconfirmed ones (height None)."""
+        """Every output found (verified or not: see `WalletOutput.verified`), in block order (height, tx, vout), then
+        the unconfirmed ones (height None)."""
         return self._store.outputs()
 
     def unspent(self) -> list[WalletOutput]:
-        """The outputs not yet spent, confirmed ones in block order, then the unconfirmed ones."""
+        """The outputs no block spent yet, confirmed ones in block order, then the unconfirmed ones (those a pending
+        spend holds included: see `WalletOutput.pending`)."""
         return self._store.outputs(unspent=True)
 
     def pending(self) -> list[PendingSpend]:
         """The spends of the wallet's coins not mined yet (reserved by `create_psbt`, or broadcast), oldest first."""
         return self._store.pending()
+
+    def abandon(self, ids: Sequence[int] | None = None) -> list[int]:
+        """Forget pending spends, freeing their coins (None: all of them, damaged rows included).
+
+        Returns:
+            The ids forgotten.
+
+        Raises:
+            WalletStoreError: an id the wallet does not hold.
+        """
+        return self._store.abandon(ids)
 
     def balance(self) -> Balance:
         """The unspent coins' satoshis by state (see `Balance`).
@@ -318,6 +337,7 @@ class Wallet:
         change: str | None = None,
         unconfirmed: bool = False,
         max_fee_rate: str | float | Decimal | None = None,
+        allow_unverified: bool = False,
     ) -> Spend:
         """Plan a spend of the wallet's unspent coins (see `sp_scan.wallet.spend`).
 
@@ -329,12 +349,13 @@ class Wallet:
             unconfirmed: let the selection take unconfirmed coins too.
             max_fee_rate: sat/vB, the highest fee rate allowed; None: Core's default maxfeerate (0.10 BTC/kvB),
                 and a fee above the amount sent refused.
+            allow_unverified: let it spend coins only a server's word holds (`WalletOutput.verified` False).
 
         Raises:
             InvalidAddressError: an address that does not decode, or is another network's.
-            SpendError: a coin the wallet does not hold unspent, not enough funds, dust, a fee rate out of
-                range or above the ceiling, a fee above the amount sent, the change label's key not known yet
-                (sync once, or give `change`).
+            SpendError: a coin the wallet does not hold unspent, or an unverified one, or one a pending spend
+                holds; not enough funds, dust, a fee rate out of range or above the ceiling, a fee above the
+                amount sent, the change label's key not known yet (sync once, or give `change`).
         """
         outputs = [spend.recipient(a, amount, self.network) for a, amount in recipients]
         rate = spend.fee_rate_kvb(fee_rate)
@@ -349,14 +370,23 @@ class Wallet:
             raise SpendError(f"{self.path} does not know its change address yet: sync it once (that records it), or give a change address")
         unspent = {(o.txid32, o.vout): o for o in self.unspent()}
         if coins is not None:
-            missing = [c for c in coins if c not in unspent]
-            if missing:
-                raise SpendError(f"the wallet holds no unspent coin {missing[0][0][::-1].hex()}:{missing[0][1]}")
+            for c in coins:
+                o = unspent.get(c)
+                name = f"{c[0][::-1].hex()}:{c[1]}"
+                if o is None:
+                    raise SpendError(f"the wallet holds no unspent coin {name}")
+                if o.pending is not None:
+                    raise SpendError(f"coin {name} is held by pending spend {o.pending}: `wallet abandon` it first")
+                if not (o.verified or allow_unverified):
+                    raise SpendError(f"coin {name} is unverified (only a server's word holds it): --allow-unverified spends it")
             if len(set(coins)) != len(coins):
                 raise SpendError("a coin is given twice")
             candidates = [unspent[c] for c in coins]
         else:
-            candidates = [o for o in unspent.values() if unconfirmed or o.height is not None]
+            candidates = [o for o in unspent.values() if (unconfirmed or o.height is not None) and o.pending is None and (o.verified or allow_unverified)]
+            held = [o for o in unspent.values() if o.height is not None and o.pending is None and not o.verified]
+            if not candidates and held and not allow_unverified:
+                raise SpendError(f"the wallet's {len(held)} coin(s) are unverified (only a server's word holds them): sync with --verify-with, or --allow-unverified spends them")
         tip = self.tip()
         planned = spend.plan_spend(candidates, outputs, rate, change_to, select=coins is None, locktime=tip[0] if tip else 0)
         spend.check_fee(planned, ceiling)
@@ -365,7 +395,7 @@ class Wallet:
     def create_psbt(self, recipients: Sequence[tuple[str, int]], fee_rate: str | float | Decimal, **options) -> tuple[Psbt, Spend]:
         """The PSBT version 2 of a spend (BIP370 with BIP375's silent-payment outputs and BIP376's input fields).
 
-        Args and raises: as `spend` (options: coins, change, unconfirmed, max_fee_rate).
+        Args and raises: as `spend` (options: coins, change, unconfirmed, max_fee_rate, allow_unverified).
 
         Returns:
             (the PSBT to sign with `sp_scan.psbt.sign_sp_inputs`, the planned spend).

@@ -18,11 +18,20 @@ wallet asked about. The block then goes into the store's open batch with its has
 a batch commits at once when the block changed the wallet, else every `COMMIT_SECONDS`, and
 always when the loop ends, fails or is interrupted: a killed sync resumes from its last commit.
 The per-output callback runs after the commit that holds the output (found, then spent).
+
+Outputs found in a block its source proves (`SourceBlock.proven`) are stored as verified; those a
+BlindBit server alone vouches for are proven at once by the `Prover` given (`--verify-with`), the
+block refused when it does not show them with that key and amount, or else stored as unverified.
+Before the first round, the wallet's unverified outputs are shown to the prover (the one given, or the
+source itself when it proves outputs): those it proves become verified with the amount of their block;
+those a prover that sees whole blocks does not show in their block (or whose block it does not have)
+are deleted: no later sync leaves a forged or inflated coin counted as confirmed.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import struct
 import time
 from collections.abc import Callable
@@ -33,7 +42,7 @@ from ..errors import HeightError, InvalidKeyError, NodeError, SourceError, Walle
 from ..headers import Header, meets, work
 from ..network import get as get_network
 from ..scan import Receiver
-from .sources import MAX_BLOCK_TXS, BlockTxs, Keys0, Source, SourceBlock
+from .sources import MAX_BLOCK_TXS, BlockTxs, Keys0, Prover, Source, SourceBlock
 from .store import KEEP_HASHES, Found, WalletOutput, WalletStore
 
 COMMIT_SECONDS = 1.0
@@ -55,6 +64,8 @@ class SyncStats:
         waiting: True while following and caught up, or while the source is behind the wallet.
         unconfirmed: outputs paying the wallet in the source's mempool (with mempool=True).
         settled: pending spends a block ended (mined, or a conflicting spend mined).
+        unverified: outputs found that only the source's word holds (BlindBit without a prover).
+        proven, refuted: unverified outputs of earlier syncs the prover proved, and those it showed do not exist.
     """
 
     height: int | None = None
@@ -68,6 +79,9 @@ class SyncStats:
     waiting: bool = False
     unconfirmed: int = 0
     settled: int = 0
+    unverified: int = 0
+    proven: int = 0
+    refuted: int = 0
     began: float = field(default_factory=time.monotonic)
 
 
@@ -153,8 +167,10 @@ class Syncer:
         threads: int = 1,
         progress: Callable[[SyncStats], None] | None = None,
         on_output: Callable[[WalletOutput], None] | None = None,
+        prover: Prover | None = None,
     ) -> None:
         self.store, self.source, self.receiver, self.threads = store, source, receiver, threads
+        self.prover: Prover | None = prover or (source if source.proves else None)
         self.progress = progress or (lambda stats: None)
         self.on_output = on_output or (lambda output: None)
         self.stats = SyncStats()
@@ -179,9 +195,13 @@ class Syncer:
             network = self.source.network()
             if network != self.store.network:
                 raise WalletStoreError(f"{self.store.path} is a wallet for {self.store.network}; {self.source.name} is on {network}")
+            if self.prover is not None and self.prover is not self.source and self.prover.network() != network:
+                raise WalletStoreError(f"{self.store.path} is a wallet for {network}; {self.prover.name} is on {self.prover.network()}")
             self.store.lock_writer()
             if rescan_from is not None:
                 self._rescan(rescan_from)
+            if self.prover is not None:
+                self._settle()
             self._unspent = {o.outpoint36: o for o in self.store.outputs(unspent=True) if o.height is not None}
             tip = self.store.tip()
             self.stats.height = tip[0] if tip else None
@@ -196,6 +216,45 @@ class Syncer:
         tip = self.store.hashes(keep + 1, 1)
         anchor = None if keep < self.store.birthday or (tip and tip[0][0] == keep) else self.source.block_hash(keep)
         self.stats.rolled_back += self.store.rollback_to(keep, anchor)
+
+    def _settle(self) -> None:
+        """Show the wallet's unverified outputs to the prover (see the module docstring)."""
+        by_block: dict[tuple[int, bytes], list[WalletOutput]] = {}
+        for o in self.store.outputs():
+            if o.height is not None and not o.verified:
+                by_block.setdefault((o.height, o.block_hash32), []).append(o)
+        proven, refuted = {}, []
+        for (height, hash32), outputs in sorted(by_block.items()):
+            shown = self.prover.outputs(height, hash32, sorted({o.txid32 for o in outputs}))
+            for o in outputs:
+                real = {vout: (key, amount) for vout, key, amount in (shown or {}).get(o.txid32, ())}.get(o.vout)
+                if real is not None and real[0] == o.output32:
+                    proven[o.outpoint36] = real[1]
+                elif self.prover.complete:
+                    refuted.append(o.outpoint36)
+        if proven or refuted:
+            self.store.settle_outputs(proven, refuted)
+        self.stats.proven, self.stats.refuted = len(proven), len(refuted)
+
+    def _prove(self, block: SourceBlock, found: list[Found]) -> None:
+        """Prove what an unproven source found in a block with the prover given.
+
+        Raises:
+            NodeError: the prover has another block at that height (the two chains differ: sync again).
+            SourceError: the prover does not show an output with the key and amount the source gave.
+        """
+        shown = self.prover.outputs(block.height, block.hash32, sorted({f.txid32 for f in found}))
+        if shown is None:
+            raise NodeError(f"{self.prover.name} has another block {block.height} than {self.source.name}'s {block.hash32[::-1].hex()} (a fork: sync again)")
+        for f in found:
+            real = {vout: (key, amount) for vout, key, amount in shown.get(f.txid32, ())}.get(f.vout)
+            if real is None or real[0] != f.output32:
+                what = "does not show it there" if self.prover.complete else "cannot prove it there"
+            elif real[1] != f.amount:
+                what = f"shows {real[1]:,} sats"
+            else:
+                continue
+            raise SourceError(f"{self.source.name} lists output {f.txid32[::-1].hex()}:{f.vout} of {f.amount:,} sats in block {block.height}; {self.prover.name} {what}")
 
     def resume_hint(self) -> str:
         """Where the wallet is, and the height the next sync starts at."""
@@ -286,9 +345,12 @@ class Syncer:
                     raise _Fork(f"{self.source.name}'s block {block.height} names {block.prev32[::-1].hex()} as its parent, not the wallet's {prev32[::-1].hex()}")
                 bits = self._check_hash(block)
                 found, spends = self._scan(block)
-                ended = self.store.append(block.height, block.hash32, found, [(s.outpoint36, s.txid32) for s in spends], bits=bits)
+                verified = block.proven or not found or self.prover is not None
+                if found and not block.proven and self.prover is not None:
+                    self._prove(block, found)
+                ended = self.store.append(block.height, block.hash32, found, [(s.outpoint36, s.txid32) for s in spends], bits=bits, verified=verified)
                 self.stats.settled += len(ended)
-                outputs = [WalletOutput(block.height, f.txid32, f.vout, f.amount, f.output32, f.tweak32, f.label, block.hash32) for f in found]
+                outputs = [WalletOutput(block.height, f.txid32, f.vout, f.amount, f.output32, f.tweak32, f.label, block.hash32, verified=verified) for f in found]
                 self._unspent.update((o.outpoint36, o) for o in outputs)
                 spent = [self._spent(s.outpoint36, s.txid32, block.height) for s in spends]
                 done.extend(outputs + spent)
@@ -297,6 +359,7 @@ class Syncer:
                     last_commit = time.monotonic()
                 s = self.stats
                 s.height, s.blocks, s.found, s.spent = block.height, s.blocks + 1, s.found + len(found), s.spent + len(spends)
+                s.unverified += 0 if verified else len(found)
                 self.progress(s)
                 expected, prev32 = expected + 1, block.hash32
         finally:
@@ -334,8 +397,7 @@ class Syncer:
         done.clear()
 
     def _spent(self, outpoint36: bytes, txid32: bytes | None, height: int) -> WalletOutput:
-        o = self._unspent.pop(outpoint36)
-        return WalletOutput(o.height, o.txid32, o.vout, o.amount, o.output32, o.tweak32, o.label, o.block_hash32, height, txid32)
+        return dataclasses.replace(self._unspent.pop(outpoint36), spent_height=height, spent_txid32=txid32)
 
     def _scan(self, block: SourceBlock) -> tuple[list[Found], list]:
         """(outputs found, spends of the wallet's outputs) of one block, every answer checked.

@@ -19,6 +19,16 @@ A source only answers; the sync loop (`sp_scan.wallet.sync`) checks the answers,
 - `work(lo, hi)`: the chain work of its headers of heights lo..hi, checked (`sp_scan.headers`), or None
   when it gives no headers (the loop compares a fork's work with the wallet's branch before following it).
 - `close()`.
+- `proves`: True when the source is also a `Prover` (node, index, Electrum servers), False for BlindBit.
+
+`Prover` (a source that proves outputs in their blocks: the sync's own source when it `proves`, or the
+one `--verify-with` names for a BlindBit sync):
+- `name`, `network()`, `close()` as a source's; `complete`: True when it sees whole blocks (a node, an
+  index), so that an output it does not show is not in the block; False for an Electrum server, which
+  proves the transactions it has but cannot prove that another does not exist.
+- `outputs(height, hash32, txids32)`: {txid32: [(vout, output32, amount), …]} of the taproot outputs of
+  those txs it proves in its block of that height, which must have that hash (None when its block
+  there is another: the two chains differ); a txid it cannot prove there is left out.
 
 A source retries what its transport allows (a `Retry`: doubling waits, by default within `DEADLINE`
 seconds a request, retries included) before it raises `NodeError` naming the request; the loop does
@@ -69,6 +79,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from sp_scan import wire
 from sp_scan.errors import SourceError
 from sp_scan.index.sync import Retry
 
@@ -166,6 +177,11 @@ class BlockTxs:
             raise SourceError(f"{what}: a transaction is listed twice")
 
 
+def taproot_outputs(tx: wire.RawTx) -> list[tuple[int, bytes, int]]:
+    """(vout, x-only key, amount) of each P2TR output of a transaction."""
+    return [(vout, o.script[2:], o.amount) for vout, o in enumerate(tx.outputs) if len(o.script) == 34 and o.script[:2] == b"\x51\x20"]
+
+
 @dataclass(frozen=True, slots=True)
 class Keys0:
     """The k = 0 output keys the wallet would be paid for each tweak: what a filtering source looks for.
@@ -221,6 +237,7 @@ class Source(Protocol):
 
     name: str
     received: int
+    proves: bool
 
     def network(self) -> str: ...
     def tip_height(self) -> int: ...
@@ -228,6 +245,17 @@ class Source(Protocol):
     def blocks(self, start: int, stop: int) -> Iterator[SourceBlock]: ...
     def mempool(self) -> BlockTxs | None: ...
     def work(self, lo: int, hi: int) -> int | None: ...
+    def close(self) -> None: ...
+
+
+class Prover(Protocol):
+    """A source that proves outputs in their blocks (see the module docstring)."""
+
+    name: str
+    complete: bool
+
+    def network(self) -> str: ...
+    def outputs(self, height: int, hash32: bytes, txids32: Sequence[bytes]) -> dict[bytes, list[tuple[int, bytes, int]]] | None: ...
     def close(self) -> None: ...
 
 

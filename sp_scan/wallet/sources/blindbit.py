@@ -374,6 +374,9 @@ class BlindBitSource:
         """None: BlindBit v1 serves no mempool."""
         return None
 
+    proves = False
+    """BlindBit gives no transaction, so nothing it lists is proven (`--verify-with` proves it elsewhere)."""
+
     def work(self, lo: int, hi: int) -> None:
         """None: BlindBit gives no headers."""
         return None

@@ -271,6 +271,9 @@ class BlindBitV2Source:
         """None: BlindBit v2 serves no mempool."""
         return None
 
+    proves = False
+    """BlindBit gives no transaction, so nothing it lists is proven (`--verify-with` proves it elsewhere)."""
+
     def work(self, lo: int, hi: int) -> None:
         """None: BlindBit v2 gives no headers."""
         return None

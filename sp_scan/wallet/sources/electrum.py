@@ -35,7 +35,7 @@ from sp_scan.index.sync import Retry, answered, time_left
 from sp_scan.network import BY_GENESIS
 from sp_scan.network import get as get_network
 
-from . import MAX_BLOCK_TXS, BlockTxs, Spend
+from . import MAX_BLOCK_TXS, BlockTxs, Spend, taproot_outputs
 
 CLIENT = "sp-scan wallet"
 PROTOCOL = ["1.4", "1.4.2"]
@@ -55,6 +55,10 @@ PIPELINE = 64
 TIMEOUT = 60.0
 HEADER_BYTES = 80
 TAPROOT = b"\x51\x20"
+
+
+class Refused(NodeError):
+    """The server answered a request with an error object (it does not have what was asked, or will not give it)."""
 
 
 def hex_bytes(value: object, nbytes: int | None, what: str) -> bytes:
@@ -162,7 +166,7 @@ class ElectrumClient:
         """The result of request `id_` (reading notifications and other answers meanwhile).
 
         Raises:
-            NodeError: the connection failed, or the server answered with an error object.
+            NodeError: the connection failed (Refused: the server answered with an error object).
             SourceError: a line that is not a JSON-RPC message, or over the bounds.
         """
         self._waiting = method
@@ -173,7 +177,7 @@ class ElectrumClient:
         if error is not None:
             text = error.get("message") if isinstance(error, dict) else error
             code = error.get("code") if isinstance(error, dict) else None
-            raise NodeError(f"the Electrum server at {self.url} refused {method}: {' '.join(str(text).split())[:200]}" + (f" ({code})" if code is not None else ""))
+            raise Refused(f"the Electrum server at {self.url} refused {method}: {' '.join(str(text).split())[:200]}" + (f" ({code})" if code is not None else ""))
         if "result" not in message:
             raise SourceError(f"the Electrum server at {self.url} answered {method} without a result")
         return message["result"]
@@ -288,7 +292,8 @@ class Headers:
 
 
 class ElectrumSource:
-    """What the Electrum sources share: the chain as the server's headers name it (checked), every call retried.
+    """What the Electrum sources share: the chain as the server's headers name it (checked), every call retried; a
+    `Prover` (a transaction and its merkle proof under a checked header), alone what `--verify-with tcp://…` uses.
 
     Args:
         kind: names the server in messages ("Frigate").
@@ -302,6 +307,7 @@ class ElectrumSource:
         self.retry = retry
         self._network: str | None = None
         self._headers: Headers | None = None
+        self.proves, self.complete = True, False
 
     @property
     def received(self) -> int:
@@ -339,6 +345,29 @@ class ElectrumSource:
 
     def block_hash(self, height: int) -> bytes:
         return block_hash32(self.retry.call(self.headers.get, height, 1)[0])
+
+    def outputs(self, height: int, hash32: bytes, txids32: Sequence[bytes]) -> dict[bytes, list[tuple[int, bytes, int]]] | None:
+        """The taproot outputs of the txs the server proves in its block of this height, when it has that hash (see
+        `Prover`); a tx it does not have (its error answer) is left out.
+
+        Raises:
+            NodeError: the server fails after the retries.
+            SourceError: a header, a transaction or a proof the checks refuse.
+        """
+        return self.retry.call(self._outputs, height, hash32, txids32)
+
+    def _outputs(self, height: int, hash32: bytes, txids32: Sequence[bytes]) -> dict[bytes, list[tuple[int, bytes, int]]] | None:
+        (header80,) = self.headers.get(height, 1)
+        if block_hash32(header80) != hash32:
+            return None
+        out = {}
+        for txid32 in txids32:
+            try:
+                (_, tx), = proven_txs(self.client, [(height, header80, txid32)]).values()
+            except Refused:
+                continue
+            out[txid32] = taproot_outputs(tx)
+        return out
 
     def work(self, lo: int, hi: int) -> int:
         """The chain work of the server's (checked) headers lo..hi."""
@@ -466,11 +495,6 @@ def parsed_tx(raw_hex: object, txid32: bytes, what: str) -> wire.RawTx:
     if tx.txid32 != txid32:
         raise SourceError(f"{what}: the server's transaction hashes to {tx.txid32[::-1].hex()}")
     return tx
-
-
-def taproot_outputs(tx: wire.RawTx) -> list[tuple[int, bytes, int]]:
-    """(vout, x-only key, amount) of each P2TR output."""
-    return [(vout, o.script[2:], o.amount) for vout, o in enumerate(tx.outputs) if len(o.script) == 34 and o.script[:2] == TAPROOT]
 
 
 def block_txs(proven: dict[bytes, tuple[int, wire.RawTx]], tweaks33: dict[bytes, bytes]) -> BlockTxs:

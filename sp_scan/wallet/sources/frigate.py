@@ -33,8 +33,8 @@ from sp_scan.errors import SourceError
 from sp_scan.index.sync import Retry
 from sp_scan.network import get as get_network
 
-from . import MAX_BLOCK_TXS, RETRY, BlockTxs, Keys0, Spend
-from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, hex_bytes, integer, parsed_tx, proven_txs, taproot_outputs
+from . import MAX_BLOCK_TXS, RETRY, BlockTxs, Keys0, Spend, taproot_outputs
+from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, hex_bytes, integer, parsed_tx, proven_txs
 
 SUBSCRIBE = "blockchain.silentpayments.subscribe"
 UNSUBSCRIBE = "blockchain.silentpayments.unsubscribe"

@@ -63,7 +63,7 @@ def _slice(p: Partition, b: int) -> BlockTxs:
 
 
 class IndexSource:
-    """A tweak index file as a wallet's source.
+    """A tweak index file as a wallet's source, and a `Prover` (every eligible tx of a block).
 
     Args:
         path: the index file (opened read-only).
@@ -76,6 +76,7 @@ class IndexSource:
         self.index = Index.open(path, readonly=True)
         self.name = f"the index {path}"
         self.received = 0
+        self.proves = self.complete = True
 
     def network(self) -> str:
         return self.index.network
@@ -137,6 +138,24 @@ class IndexSource:
         if view.version == 0:
             return None
         return BlockTxs.of((t.txid32, t.tweak33, t.outputs) for t in view.txs)
+
+    def outputs(self, height: int, hash32: bytes, txids32: Sequence[bytes]) -> dict[bytes, list[tuple[int, bytes, int]]] | None:
+        """The taproot outputs of these txs in the indexed block of this height, when it has that hash (see `Prover`;
+        an output paying a silent-payments address is in an eligible tx, which the index holds)."""
+        try:
+            if self.index.block_hash(height) != hash32:
+                return None
+        except HeightError:
+            return None
+        txs = _slice(self.index.partition(height, height), 0)
+        wanted, firsts = set(txids32), txs.firsts()
+        vouts, amounts = memoryview(txs.vouts).cast("I"), memoryview(txs.amounts).cast("Q")
+        out = {}
+        for i in range(txs.n_tx):
+            txid32 = txs.txids[32 * i : 32 * i + 32]
+            if txid32 in wanted:
+                out[txid32] = [(vouts[o], txs.outputs32[32 * o : 32 * o + 32], amounts[o]) for o in range(firsts[i], firsts[i + 1])]
+        return out
 
     def work(self, lo: int, hi: int) -> None:
         """None: the index keeps no headers (it follows the node's best chain)."""
