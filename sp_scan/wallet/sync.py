@@ -224,8 +224,14 @@ class Syncer:
             if o.height is not None and not o.verified:
                 by_block.setdefault((o.height, o.block_hash32), []).append(o)
         proven, refuted = {}, []
+        top = self.prover.tip_height() if by_block else -1
         for (height, hash32), outputs in sorted(by_block.items()):
-            shown = self.prover.outputs(height, hash32, sorted({o.txid32 for o in outputs}))
+            if height > top:
+                break
+            try:
+                shown = self.prover.outputs(height, hash32, sorted({o.txid32 for o in outputs}))
+            except HeightError:
+                continue  # a prover that does not hold the block proves nothing of it
             for o in outputs:
                 real = {vout: (key, amount) for vout, key, amount in (shown or {}).get(o.txid32, ())}.get(o.vout)
                 if real is not None and real[0] == o.output32:

@@ -23,12 +23,13 @@ A source only answers; the sync loop (`sp_scan.wallet.sync`) checks the answers,
 
 `Prover` (a source that proves outputs in their blocks: the sync's own source when it `proves`, or the
 one `--verify-with` names for a BlindBit sync):
-- `name`, `network()`, `close()` as a source's; `complete`: True when it sees whole blocks (a node, an
+- `name`, `network()`, `tip_height()`, `close()` as a source's; `complete`: True when it sees whole blocks (a node, an
   index), so that an output it does not show is not in the block; False for an Electrum server, which
   proves the transactions it has but cannot prove that another does not exist.
 - `outputs(height, hash32, txids32)`: {txid32: [(vout, output32, amount), …]} of the taproot outputs of
   those txs it proves in its block of that height, which must have that hash (None when its block
-  there is another: the two chains differ); a txid it cannot prove there is left out.
+  there is another: the two chains differ; HeightError when it holds no block there); a txid it
+  cannot prove there is left out.
 
 A source retries what its transport allows (a `Retry`: doubling waits, by default within `DEADLINE`
 seconds a request, retries included) before it raises `NodeError` naming the request; the loop does
@@ -255,6 +256,7 @@ class Prover(Protocol):
     complete: bool
 
     def network(self) -> str: ...
+    def tip_height(self) -> int: ...
     def outputs(self, height: int, hash32: bytes, txids32: Sequence[bytes]) -> dict[bytes, list[tuple[int, bytes, int]]] | None: ...
     def close(self) -> None: ...
 

@@ -141,11 +141,12 @@ class IndexSource:
 
     def outputs(self, height: int, hash32: bytes, txids32: Sequence[bytes]) -> dict[bytes, list[tuple[int, bytes, int]]] | None:
         """The taproot outputs of these txs in the indexed block of this height, when it has that hash (see `Prover`;
-        an output paying a silent-payments address is in an eligible tx, which the index holds)."""
-        try:
-            if self.index.block_hash(height) != hash32:
-                return None
-        except HeightError:
+        an output paying a silent-payments address is in an eligible tx, which the index holds).
+
+        Raises:
+            HeightError: the index does not hold that height.
+        """
+        if self.index.block_hash(height) != hash32:
             return None
         txs = _slice(self.index.partition(height, height), 0)
         wanted, firsts = set(txids32), txs.firsts()
