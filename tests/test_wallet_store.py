@@ -95,6 +95,17 @@ def test_damaged_keys_are_refused_at_open_asking_for_the_wallet_to_be_created_ag
     every_command_fails(synced, "its meta row labels does not match its checksum", "create the wallet again")
 
 
+def test_a_damaged_pending_spend_is_forgotten_by_abandon_all(synced):
+    assert invoke("wallet", "send", str(synced), "--to", "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080:20000", "--fee-rate", "2", "-o", str(synced.parent / "p.psbt")).exit_code == 0
+    with sqlite3.connect(synced) as conn:
+        conn.execute("UPDATE reserved SET amount = amount + 1")
+    assert_fails(invoke("wallet", "balance", str(synced)), "abandon", "--all")
+    result = invoke("wallet", "abandon", str(synced), "--all")
+    assert result.exit_code == 0, result.output
+    assert json_lines(invoke("wallet", "balance", str(synced), "--json").stdout)[0]["reserved"] == 0
+    assert invoke("wallet", "check", str(synced)).exit_code == 0
+
+
 def test_the_store_refuses_a_version_it_does_not_know_and_the_message_says_why(synced):
     with sqlite3.connect(synced) as conn:
         conn.execute("PRAGMA user_version = 3")

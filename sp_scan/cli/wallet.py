@@ -1,4 +1,4 @@
-"""`sp-scan wallet create|sync|rescan|check|list|balance|info|send|broadcast`: a wallet kept in a file, synced from any source,
+"""`sp-scan wallet create|sync|rescan|check|list|balance|info|send|broadcast|pending|abandon`: a wallet kept in a file, synced from any source,
 spending what it found through BIP376 PSBTs."""
 
 from __future__ import annotations
@@ -424,13 +424,6 @@ def _broadcaster(network, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_u
     return lambda raw: sp_broadcast.via_electrum(electrum_url, raw)
 
 
-def _signed_tx(p: sp_psbt.Psbt, spend_key: bytearray | None) -> bytes:
-    """Sign (when a key is given), finalize and extract."""
-    if spend_key is not None:
-        p = sp_psbt.sign_sp_inputs(p, spend_key)
-    return sp_psbt.extract(sp_psbt.finalize_sp_inputs(p))
-
-
 @wallet.command(help=f"""Build a PSBT (version 2) spending the wallet's coins to --to ADDRESS:SATS (repeat).
 
 Addresses: silent-payments (sp1…/tsp1…: BIP375 outputs the signer computes), segwit (bech32/bech32m) or base58.
@@ -444,7 +437,11 @@ the fee stays within 1 sat/vB of --fee-rate. The fee pays at least --fee-rate fo
 
 The PSBT goes to --out (or stdout); sign it with `sp-scan psbt sign`. With --broadcast the spend is signed here
 (spend key from {SPEND_SOURCES}; never an argument) and broadcast through --rpc, --blindbit or --electrum.
-A summary goes to stderr; --json prints {{"inputs", "outputs", "change", "fee", "vsize", "fee_rate", "txid"}}.""")
+Its coins are reserved as a pending spend (`wallet pending`): no other send takes them until `wallet abandon`,
+a broadcast of another spend of them, or a block that spends one of them. --replace SPEND builds a replacement
+(BIP125) of that pending spend: all its coins (and --from's), a fee above its own; the signer computes the
+silent-payment outputs for the new inputs. A summary goes to stderr; --json prints {{"inputs", "outputs",
+"change", "fee", "vsize", "fee_rate", "txid", "pending"}}.""")
 @WALLET_ARGUMENT
 @click.option("--to", "recipients", metavar="ADDRESS:SATS", multiple=True, required=True, help="Pay SATS to ADDRESS (repeat).")
 @click.option("--fee-rate", required=True, metavar="SAT/VB", help="Fee rate in sat/vB (up to 3 decimals; at least 0.1).")
@@ -453,37 +450,47 @@ A summary goes to stderr; --json prints {{"inputs", "outputs", "change", "fee", 
 @click.option("--include-unconfirmed", is_flag=True, help="Let the selection take unconfirmed coins.")
 @click.option("--allow-unverified", is_flag=True, help="Let it spend coins only a server's word holds (`wallet list --unverified`).")
 @click.option("--max-fee-rate", metavar="SAT/VB", help="The highest fee rate allowed (default: Core's maxfeerate, 10,000 sat/vB); given, a fee above the amount sent is allowed too.")
+@click.option("--replace", "replaces", type=click.IntRange(min=1), metavar="SPEND", help="Replace this pending spend (its id in `wallet pending`).")
 @click.option("--out", "-o", metavar="FILE", help="Write the PSBT (base64) to FILE instead of stdout.")
 @click.option("--broadcast", "do_broadcast", is_flag=True, help="Sign with the spend key and broadcast instead of writing the PSBT only.")
 @click.option("--spend-key-file", metavar="F", help="With --broadcast: file holding the 64-hex spend key; - reads stdin.")
 @click.option("--descriptor-file", metavar="F", help="With --broadcast: an sp() descriptor holding the spend key.")
 @broadcast_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def send(path, recipients, fee_rate, coins, change, include_unconfirmed, allow_unverified, max_fee_rate, out, do_broadcast, spend_key_file, descriptor_file, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url, as_json):
+def send(
+    path, recipients, fee_rate, coins, change, include_unconfirmed, allow_unverified, max_fee_rate, replaces, out, do_broadcast, spend_key_file, descriptor_file,
+    rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url, as_json,
+):  # fmt: skip
     if not do_broadcast and (spend_key_file or descriptor_file or rpc_url or forward_url or electrum_url):
         raise click.UsageError("the spend key and --rpc/--blindbit/--electrum go with --broadcast")
+    options = {"coins": [_coin(c) for c in coins] or None, "change": change, "unconfirmed": include_unconfirmed, "max_fee_rate": max_fee_rate, "allow_unverified": allow_unverified, "replaces": replaces}
+    txid32 = None
     with Wallet.open(path) as w:
         send_to = _broadcaster(w.network, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url) if do_broadcast else None
-        p, spend = w.create_psbt([_recipient(t) for t in recipients], fee_rate, coins=[_coin(c) for c in coins] or None, change=change, unconfirmed=include_unconfirmed, max_fee_rate=max_fee_rate, allow_unverified=allow_unverified)
-    if out is not None or not do_broadcast:
-        _write(p.to_base64() + "\n", out)
-    txid32 = None
-    if do_broadcast:
-        key = read_spend_key(spend_key_file, descriptor_file)
-        try:
-            raw = _signed_tx(p, key)
-        finally:
-            key[:] = bytes(len(key))
-        txid32 = send_to(raw)
+        p, spend = w.create_psbt([_recipient(t) for t in recipients], fee_rate, **options)
+        if out is not None or not do_broadcast:
+            _write(p.to_base64() + "\n", out)
+        if do_broadcast:
+            key = read_spend_key(spend_key_file, descriptor_file)
+            try:
+                signed = sp_psbt.sign_sp_inputs(p, key)
+            except BaseException:
+                if out is None:
+                    w.abandon([spend.pending])  # nothing was written or sent: its coins are free again
+                raise
+            finally:
+                key[:] = bytes(len(key))
+            txid32 = w.broadcast(signed, send_to)
     change_text = f", change {spend.outputs[spend.change].amount:,} sats (output {spend.change})" if spend.change is not None else ", no change"
     summary = f"{len(spend.coins)} input(s), {len(spend.outputs)} output(s){change_text}, fee {spend.fee:,} sats for {spend.vsize} vB ({spend.fee_rate:.3f} sat/vB)"
     if as_json:
         click.echo(json.dumps({
             "inputs": [f"{c.txid32[::-1].hex()}:{c.vout}" for c in spend.coins], "outputs": [o.amount for o in spend.outputs],
             "change": spend.change, "fee": spend.fee, "vsize": spend.vsize, "fee_rate": round(spend.fee_rate, 3),
-            "txid": txid32[::-1].hex() if txid32 else None,
+            "txid": txid32[::-1].hex() if txid32 else None, "pending": spend.pending,
         }))  # fmt: skip
-    click.echo(f"sp-scan: {summary}" + (f"; broadcast {txid32[::-1].hex()}" if txid32 else ""), err=True)
+    held = f"; its coins are held by pending spend {spend.pending} (`wallet abandon {path} {spend.pending}` frees them)"
+    click.echo(f"sp-scan: {summary}" + (f"; broadcast {txid32[::-1].hex()}" if txid32 else "") + held, err=True)
 
 
 @wallet.command(help="""Forget the pending spends SPEND... (their ids, as `wallet send` and `wallet pending` print them), or all of
@@ -508,8 +515,8 @@ def _write(text: str, out: str | None) -> None:
             f.write(text)
 
 
-def _read_tx(source: str) -> bytes:
-    """A raw transaction from a file ("-" is stdin): hex, or a PSBT (finalized here; signed first if it is not)."""
+def _read_tx(source: str) -> bytes | sp_psbt.Psbt:
+    """A raw transaction from a file ("-" is stdin) in hex, or a signed PSBT."""
     data = sys.stdin.buffer.read() if source == "-" else open(source, "rb").read()
     text = data.strip()
     try:
@@ -517,7 +524,7 @@ def _read_tx(source: str) -> bytes:
     except (UnicodeDecodeError, MalformedDataError):
         pass
     try:
-        return _signed_tx(sp_psbt.parse(data), None)
+        return sp_psbt.parse(data)
     except PSBTError as exc:
         if exc.rule == sp_psbt.STRUCTURE and "neither a binary PSBT" in str(exc):
             raise MalformedDataError("TX is neither a raw transaction in hex nor a PSBT") from None
@@ -528,13 +535,35 @@ def _read_tx(source: str) -> bytes:
 
 Through --rpc (your node's sendrawtransaction; checked to be on the wallet's network), --blindbit (a BlindBit
 server's POST /forward-tx, as `sp-scan serve --rpc` relays it) or --electrum (blockchain.transaction.broadcast).
-Prints the txid. The wallet sees its coins spent at its next sync that reaches the block.""")
+Prints the txid. The wallet records it as a pending spend (`balance` shows its coins outgoing and its change
+incoming) until a block spends its coins. A transaction that replaces a pending spend paying a silent-payments
+address with other inputs is taken only as a signed PSBT, whose silent-payment outputs are checked against its
+inputs (BIP352: they change with them).""")
 @WALLET_ARGUMENT
 @click.argument("tx_file", metavar="TX")
 @broadcast_options
 def broadcast(path, tx_file, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url):
     with Wallet.open(path) as w:
-        network = w.network
-    send_to = _broadcaster(network, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url)
-    txid32 = send_to(_read_tx(tx_file))
+        send_to = _broadcaster(w.network, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url)
+        txid32 = w.broadcast(_read_tx(tx_file), send_to)
     click.echo(txid32[::-1].hex())
+
+
+@wallet.command(help="""The pending spends: reserved by `wallet send` (a PSBT written) or broadcast, until a block spends their coins
+or `wallet abandon`. --json: one object per line, {"id", "state", "txid", "coins", "outgoing", "fee", "change",
+"pays_sp"}.""")
+@WALLET_ARGUMENT
+@click.option("--json", "as_json", is_flag=True, help="Print JSON Lines.")
+def pending(path, as_json):
+    with Wallet.open(path) as w:
+        spends = w.pending()
+    for p in spends:
+        row = {
+            "id": p.id, "state": "broadcast" if p.txid32 else "reserved", "txid": p.txid32[::-1].hex() if p.txid32 else None,
+            "coins": [f"{op[:32][::-1].hex()}:{int.from_bytes(op[32:], 'little')}" for op, _ in p.coins], "outgoing": p.outgoing,
+            "fee": p.fee, "change": p.change_amount, "pays_sp": p.pays_sp,
+        }  # fmt: skip
+        if as_json:
+            click.echo(json.dumps(row))
+        else:
+            click.echo(f"{p.id:>4}  {row['state']:<9}  {row['txid'] or '-':<64}  {len(p.coins)} coin(s), {p.outgoing:,} sats out, fee {p.fee:,}, change {p.change_amount:,}")

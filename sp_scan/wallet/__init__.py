@@ -38,11 +38,14 @@ from pathlib import Path
 from coincurve import PrivateKey
 
 from .. import crypto
+from .. import psbt as sp_psbt
 from ..address import SPAddress, encode, labelled_spend_pubkey
 from ..errors import InvalidKeyError, SpendError, WalletStoreError
 from ..index.sync import TAPROOT_ACTIVATION
 from ..network import get as get_network
 from ..psbt import Psbt
+from ..psbt.fields import OUT_SP_V0_INFO, OUT_SP_V0_LABEL, field_key
+from ..wire import parse_tx
 from ..scan import CHANGE_LABEL, Receiver
 from . import spend
 from .sources import Prover, Source
@@ -338,8 +341,10 @@ class Wallet:
         unconfirmed: bool = False,
         max_fee_rate: str | float | Decimal | None = None,
         allow_unverified: bool = False,
+        replaces: int | None = None,
     ) -> Spend:
-        """Plan a spend of the wallet's unspent coins (see `sp_scan.wallet.spend`).
+        """Plan a spend of the wallet's unspent coins (see `sp_scan.wallet.spend`); coins a pending spend holds are
+        left alone, but for the one it `replaces`.
 
         Args:
             recipients: (address, sats): silent-payments, segwit or base58 addresses of the wallet's network.
@@ -350,11 +355,14 @@ class Wallet:
             max_fee_rate: sat/vB, the highest fee rate allowed; None: Core's default maxfeerate (0.10 BTC/kvB),
                 and a fee above the amount sent refused.
             allow_unverified: let it spend coins only a server's word holds (`WalletOutput.verified` False).
+            replaces: the id of a pending spend this one replaces (BIP125): it spends all of that one's coins (and
+                `coins`, when given), and when that one was broadcast, pays its fee plus Core's incremental relay
+                fee for its own size. Its silent-payment outputs are computed by the signer for its own inputs.
 
         Raises:
             InvalidAddressError: an address that does not decode, or is another network's.
             SpendError: a coin the wallet does not hold unspent, or an unverified one, or one a pending spend
-                holds; not enough funds, dust, a fee rate out of range or above the ceiling, a fee above the
+                holds; no pending spend `replaces`, a replacement that pays too little; not enough funds, dust, a fee rate out of range or above the ceiling, a fee above the
                 amount sent, the change label's key not known yet (sync once, or give `change`).
         """
         outputs = [spend.recipient(a, amount, self.network) for a, amount in recipients]
@@ -369,14 +377,20 @@ class Wallet:
         else:
             raise SpendError(f"{self.path} does not know its change address yet: sync it once (that records it), or give a change address")
         unspent = {(o.txid32, o.vout): o for o in self.unspent()}
+        replaced = None
+        if replaces is not None:
+            replaced = next((p for p in self.pending() if p.id == replaces), None)
+            if replaced is None:
+                raise SpendError(f"{self.path} has no pending spend {replaces} to replace")
+            coins = [(op[:32], struct.unpack("<I", op[32:])[0]) for op, _ in replaced.coins] + [c for c in coins or () if c[0] + struct.pack("<I", c[1]) not in dict(replaced.coins)]
         if coins is not None:
             for c in coins:
                 o = unspent.get(c)
                 name = f"{c[0][::-1].hex()}:{c[1]}"
                 if o is None:
                     raise SpendError(f"the wallet holds no unspent coin {name}")
-                if o.pending is not None:
-                    raise SpendError(f"coin {name} is held by pending spend {o.pending}: `wallet abandon` it first")
+                if o.pending is not None and o.pending != replaces:
+                    raise SpendError(f"coin {name} is held by pending spend {o.pending}: `wallet abandon` it first, or replace it")
                 if not (o.verified or allow_unverified):
                     raise SpendError(f"coin {name} is unverified (only a server's word holds it): --allow-unverified spends it")
             if len(set(coins)) != len(coins):
@@ -390,15 +404,98 @@ class Wallet:
         tip = self.tip()
         planned = spend.plan_spend(candidates, outputs, rate, change_to, select=coins is None, locktime=tip[0] if tip else 0)
         spend.check_fee(planned, ceiling)
+        if replaced is not None and replaced.txid32 is not None:
+            spend.check_replacement(planned, replaced.fee)
         return planned
 
-    def create_psbt(self, recipients: Sequence[tuple[str, int]], fee_rate: str | float | Decimal, **options) -> tuple[Psbt, Spend]:
-        """The PSBT version 2 of a spend (BIP370 with BIP375's silent-payment outputs and BIP376's input fields).
+    def create_psbt(self, recipients: Sequence[tuple[str, int]], fee_rate: str | float | Decimal, *, reserve: bool = True, **options) -> tuple[Psbt, Spend]:
+        """The PSBT version 2 of a spend (BIP370 with BIP375's silent-payment outputs and BIP376's input fields), its
+        coins reserved by a pending spend until `abandon`, a broadcast of another spend of them, or a block that
+        spends one of them.
 
-        Args and raises: as `spend` (options: coins, change, unconfirmed, max_fee_rate, allow_unverified).
+        Args and raises: as `spend` (options: coins, change, unconfirmed, max_fee_rate, allow_unverified, replaces);
+            reserve: False plans and builds without holding the coins.
 
         Returns:
-            (the PSBT to sign with `sp_scan.psbt.sign_sp_inputs`, the planned spend).
+            (the PSBT to sign with `sp_scan.psbt.sign_sp_inputs`, the planned spend, its `pending` id set).
         """
         planned = self.spend(recipients, fee_rate, **options)
-        return spend.build_psbt(planned, self.spend_pubkey33, self.spend_origin), planned
+        built = spend.build_psbt(planned, self.spend_pubkey33, self.spend_origin)
+        if reserve:
+            change = planned.outputs[planned.change].amount if planned.change is not None else 0
+            pays_sp = any(r.sp is not None for r in planned.outputs)
+            replaces = () if options.get("replaces") is None else (options["replaces"],)
+            pid = self._store.add_pending([(c.outpoint36, c.amount) for c in planned.coins], planned.fee, planned.change, change, pays_sp, replaces=replaces)
+            planned = dataclasses.replace(planned, pending=pid)
+        return built, planned
+
+    def record_broadcast(self, tx: bytes | Psbt) -> PendingSpend | None:
+        """Record a transaction spending the wallet's coins as broadcast: the pending spend that reserved exactly
+        its coins gets its txid, else a new pending spend replaces those holding any of them. A replacement with
+        other inputs than a spend that pays a silent-payments address must have had its outputs computed for its
+        own inputs (BIP352's warning): it is taken only as a signed PSBT, whose outputs BIP375's checks prove.
+
+        Args:
+            tx: the raw transaction, or the signed PSBT (finalized and extracted here).
+
+        Returns:
+            The pending spend, or None when the transaction spends no coin of the wallet.
+
+        Raises:
+            MalformedDataError: not a transaction. PSBTError: a PSBT that does not finalize (a BIP375 rule broken).
+            SpendError: a replacement of a silent-payments spend with other inputs given as a raw transaction.
+        """
+        return self._record(*self._final(tx))
+
+    def broadcast(self, tx: bytes | Psbt, via: Callable[[bytes], bytes]) -> bytes:
+        """Check a transaction as `record_broadcast` does, send it with `via` (raw tx -> txid32, e.g.
+        `sp_scan.wallet.broadcast.via_rpc` bound to a node), then record it.
+
+        Returns:
+            Its txid32.
+
+        Raises:
+            As `record_broadcast`, and whatever `via` raises (NodeError: the far side refused it; nothing is recorded).
+        """
+        raw, proven = self._final(tx)
+        self._record(raw, proven, dry=True)
+        txid32 = via(raw)
+        self._record(raw, proven)
+        return txid32
+
+    def _final(self, tx: bytes | Psbt) -> tuple[bytes, Psbt | None]:
+        """(the raw transaction, the PSBT whose BIP375 checks it passed, or None for a raw one)."""
+        if isinstance(tx, Psbt):
+            return sp_psbt.extract(sp_psbt.finalize_sp_inputs(tx)), tx
+        return bytes(tx), None
+
+    def _record(self, raw: bytes, proven: Psbt | None, dry: bool = False) -> PendingSpend | None:
+        parsed = parse_tx(raw)
+        held = {o.outpoint36: o.amount for o in self.unspent()}
+        ours = [(op, held[op]) for op in (i.outpoint.to_bytes() for i in parsed.inputs) if op in held]
+        if not ours:
+            return None
+        spent = {op for op, _ in ours}
+        holders = [p for p in self.pending() if spent & {op for op, _ in p.coins}]
+        if len(holders) == 1 and {op for op, _ in holders[0].coins} == spent:
+            if not dry and holders[0].txid32 != parsed.txid32:
+                self._store.set_broadcast(holders[0].id, parsed.txid32, raw)
+            return dataclasses.replace(holders[0], txid32=parsed.txid32, tx=raw)
+        for p in holders:
+            if p.pays_sp and proven is None:
+                raise SpendError(
+                    f"this transaction spends other coins than pending spend {p.id}, which pays a silent-payments address: its outputs must be "
+                    f"computed again for the new inputs (BIP352); broadcast the signed PSBT (its outputs are checked), or `wallet abandon {p.id}` first"
+                )
+        if dry:
+            return None
+        fee = sum(a for _, a in ours) - sum(o.amount for o in parsed.outputs) if len(ours) == len(parsed.inputs) else 0
+        change_vout, change, pays_sp = None, 0, any(len(o.script) == 34 and o.script[:2] == b"\x51\x20" for o in parsed.outputs)
+        if proven is not None:
+            pays_sp = bool(proven.sp_outputs())
+            for i, m in enumerate(proven.outputs):
+                info = m.get(field_key(OUT_SP_V0_INFO))
+                if info is not None and info[:33] == self.scan_pubkey33 and m.get(field_key(OUT_SP_V0_LABEL)) == struct.pack("<I", CHANGE_LABEL):
+                    change_vout, change = i, parsed.outputs[i].amount
+        pid = self._store.add_pending(ours, max(fee, 0), change_vout, change, pays_sp, parsed.txid32, raw, replaces=[p.id for p in holders])
+        return next(p for p in self.pending() if p.id == pid)
