@@ -6,15 +6,17 @@ from sp_scan.wallet.sources.index import IndexSource
 
 wallet = Wallet.create("alice.wallet", "main", scan_pubkey33, spend_pubkey33, labels=[1], birthday=900_000)
 wallet.sync(IndexSource("tweaks.db"), scan_key32, on_output=print)   # or NodeSource, BlindBitSource, ...
-wallet.balance()     # {"confirmed": sats, "unconfirmed": sats}
+wallet.balance()     # Balance(confirmed, unverified, reserved, outgoing, incoming), sats
 wallet.unspent()     # [WalletOutput], each with its spend tweak (BIP376)
-psbt, spend = wallet.create_psbt([("tsp1q…", 50_000)], fee_rate="2.5")   # BIP370/375/376 PSBT
+psbt, spend = wallet.create_psbt([("tsp1q…", 50_000)], fee_rate="2.5")   # BIP370/375/376 PSBT; its coins held (spend.pending)
 signed = sp_scan.psbt.sign_sp_inputs(psbt, spend_key32)                  # then finalize_sp_inputs, extract
+wallet.broadcast(signed, via)   # via: raw tx -> txid32 (sp_scan.wallet.broadcast); recorded until its block
 ```
 
-Design: three rooms, as the index has. The **store** (`store`, SQLite, the only SQL) holds the
-wallet's public keys, labels and birthday, the synced tip with the hashes of the blocks below it,
-and every output found with its spend tweak and spend. The **sources** (`sources/`, one module
+Design: three rooms, as the index has. The **store** (`store`, SQLite, the only SQL, a checksum on
+every row) holds the wallet's public keys, labels and birthday, the synced tip with the hashes of the
+blocks below it, every output found with its spend tweak, spend and whether a source proved it, and
+the pending spends that hold coins. The **sources** (`sources/`, one module
 each) answer per block: hash, tweaks, and the outputs of the txs that may pay (a filtering source
 is handed the k = 0 keys to look for, never the scan key) and which of the wallet's outputs the
 block spends; a source never writes the wallet. The **sync** (`sync`) checks every answer, scans
