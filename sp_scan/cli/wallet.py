@@ -211,7 +211,9 @@ the server scans with the scan key it is given, --share-scan-key; each reported 
 are fetched and checked here). Spends through --electrum and --cake come from the history of each
 output's script. Each block is committed with the synced height, so an interrupted or killed sync resumes
 where it stopped. A fork (a stored block hash the source no longer has) rolls back what came after it and
-rescans.
+rescans (from a source with headers, only a fork with more chain work). BlindBit gives no transactions: what
+--blindbit and --grpc find is kept unverified (`wallet list --unverified`) unless --verify-with proves it; a
+sync from a source that proves outputs (or with --verify-with) settles the unverified ones first.
 
 The scan key is read only from {SOURCES} (or the wallet's sp() descriptor file), never from an argument,
 and must be the wallet's."""

@@ -400,9 +400,9 @@ class Wallet:
             candidates = [unspent[c] for c in coins]
         else:
             candidates = [o for o in unspent.values() if (unconfirmed or o.height is not None) and o.pending is None and (o.verified or allow_unverified)]
-            held = [o for o in unspent.values() if o.height is not None and o.pending is None and not o.verified]
-            if not candidates and held and not allow_unverified:
-                raise SpendError(f"the wallet's {len(held)} coin(s) are unverified (only a server's word holds them): sync with --verify-with, or --allow-unverified spends them")
+            unproven = [o for o in unspent.values() if o.height is not None and o.pending is None and not o.verified]
+            if not candidates and unproven:
+                raise SpendError(f"the wallet's {len(unproven)} coin(s) are unverified (only a server's word holds them): sync with --verify-with, or --allow-unverified spends them")
         tip = self.tip()
         planned = spend.plan_spend(candidates, outputs, rate, change_to, select=coins is None, locktime=tip[0] if tip else 0)
         spend.check_fee(planned, ceiling)
