@@ -2,10 +2,13 @@
 
 Where things live (layers lowest first; `tests/test_layout.py` holds every import to them):
 
-    errors, network        typed errors; the one table of networks (chain names, hrp, key family)
+    errors, network        typed errors; the one table of networks (chain names, hrp, key family, proof-of-work
+                           rules and checkpoint)
+    crc                    the CRC-32 of stored values both SQLite stores (index, wallet) check their rows with
     workers                worker processes that answer in order and stop at once; `signals_held`
     crypto, _checks        BIP352 constants and primitives; argument checks both backends share
     types, wire            values passed between stages (Receiver, Summary, …); Bitcoin serialization
+    headers                block headers checked as Core checks them (proof of work, retargets, checkpoint)
     formats, address       Core's hex/JSON forms of blocks and prevouts; sp1/tsp1/sprt1 addresses
     proto/                 BlindBit Oracle v2's messages and their generated module
     native/                the C extensions and their one Python door (`native/__init__.py`);

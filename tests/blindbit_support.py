@@ -6,6 +6,7 @@ Both are HTTP servers on 127.0.0.1 in a thread, used as context managers; `.url`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -14,6 +15,12 @@ import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from coincurve import PrivateKey, PublicKey
+
+from serving import ok
+from sp_scan.crypto import ser32, tagged_hash
+from sp_scan.index.filters import new_utxos_filter
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "vectors" / "blindbit"
@@ -42,13 +49,15 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
 
-    def send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+    def send(self, status: int, body: bytes, headers: dict[str, str], length: int | None = None) -> None:
+        """Answer `body` with its headers; `length` > len(body): announce that many bytes, send only `body`."""
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(len(body) if length is None else length))
         self.end_headers()
         self.wfile.write(body)
+        self.wfile.flush()
 
     def do_GET(self) -> None:  # noqa: N802
         self.server.owner.handle(self)
@@ -144,6 +153,8 @@ class Proxy(_Threaded, Knobs):
     - `stop_answering(after)`: answer `after` more requests, then close connections unanswered.
     - `tamper`: f(path, json_body) -> a new JSON value, or bytes to send as they are, or None to
       send the upstream answer unchanged (then asked without gzip).
+    - `stall(prefix)`: answer requests whose path starts with `prefix` with half their body, then
+      nothing until `release()`; `stalled` counts them.
     """
 
     def __init__(self, upstream: str) -> None:
@@ -151,6 +162,12 @@ class Proxy(_Threaded, Knobs):
         Knobs.__init__(self)
         self.upstream = upstream
         self.paths: list[str] = []
+        self.stalling: str | None = None
+        self.stalled = 0
+
+    def stall(self, prefix: str) -> None:
+        self.released.clear()
+        self.stalling = prefix
 
     def hold(self, height: int) -> None:
         super().hold(lambda path: (h := height_of(path)) is not None and h >= height)
@@ -180,6 +197,13 @@ class Proxy(_Threaded, Knobs):
             changed = tamper(path, json.loads(body))
             if changed is not None:
                 body = changed if isinstance(changed, bytes) else json.dumps(changed).encode()
+        if self.stalling is not None and path.startswith(self.stalling):
+            with self.lock:
+                self.stalled += 1
+            h.send(status, body[: len(body) // 2], out, length=len(body))
+            self.released.wait()
+            h.close_connection = True
+            return
         h.send(status, body, out)
 
     def count(self, prefix: str) -> int:
@@ -218,3 +242,43 @@ class Recorded(_Threaded):
             h.send(404, b'{"error":"block not found"}', {"Content-Type": "application/json"})
             return
         h.send(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
+
+
+# ---- attacks a BlindBit server can make on a wallet (it needs the wallet's address, not its scan key) ----
+
+INVENTED = 50_000 * 10**8
+"""The amount of the coin `invent` lists: 50,000 BTC."""
+INFLATED = 2 * 10**15
+"""The amount `inflate` gives an honest output (under the 21 million bitcoin any answer may hold)."""
+
+
+def invent(proxy: Proxy, height: int, scan_pubkey33: bytes, spend_pubkey33: bytes) -> str:
+    """Make `proxy` list at `height` a coin of INVENTED sats paying the address: its own tweak a·G among the block's,
+    an output B_spend + t_0·G built from a·B_scan, a txid of no transaction, the new-UTXO filter made to agree.
+    Returns the invented txid (display hex)."""
+    a = hashlib.sha256(b"the server's own key").digest()
+    ecdh33 = PublicKey(scan_pubkey33).multiply(a).format()
+    output32 = PublicKey(spend_pubkey33).add(tagged_hash("BIP0352/SharedSecret", ecdh33 + ser32(0))).format()[1:]
+    txid = hashlib.sha256(b"no such transaction").hexdigest()
+
+    def tamper(path: str, body):
+        route, _, rest = path.partition("?")[0].rpartition("/")
+        if rest != str(height):
+            return None
+        if route in ("/tweak-index", "/tweaks"):
+            return [*body, PrivateKey(a).public_key.format().hex()]
+        if route == "/utxos":
+            forged = {"txid": txid, "vout": 0, "value": INVENTED, "scriptpubkey": "5120" + output32.hex(), "block_height": height, "block_hash": body[0]["block_hash"], "timestamp": body[0]["timestamp"], "spent": False}
+            return [*body, forged]
+        if route == "/filter/new-utxos":
+            keys = [bytes.fromhex(u["scriptpubkey"][4:]) for u in ok(f"{proxy.upstream}/utxos/{height}")] + [output32]
+            return {**body, "data": new_utxos_filter(bytes.fromhex(body["block_hash"])[::-1], keys).hex()}
+        return None
+
+    proxy.tamper = tamper
+    return txid
+
+
+def inflate(proxy: Proxy, height: int, output_hex: str) -> None:
+    """Make `proxy`'s /utxos at `height` give the output of key `output_hex` INFLATED sats."""
+    proxy.tamper = lambda path, body: [{**u, "value": INFLATED} if u["scriptpubkey"][4:] == output_hex else u for u in body] if path == f"/utxos/{height}" else None

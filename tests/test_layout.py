@@ -11,9 +11,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "sp_scan"
 
 LAYERS = [
-    ["", "errors", "network", "workers"],
+    ["", "errors", "network", "workers", "crc"],
     ["crypto", "_checks"],
-    ["types", "wire", "formats", "address", "proto", "proto.*"],
+    ["types", "wire", "formats", "address", "headers", "proto", "proto.*"],
     ["native", "native.*", "reference", "reference.*"],
     ["backend"],
     ["extract", "summary", "scan", "send", "dleq", "block"],

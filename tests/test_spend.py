@@ -177,6 +177,22 @@ def test_a_fee_rate_core_would_not_take_or_cannot_count_is_refused(rate, message
         sp_spend.fee_rate_kvb(rate)
 
 
+def test_a_fee_rate_above_cores_maxfeerate_or_a_fee_above_the_amount_sent_is_refused_unless_a_ceiling_is_given(tmp_path):
+    coins = [ss.sp_coin(W.spend_key32, n, 2_000_000) for n in range(3)]
+    change33 = labelled_spend_pubkey(W.scan_key32, W.spend_pubkey33, 0)
+    with fabricated_wallet(tmp_path, coins, change_spend_pubkey33=change33) as w:
+        to = [(OTHER_ADDRESS, 20_000)]
+        with pytest.raises(SpendError, match="fee rate 10000.001 sat/vB is above 10000 sat/vB, Core's default maxfeerate"):
+            w.spend(to, "10000.001")
+        with pytest.raises(SpendError, match=r"the fee of [0-9,]+ sats is more than the 20,000 sats sent; --max-fee-rate allows it"):
+            w.spend(to, "200")
+        assert w.spend(to, "100").fee < 20_000  # 100 sat/vB: within both
+        planned = w.spend(to, "20000", max_fee_rate="20000")
+        assert planned.fee > 2_000_000
+        with pytest.raises(SpendError, match="above 15000 sat/vB, the --max-fee-rate given"):
+            w.spend(to, "20000", max_fee_rate="15000")
+
+
 def test_addresses_of_another_network_or_kind_are_refused():
     for address, message in [
         (ss.p2wpkh_address(b"m", "bc")[0], "of main, not of regtest"),
@@ -204,18 +220,18 @@ def test_coin_selection_never_takes_unconfirmed_coins_unless_asked_and_from_spen
     change33 = labelled_spend_pubkey(W.scan_key32, W.spend_pubkey33, 0)
     with fabricated_wallet(tmp_path, small, [big], change_spend_pubkey33=change33) as w:
         to = [(OTHER_ADDRESS, 30_000)]
-        _, planned = w.create_psbt(to, 1)
+        planned = w.spend(to, 1)
         assert big not in planned.coins and len(planned.coins) == 2
-        _, planned = w.create_psbt(to, 1, unconfirmed=True)
+        planned = w.spend(to, 1, unconfirmed=True)
         assert [c.outpoint36 for c in planned.coins] == [big.outpoint36]
-        _, planned = w.create_psbt(to, 1, coins=[(c.txid32, c.vout) for c in small])
+        planned = w.spend(to, 1, coins=[(c.txid32, c.vout) for c in small])
         assert [c.outpoint36 for c in planned.coins] == [c.outpoint36 for c in small]
         change = planned.outputs[planned.change]
         assert change.sp.spend_pubkey33 == change33 and change.label == 0
         with pytest.raises(SpendError, match="holds no unspent coin"):
-            w.create_psbt(to, 1, coins=[(b"\x07" * 32, 0)])
+            w.spend(to, 1, coins=[(b"\x07" * 32, 0)])
         with pytest.raises(SpendError, match="hold 60,000 sats"):
-            w.create_psbt([(OTHER_ADDRESS, 70_000)], 1)
+            w.spend([(OTHER_ADDRESS, 70_000)], 1)
 
 
 def test_a_wallet_that_does_not_know_its_change_key_yet_asks_for_a_sync_or_a_change_address(tmp_path):
@@ -315,6 +331,17 @@ def test_a_spend_through_the_cli_is_mined_by_the_kernel_found_by_its_recipient_a
         change = [r for r in after if r["height"] == block.height]
         assert [(r["label"], r["amount"]) for r in change] == [(0, plan["outputs"][plan["change"]])]
         assert sum(r["amount"] for r in after if not r["spent"]) == balance - 123456 - 20000 - 5000 - plan["fee"]
+
+
+def test_a_send_with_a_fee_rate_of_20000_is_refused_in_one_line_unless_max_fee_rate_allows_it(kernel_index, tmp_path):
+    path = create(tmp_path)
+    assert sync(path, "--db", str(kernel_index)).exit_code == 0
+    to = f"{ss.p2wpkh_address(b'fee ceiling')[0]}:20000"
+    assert_fails(invoke("wallet", "send", str(path), "--to", to, "--fee-rate", "20000"), "above 10000 sat/vB", "--max-fee-rate")
+    assert_fails(invoke("wallet", "send", str(path), "--to", to, "--fee-rate", "1000"), "more than the 20,000 sats sent")
+    sent = invoke("wallet", "send", str(path), "--to", to, "--fee-rate", "20000", "--max-fee-rate", "20000", "--json", "-o", str(tmp_path / "p.psbt"))
+    assert sent.exit_code == 0, sent.output
+    assert json_lines(sent.stdout)[0]["fee"] > 2_000_000
 
 
 def test_the_spend_key_is_taken_from_a_file_the_environment_or_stdin_and_never_printed(tmp_path):

@@ -51,7 +51,7 @@ def test_every_local_source_lists_what_index_scan_lists_and_the_sender_paid(kind
     assert rows == index_scan(kernel_index) == paid(kernel_chain)
     assert {r["label"] for r in rows} == {None, 0, 1, 7} and any(r["spent"] for r in rows) and not all(r["spent"] for r in rows)
     balance = json_lines(invoke("wallet", "balance", str(path), "--json").stdout)
-    assert balance == [{"confirmed": sum(r["amount"] for r in rows if not r["spent"]), "unconfirmed": 0}]
+    assert balance == [{"confirmed": sum(r["amount"] for r in rows if not r["spent"]), "unverified": 0, "reserved": 0, "outgoing": 0, "incoming": 0}]
     again = sync(path, *source_args(kind, kernel_index, kernel_rest, kernel_rpc))
     assert again.exit_code == 0 and "0 block(s) scanned" in again.stdout
     assert listed(path) == rows
@@ -192,7 +192,7 @@ def test_list_balance_and_info_print_tables_and_json(kernel_chain, kernel_index,
     info = json_lines(invoke("wallet", "info", str(path), "--json").stdout)[0]
     assert info["height"] == 104 and info["hash"] == kernel_chain.hash_at(104)[::-1].hex() and info["labels"] == [0, 1, 7]
     assert info["address"].startswith("sprt1") and info["outputs"] == len(rows) and info["spent"] == 0
-    assert info["confirmed"] == sum(r["amount"] for r in rows) and info["unconfirmed"] == 0
+    assert info["confirmed"] == sum(r["amount"] for r in rows) and info["incoming"] == 0
     assert "synced to    104" in invoke("wallet", "info", str(path)).stdout
     balance = invoke("wallet", "balance", str(path)).stdout
     assert "confirmed" in balance and f"{info['confirmed']:,} sats" in balance
@@ -237,13 +237,13 @@ def test_mempool_payments_are_listed_unconfirmed_then_once_at_their_height(kerne
         ]
         assert listed(path) == paid(chain) + pending and len(pending) == 2
         balance = json_lines(invoke("wallet", "balance", str(path), "--json").stdout)[0]
-        assert balance["unconfirmed"] == sum(r["amount"] for r in pending)
+        assert balance["incoming"] == sum(r["amount"] for r in pending)
         height = mine(chain, pool, [tx])
         wait_for("the block indexed and the mempool emptied", lambda: f.at(height) and not f.listed())
         assert sync(path, "--db", str(db), "--mempool").exit_code == 0
     rows = listed(path)
     assert rows == paid(chain) and [r for r in rows if r["txid"] == tx.txid32[::-1].hex()] == [{**r, "height": height} for r in pending]
-    assert json_lines(invoke("wallet", "balance", str(path), "--json").stdout)[0]["unconfirmed"] == 0
+    assert json_lines(invoke("wallet", "balance", str(path), "--json").stdout)[0]["incoming"] == 0
     assert_fails(sync(path, "--rest", "http://127.0.0.1:1", "--mempool"), "--mempool goes with --db")
 
 
@@ -289,7 +289,7 @@ def test_a_node_whose_next_block_does_not_link_to_its_own_is_asked_again_then_re
     branch = spending_chain(15, chain, fork_height=7, salt=1)
     scan = bytes.fromhex(SCAN_HEX)
     with NodeServer(RestHandler, StaleHeights(chain, branch, {9})) as server:  # a cache answering height 9 from the branch
-        with Wallet.create(tmp_path / "s.wallet", "regtest", PrivateKey(scan).public_key.format(), bytes.fromhex(SPEND_HEX), (), 0) as w:
+        with Wallet.create(tmp_path / "s.wallet", "regtest", PrivateKey(scan).public_key.format(), bytes.fromhex(SPEND_HEX), (), 1) as w:  # block 0 is not regtest's genesis
             w.sync(NodeSource(RestNode(server.url)), scan, stop=8)
             found = w.outputs()
             with pytest.raises(NodeError, match=f"block 9 names {branch.blocks[8].hash_hex} as its parent, not the wallet's {chain.blocks[8].hash_hex}.*seen 6 times"):

@@ -12,7 +12,7 @@ from coincurve import PrivateKey
 
 import kernelchain as kc
 import serving
-from blindbit_support import Proxy, Recorded, height_of
+from blindbit_support import INFLATED, INVENTED, Proxy, Recorded, height_of, inflate, invent
 from index_support import wait_until
 from sp_scan.index import filters
 from sp_scan.scan import Receiver
@@ -21,8 +21,8 @@ from sp_scan.wallet.sources import MAX_BLOCK_TXS, Spend
 from sp_scan.wallet.sources import blindbit as bb
 from sp_scan.wallet.sources.blindbit import BlindBitSource
 from sp_scan.wallet.sync import keys0, pair, scan_txs
-from test_cli import assert_fails, invoke
-from wallet_support import W, create, index_scan, kill_9_while_syncing, listed, paid, scan_key_file, sync, wallet_tip
+from test_cli import assert_fails, invoke, json_lines
+from wallet_support import W, create, index_scan, kill_9_while_syncing, listed, paid, scan_key_file, sync, unverified, wallet_tip
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_a_blindbit_sync_lists_what_index_scan_lists_asking_utxos_and_spent_inde
     path = create(tmp_path)
     result = sync(path, "--blindbit", proxy.url)
     assert result.exit_code == 0, result.output
-    rows = listed(path)
+    rows = unverified(path)
     assert rows == index_scan(kernel_index) == paid(kernel_chain)
     heights = lambda route: {height_of(p) for p in proxy.paths if p.startswith(route)}  # noqa: E731
     assert heights("/utxos/") == {r["height"] for r in rows}
@@ -66,7 +66,7 @@ def test_cut_through_and_dust_limit_list_the_payments_of_the_txs_the_server_keep
     assert sync(path, "--blindbit", proxy.url, "--dust-limit", str(dust), *(["--cut-through"] if cut else [])).exit_code == 0
     kept = {t.txid32[::-1].hex() for h in range(kc.SAMPLE_TIP + 1) for t in kernel_chain.tweaks(h, dust_limit=dust, cut_through=cut)}
     expected = [r for r in paid(kernel_chain) if r["txid"] in kept]
-    assert listed(path) == expected and 0 < len(expected) < len(paid(kernel_chain))
+    assert unverified(path) == expected and 0 < len(expected) < len(paid(kernel_chain))
     assert proxy.count("/tweaks/" if cut else "/tweak-index/") == kc.SAMPLE_TIP + 1
     assert all(p.endswith(f"?dustLimit={dust}") for p in proxy.paths if p.startswith(("/tweaks/", "/tweak-index/")))
 
@@ -82,7 +82,7 @@ def test_answers_come_gzipped_and_many_requests_are_in_flight(kernel_chain, prox
         blocks.close()
         assert first.height == 0 and first.hash32 == kernel_chain.hash_at(0)
         w.sync(source, W.scan_key32)
-        assert listed(w.path) == paid(kernel_chain)
+        assert unverified(w.path) == paid(kernel_chain)
     unzipped = BlindBitSource(proxy.url)
     unzipped.client._once = _without_gzip(unzipped.client)
     with Wallet.open(create(tmp_path, "plain.wallet")) as w:
@@ -119,7 +119,7 @@ def test_a_fork_between_syncs_rolls_back_and_rescans_over_blindbit(kernel_copy, 
             result = sync(path, "--blindbit", proxy.url)
             assert result.exit_code == 0, result.output
             assert "1 fork(s) rolled back 2 block(s)" in result.stdout
-            assert listed(path) == paid(kernel_copy) == index_scan(db)
+            assert unverified(path) == paid(kernel_copy) == index_scan(db)
             asked = {height_of(p) for p in proxy.paths if p.startswith("/block-hash/")}
             assert set(range(reorg.fork_height, kernel_copy.tip_height + 1)) <= asked  # the old tip, down to the fork; the new tip
 
@@ -136,7 +136,7 @@ def test_a_block_near_the_tip_that_changes_between_answers_is_read_again(kernel_
     proxy.tamper = reorg_once
     path = create(tmp_path)
     assert sync(path, "--blindbit", proxy.url).exit_code == 0
-    assert listed(path) == paid(kernel_chain)
+    assert unverified(path) == paid(kernel_chain)
     near = range(kc.SAMPLE_TIP - bb.REORG_WINDOW + 1, kc.SAMPLE_TIP + 1)
     assert [proxy.paths.count(f"/tweak-index/{h}?dustLimit=0") for h in near] == [1] * (len(near) - 1) + [2]
     assert {height_of(p) for p in proxy.paths if p.startswith("/block-hash/")} == set(near)
@@ -152,7 +152,7 @@ def test_kill_9_mid_sync_then_resume_gives_the_same_wallet_over_blindbit(kernel_
         tips.append(wallet_tip(path))
     assert sync(path, "--blindbit", proxy.url).exit_code == 0
     assert tips == sorted(tips) and all(t < 106 for t in tips)
-    assert listed(path) == paid(kernel_chain)
+    assert unverified(path) == paid(kernel_chain)
 
 
 def test_a_server_that_dies_mid_sync_fails_in_one_line_naming_the_height_to_resume_at(kernel_chain, proxy, tmp_path):
@@ -167,10 +167,79 @@ def test_a_server_that_dies_mid_sync_fails_in_one_line_naming_the_height_to_resu
     assert f"resume at {tip + 1}" in line and tip < kc.SAMPLE_TIP
     proxy.resume_answering()
     assert sync(path, "--blindbit", proxy.url).exit_code == 0
-    assert listed(path) == paid(kernel_chain)
+    assert unverified(path) == paid(kernel_chain)
 
 
 PAYMENT = 101  # the first block paying the test wallet
+
+
+def test_a_blindbit_sync_verified_with_the_node_lists_every_output_as_proven(kernel_chain, kernel_rest, proxy, tmp_path):
+    path = create(tmp_path)
+    result = sync(path, "--blindbit", proxy.url, "--verify-with", kernel_rest.url)
+    assert result.exit_code == 0, result.output
+    assert listed(path) == paid(kernel_chain) and unverified(path) == []
+    assert_fails(sync(path, "--rest", kernel_rest.url, "--verify-with", kernel_rest.url), "--verify-with goes with --blindbit or --grpc")
+
+
+def _attack(kind: str, kernel_chain, proxy) -> tuple[str, int]:
+    """Start an attack on the wallet through `proxy`; (the txid (display hex) of the coin it touches, its height)."""
+    if kind == "invented":
+        return invent(proxy, PAYMENT, W.scan_pubkey33, W.spend_pubkey33), PAYMENT
+    honest = next(r for r in paid(kernel_chain) if not r["spent"])
+    inflate(proxy, honest["height"], honest["output"])
+    return honest["txid"], honest["height"]
+
+
+@pytest.mark.parametrize("kind", ["invented", "inflated"])
+def test_a_coin_blindbit_alone_vouches_for_is_listed_and_counted_apart_spent_only_when_asked_and_later_proven_or_refuted(kind, kernel_chain, kernel_rest, proxy, tmp_path):
+    txid, _ = _attack(kind, kernel_chain, proxy)
+    path = create(tmp_path)
+    result = sync(path, "--blindbit", proxy.url)
+    assert result.exit_code == 0, result.output
+    assert "unverified: `wallet list --unverified`" in result.stdout
+    touched = [r for r in unverified(path) if r["txid"] == txid and r["amount"] in (INVENTED, INFLATED)]
+    assert listed(path) == [] and len(touched) == 1
+    honest_unspent = sum(r["amount"] for r in paid(kernel_chain) if not r["spent"])
+    extra = INVENTED if kind == "invented" else INFLATED - next(r["amount"] for r in paid(kernel_chain) if r["txid"] == txid)
+    balance = json_lines(invoke("wallet", "balance", str(path), "--json").stdout)[0]
+    assert balance == {"confirmed": 0, "unverified": honest_unspent + extra, "reserved": 0, "outgoing": 0, "incoming": 0}
+    to = ["--to", "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080:20000", "--fee-rate", "2"]
+    assert_fails(invoke("wallet", "send", str(path), *to), "unverified", "--allow-unverified")
+    sent = invoke("wallet", "send", str(path), *to, "--allow-unverified", "--json", "-o", str(tmp_path / "p.psbt"))
+    assert sent.exit_code == 0, sent.output
+    assert json_lines(sent.stdout)[0]["inputs"] == [f"{txid}:{touched[0]['vout']}"]  # largest first: what the user asked for
+    assert invoke("wallet", "abandon", str(path), "--all").exit_code == 0
+
+    proxy.tamper = None
+    assert sync(path, "--blindbit", proxy.url).exit_code == 0  # honest now, nothing new: still only its word
+    assert touched[0] in unverified(path)
+    result = sync(path, "--blindbit", proxy.url, "--verify-with", kernel_rest.url)
+    assert result.exit_code == 0, result.output
+    gone = 1 if kind == "invented" else 0
+    assert f"{len(paid(kernel_chain))} proven, {gone} shown not to exist" in result.stdout
+    assert listed(path) == paid(kernel_chain) and unverified(path) == []
+    assert json_lines(invoke("wallet", "balance", str(path), "--json").stdout)[0]["confirmed"] == honest_unspent
+
+
+@pytest.mark.parametrize(("kind", "needle"), [("invented", "does not show it there"), ("inflated", "shows")])
+def test_a_coin_the_node_does_not_show_as_blindbit_lists_it_is_refused_with_verify_with(kind, needle, kernel_chain, kernel_rest, proxy, tmp_path):
+    txid, height = _attack(kind, kernel_chain, proxy)
+    path = create(tmp_path)
+    line = assert_fails(sync(path, "--blindbit", proxy.url, "--verify-with", kernel_rest.url), f"lists output {txid}:", f"in block {height}", needle, f"resume at {height}")
+    assert f"{INVENTED if kind == 'invented' else INFLATED:,} sats" in line
+    assert wallet_tip(path) == height - 1 and unverified(path) == [] and listed(path) == [r for r in paid(kernel_chain) if r["height"] < height and (r.update(spent=False) or True)]
+
+
+def test_a_server_that_sends_half_an_answer_and_stalls_fails_the_sync_at_the_deadline_naming_the_request(kernel_index, proxy, tmp_path):
+    path = create(tmp_path)
+    assert sync(path, "--blindbit", proxy.url, "--to", str(PAYMENT - 1)).exit_code == 0
+    proxy.stall(f"/utxos/{PAYMENT}")
+    try:
+        line = assert_fails(sync(path, "--blindbit", proxy.url, "--timeout", "2"), f"(GET /utxos/{PAYMENT})", "no answer for 2 s, retries included", f"resume at {PAYMENT}")
+    finally:
+        proxy.release()
+    assert "timed out" in line and proxy.stalled == 1  # not tried again: the deadline covers the retries
+    assert BlindBitSource(proxy.url).client.retry.deadline == 60  # the default: a stalled request fails the sync within 2 minutes
 
 
 def _hostile(proxy: Proxy, route: str, change) -> None:
@@ -204,7 +273,20 @@ def test_a_hostile_answer_is_refused_in_one_line_and_the_wallet_keeps_every_bloc
     _hostile(proxy, route, change)
     path = create(tmp_path)
     assert_fails(sync(path, "--blindbit", proxy.url), needle, f"resume at {PAYMENT}")
-    assert wallet_tip(path) == PAYMENT - 1 and listed(path) == []
+    assert wallet_tip(path) == PAYMENT - 1 and unverified(path) == []
+
+
+@pytest.mark.parametrize(
+    ("height", "hash_hex", "needle"),
+    [(PAYMENT, "ff" * 32, "above the network's proof-of-work limit"), (0, "00" * 32, "is not the checkpoint 0f9188f1")],
+    ids=["above-the-limit", "not-the-checkpoint"],
+)
+def test_a_block_hash_no_block_of_the_network_has_is_refused(height, hash_hex, needle, proxy, tmp_path):
+    filters_of = (f"/filter/new-utxos/{height}", f"/filter/spent/{height}")
+    proxy.tamper = lambda path, body: {**body, "block_hash": hash_hex} if path in filters_of else None
+    path = create(tmp_path)
+    assert_fails(sync(path, "--blindbit", proxy.url), f"block {height}", needle, f"at {height})")
+    assert wallet_tip(path) == height - 1
 
 
 def test_a_filter_that_hides_an_output_its_utxos_show_is_refused(kernel_chain, proxy, tmp_path):
@@ -236,7 +318,7 @@ def test_an_output_that_does_not_match_its_tweak_is_never_stored(kernel_chain, p
     proxy.tamper = lambda path, body: swap(body) if path == f"/utxos/{PAYMENT}" else keys_of(body) if path == f"/filter/new-utxos/{PAYMENT}" else None
     path = create(tmp_path)
     assert sync(path, "--blindbit", proxy.url, "--to", str(PAYMENT)).exit_code == 0
-    assert [r for r in listed(path) if r["height"] == PAYMENT] == []
+    assert [r for r in unverified(path) if r["height"] == PAYMENT] == []
     assert wallet_tip(path) == PAYMENT
 
 
@@ -286,7 +368,7 @@ def test_blindbits_recorded_answers_pay_what_spdks_test_finds_at_295125(recorded
     assert created.exit_code == 0, created.output
     result = invoke("wallet", "sync", str(path), "--scan-key-file", str(key), "--blindbit", recorded.url, "--cut-through", "--dust-limit", "546", "--to", "295125")
     assert result.exit_code == 0, result.output
-    assert listed(path) == [{
+    assert unverified(path) == [{
         "height": 295125,
         "txid": "93a9b81f81244f8e6be29d8d6b0a9dbe6d6de6d2d4b018001ebf855bc870be88",
         "vout": 0,

@@ -15,19 +15,24 @@ from coincurve import PrivateKey
 
 import kernelchain as kc
 import serving
-from electrum_support import ElectrumThread, ElectrumX
+from blindbit_support import INVENTED, Proxy, invent
+from electrum_support import ElectrumThread, ElectrumX, RawClient
 from index_support import wait_until
 from remote_support import JsonRpcProxy
+from sp_scan.network import get as get_network
+from sp_scan.wire import sha256d
 from sp_scan.wallet import Wallet
 from sp_scan.wallet.sources import MAX_BLOCK_TXS
 from sp_scan.wallet.sources import electrum as electrum_source
 from test_cli import assert_fails, invoke
+from test_headers import mine
 from wallet_support import WALLET_CLI, W, create, index_scan, kill_9_while_syncing, listed, paid, scan_key_file, sync, wallet_tip
 
 SP = "blockchain.silentpayments.subscribe"
 TWEAKS = "blockchain.tweaks.subscribe"
 PAYMENT = 101  # the first block paying the test wallet
 KINDS = ["electrum", "cake"]
+REGTEST = get_network("regtest").pow
 
 
 def start_electrumx(chain, datadir):
@@ -313,6 +318,75 @@ def test_a_hostile_answer_is_refused_in_one_line_and_the_wallet_keeps_every_bloc
     assert resumes(line, tip) and tip < PAYMENT and listed(path) == []
 
 
+def _with_headers(replace: dict[int, bytes]):
+    """Rewrite every answer that holds the header of one of these heights (ranges, single headers, the tip)."""
+
+    def tamper(message, request):
+        if request is None or "result" not in message:
+            return None
+        method, params, result = request.get("method"), request.get("params"), message["result"]
+        if method == "blockchain.block.headers":
+            raw = bytearray(bytes.fromhex(result["hex"]))
+            for height, header80 in replace.items():
+                if 0 <= height - params[0] < result["count"]:
+                    raw[80 * (height - params[0]) : 80 * (height - params[0] + 1)] = header80
+            return {**message, "result": {**result, "hex": raw.hex()}}
+        if method == "blockchain.block.header" and params[0] in replace:
+            return {**message, "result": replace[params[0]].hex()}
+        if method == "blockchain.headers.subscribe" and result["height"] in replace:
+            return {**message, "result": {**result, "hex": replace[result["height"]].hex()}}
+        return None
+
+    return tamper
+
+
+def server_headers(port: int, heights) -> dict[int, bytes]:
+    with RawClient(port) as client:
+        client.result("server.version", ["test", "1.4"])
+        return {h: bytes.fromhex(client.result("blockchain.block.header", [h])) for h in heights}
+
+
+def _rebuilt(header80: bytes, bits: int) -> bytes:
+    """The header with other nBits, its nonce ground until its hash meets them."""
+    return mine(header80[4:36], struct.unpack_from("<I", header80, 68)[0], bits, REGTEST, salt=header80)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("bits", "needle"), [(0x03000001, "does not meet its own nBits 03000001"), (0x2000FFFF, "has nBits 2000ffff, not the 207fffff")], ids=["own-nbits", "rules"])
+def test_a_tip_header_that_breaks_the_proof_of_work_rules_is_refused(kind, bits, needle, proxy, tmp_path):
+    (tip,) = server_headers(proxy.port, [kc.SAMPLE_TIP]).values()
+    forged = tip[:72] + struct.pack("<I", bits) + tip[76:] if bits == 0x03000001 else _rebuilt(tip, bits)
+    proxy.tamper = _with_headers({kc.SAMPLE_TIP: forged})
+    path = create(tmp_path)
+    assert_fails(sync(path, *source(kind, proxy.port), "--retries", "0"), f"the header of block {kc.SAMPLE_TIP} {needle}")
+    assert wallet_tip(path) == -1
+
+
+def test_a_branch_with_no_more_work_than_the_wallets_is_not_followed(kernel_chain, proxy, tmp_path):
+    path = create(tmp_path)
+    assert sync(path, *source("cake", proxy.port)).exit_code == 0
+    before = listed(path)
+    real = server_headers(proxy.port, [kc.SAMPLE_TIP - 2, kc.SAMPLE_TIP - 1, kc.SAMPLE_TIP])
+    first = mine(sha256d(real[kc.SAMPLE_TIP - 2]), struct.unpack_from("<I", real[kc.SAMPLE_TIP - 1], 68)[0], 0x207FFFFF, REGTEST, salt=b"other branch")
+    second = mine(sha256d(first), struct.unpack_from("<I", real[kc.SAMPLE_TIP], 68)[0], 0x207FFFFF, REGTEST, salt=b"other branch")
+    proxy.tamper = _with_headers({kc.SAMPLE_TIP - 1: first, kc.SAMPLE_TIP: second})  # two other blocks: the same work
+    line = assert_fails(sync(path, *source("cake", proxy.port), "--retries", "0"), f"leaves the wallet's above block {kc.SAMPLE_TIP - 2} with no more work than the wallet's 2 block(s)")
+    assert "nothing is rolled back" in line and wallet_tip(path) == kc.SAMPLE_TIP and listed(path) == before
+
+
+def test_verify_with_an_electrum_server_proves_what_blindbit_finds_and_refuses_what_it_cannot_prove(kernel_chain, kernel_index, electrum, tmp_path):
+    with serving.ServerThread(kernel_index) as oracle, Proxy(oracle.url) as bb:
+        verify = ["--verify-with", f"tcp://127.0.0.1:{electrum.port}"]
+        path = create(tmp_path)
+        result = sync(path, "--blindbit", bb.url, *verify)
+        assert result.exit_code == 0, result.output
+        assert listed(path) == paid(kernel_chain)
+        txid = invent(bb, PAYMENT, W.scan_pubkey33, W.spend_pubkey33)
+        forged = create(tmp_path, "forged.wallet")
+        line = assert_fails(sync(forged, "--blindbit", bb.url, *verify), f"lists output {txid}:0 of {INVENTED:,} sats in block {PAYMENT}", "cannot prove it there")
+        assert f"resume at {PAYMENT}" in line and wallet_tip(forged) == PAYMENT - 1
+
+
 def test_cake_outputs_that_are_not_the_hit_txs_own_are_refused(kernel_chain, proxy, tmp_path):
     proxy.tamper = _paying_tx(kernel_chain, lambda tx: {**tx, "output_pubkeys": {v: [o[0], o[1] + 1, *o[2:]] for v, o in tx["output_pubkeys"].items()}})
     path = create(tmp_path)
@@ -413,7 +487,7 @@ def test_a_line_longer_than_the_bound_is_refused(proxy, tmp_path, monkeypatch):
     monkeypatch.setattr(electrum_source, "MAX_LINE", 10_000)  # the chain's 111 headers are 17,760 hex digits
     path = create(tmp_path)
     assert_fails(sync(path, *source("cake", proxy.port)), "more than 10,000 bytes")
-    assert wallet_tip(path) == 0  # block 0 came with its own header; the next 110 headers are the long line
+    assert wallet_tip(path) == -1  # the tip's header is checked first, with the 110 headers below it: the long line
 
 
 def test_tls_checks_the_servers_certificate(kernel_index, electrumx, tmp_path, monkeypatch):

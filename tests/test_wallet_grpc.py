@@ -17,7 +17,7 @@ from sp_scan.node import RestNode
 from sp_scan.proto import blindbit_oracle_pb2 as pb
 from sp_scan.wallet.sources import MAX_BLOCK_TXS
 from test_cli import assert_fails, invoke
-from wallet_support import W, create, index_scan, kill_9_while_syncing, listed, paid, scan_key_file, sync, wallet_tip
+from wallet_support import W, create, index_scan, kill_9_while_syncing, listed, paid, scan_key_file, sync, unverified, wallet_tip
 
 PAYMENT = 101  # the first block paying the test wallet
 
@@ -52,14 +52,20 @@ def test_a_grpc_sync_lists_what_index_scan_lists_asking_full_blocks_only_where_i
     path = create(tmp_path)
     result = sync(path, "--grpc", proxy.target)
     assert result.exit_code == 0, result.output
-    rows = listed(path)
+    rows = unverified(path)
     assert rows == in_txid_order(index_scan(kernel_index)) == in_txid_order(paid(kernel_chain))
     assert rows != index_scan(kernel_index)  # a block pays the wallet twice, in the other order
     assert {r["label"] for r in rows} == {None, 0, 1, 7} and any(r["spent"] for r in rows) and not all(r["spent"] for r in rows)
     assert stream_heights(proxy) == [(0, kc.SAMPLE_TIP)]
     assert full_blocks(proxy) == {r["height"] for r in rows}
     again = sync(path, "--grpc", proxy.target)
-    assert again.exit_code == 0 and "0 block(s) scanned" in again.stdout and listed(path) == rows
+    assert again.exit_code == 0 and "0 block(s) scanned" in again.stdout and unverified(path) == rows
+
+
+def test_a_grpc_sync_verified_with_the_node_lists_every_output_as_proven(kernel_chain, kernel_rest, proxy, tmp_path):
+    path = create(tmp_path)
+    assert sync(path, "--grpc", proxy.target, "--verify-with", kernel_rest.url).exit_code == 0
+    assert listed(path) == in_txid_order(paid(kernel_chain)) and unverified(path) == []
 
 
 @pytest.mark.parametrize(("dust", "cut"), [(0, True), (1_000_000, False)])
@@ -68,7 +74,7 @@ def test_dust_limit_and_cut_through_are_asked_of_the_stream(dust, cut, kernel_ch
     assert sync(path, "--grpc", proxy.target, "--dust-limit", str(dust), *(["--cut-through"] if cut else [])).exit_code == 0
     kept = {t.txid32[::-1].hex() for h in range(kc.SAMPLE_TIP + 1) for t in kernel_chain.tweaks(h, dust_limit=dust, cut_through=cut)}
     expected = in_txid_order([r for r in paid(kernel_chain) if r["txid"] in kept])
-    assert listed(path) == expected and 0 < len(expected) < len(paid(kernel_chain))
+    assert unverified(path) == expected and 0 < len(expected) < len(paid(kernel_chain))
     assert [(r.dustlimit, r.cut_through) for n, r in proxy.seen if n == "StreamBlockScanDataShort"] == [(dust, cut)]
 
 
@@ -84,8 +90,8 @@ def test_a_fork_between_syncs_rolls_back_and_rescans_over_grpc(kernel_copy, tmp_
             result = sync(path, "--grpc", target)
             assert result.exit_code == 0, result.output
             assert "1 fork(s) rolled back 2 block(s)" in result.stdout
-            assert listed(path) == in_txid_order(paid(kernel_copy)) == in_txid_order(index_scan(db))
-            assert reorg.added.txid32[::-1].hex() in {r["txid"] for r in listed(path)}
+            assert unverified(path) == in_txid_order(paid(kernel_copy)) == in_txid_order(index_scan(db))
+            assert reorg.added.txid32[::-1].hex() in {r["txid"] for r in unverified(path)}
 
 
 def test_kill_9_mid_sync_then_resume_gives_the_same_wallet_over_grpc(kernel_chain, proxy, tmp_path):
@@ -98,7 +104,7 @@ def test_kill_9_mid_sync_then_resume_gives_the_same_wallet_over_grpc(kernel_chai
         tips.append(wallet_tip(path))
     assert sync(path, "--grpc", proxy.target).exit_code == 0
     assert tips == sorted(tips) and all(t < 106 for t in tips)
-    assert listed(path) == in_txid_order(paid(kernel_chain))
+    assert unverified(path) == in_txid_order(paid(kernel_chain))
 
 
 def test_a_server_that_dies_mid_sync_fails_in_one_line_naming_the_height_to_resume_at(kernel_chain, proxy, tmp_path):
@@ -113,7 +119,15 @@ def test_a_server_that_dies_mid_sync_fails_in_one_line_naming_the_height_to_resu
     assert f"resume at {tip + 1}" in line and 0 <= tip < kc.SAMPLE_TIP
     proxy.resume_answering()
     assert sync(path, "--grpc", proxy.target).exit_code == 0
-    assert listed(path) == in_txid_order(paid(kernel_chain))
+    assert unverified(path) == in_txid_order(paid(kernel_chain))
+
+
+def test_a_server_without_its_node_fails_at_the_first_hit_without_retrying(kernel_index, tmp_path):
+    with serving.ServerThread(kernel_index, grpc_port=0) as server:
+        path = create(tmp_path)
+        result = sync(path, "--grpc", server.server.urls["grpc"])
+    line = assert_fails(result, "GetFullBlock: UNAVAILABLE", "needs the server's node", f"resume at {PAYMENT}")
+    assert "retry" not in line and wallet_tip(path) == PAYMENT - 1
 
 
 def test_a_stream_broken_off_is_opened_again_where_it_stopped(kernel_chain, proxy, tmp_path):
@@ -121,7 +135,7 @@ def test_a_stream_broken_off_is_opened_again_where_it_stopped(kernel_chain, prox
     proxy.cut_once(lambda name, m: name == "StreamBlockScanDataShort" and m.block_identifier.block_height == 50)
     result = sync(path, "--grpc", proxy.target)
     assert result.exit_code == 0, result.output
-    assert listed(path) == in_txid_order(paid(kernel_chain))
+    assert unverified(path) == in_txid_order(paid(kernel_chain))
     starts = [s for s, _ in stream_heights(proxy)]
     assert starts[0] == 0 and len(starts) == 2 and 0 < starts[1] <= 50
 
@@ -195,7 +209,7 @@ def test_a_hostile_answer_is_refused_in_one_line_and_the_wallet_keeps_every_bloc
     proxy.tamper = tamper
     path = create(tmp_path)
     assert_fails(sync(path, "--grpc", proxy.target, "--retries", "0"), needle, f"resume at {PAYMENT}")
-    assert wallet_tip(path) == PAYMENT - 1 and listed(path) == []
+    assert wallet_tip(path) == PAYMENT - 1 and unverified(path) == []
 
 
 def test_an_output_that_does_not_match_its_tweak_is_never_stored(kernel_chain, proxy, tmp_path):
@@ -224,7 +238,7 @@ def test_an_output_that_does_not_match_its_tweak_is_never_stored(kernel_chain, p
 
     proxy.tamper = swap_both
     assert sync(path, "--grpc", proxy.target, "--to", str(PAYMENT)).exit_code == 0
-    assert [r for r in listed(path) if r["height"] == PAYMENT] == [] and wallet_tip(path) == PAYMENT
+    assert [r for r in unverified(path) if r["height"] == PAYMENT] == [] and wallet_tip(path) == PAYMENT
 
 
 def test_a_server_on_another_network_or_without_the_tweaks_asked_for_is_refused(proxy, tmp_path):

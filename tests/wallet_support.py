@@ -50,8 +50,15 @@ def sync(path: Path, *source: str, wallet: kc.Wallet = W):
 
 
 def listed(path: Path) -> list[dict]:
-    """`sp-scan wallet list --json`."""
+    """`sp-scan wallet list --json`: the outputs a source proved."""
     result = invoke("wallet", "list", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    return json_lines(result.stdout)
+
+
+def unverified(path: Path) -> list[dict]:
+    """`sp-scan wallet list --unverified --json`: the outputs only a server's word holds (BlindBit without --verify-with)."""
+    result = invoke("wallet", "list", str(path), "--unverified", "--json")
     assert result.exit_code == 0, result.output
     return json_lines(result.stdout)
 
@@ -88,3 +95,8 @@ def kill_9_while_syncing(path: Path, source: list[str], until, what: str) -> Non
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
+
+
+def rescan(path: Path, height: int, *source: str, wallet: kc.Wallet = W):
+    """`sp-scan wallet rescan PATH --from HEIGHT --scan-key-file … SOURCE…` in this process (CliRunner's result)."""
+    return invoke("wallet", "rescan", str(path), "--from", str(height), "--scan-key-file", str(scan_key_file(path.parent, wallet)), *source)

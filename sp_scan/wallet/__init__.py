@@ -6,15 +6,17 @@ from sp_scan.wallet.sources.index import IndexSource
 
 wallet = Wallet.create("alice.wallet", "main", scan_pubkey33, spend_pubkey33, labels=[1], birthday=900_000)
 wallet.sync(IndexSource("tweaks.db"), scan_key32, on_output=print)   # or NodeSource, BlindBitSource, ...
-wallet.balance()     # {"confirmed": sats, "unconfirmed": sats}
+wallet.balance()     # Balance(confirmed, unverified, reserved, outgoing, incoming), sats
 wallet.unspent()     # [WalletOutput], each with its spend tweak (BIP376)
-psbt, spend = wallet.create_psbt([("tsp1q…", 50_000)], fee_rate="2.5")   # BIP370/375/376 PSBT
+psbt, spend = wallet.create_psbt([("tsp1q…", 50_000)], fee_rate="2.5")   # BIP370/375/376 PSBT; its coins held (spend.pending)
 signed = sp_scan.psbt.sign_sp_inputs(psbt, spend_key32)                  # then finalize_sp_inputs, extract
+wallet.broadcast(signed, via)   # via: raw tx -> txid32 (sp_scan.wallet.broadcast); recorded until its block
 ```
 
-Design: three rooms, as the index has. The **store** (`store`, SQLite, the only SQL) holds the
-wallet's public keys, labels and birthday, the synced tip with the hashes of the blocks below it,
-and every output found with its spend tweak and spend. The **sources** (`sources/`, one module
+Design: three rooms, as the index has. The **store** (`store`, SQLite, the only SQL, a checksum on
+every row) holds the wallet's public keys, labels and birthday, the synced tip with the hashes of the
+blocks below it, every output found with its spend tweak, spend and whether a source proved it, and
+the pending spends that hold coins. The **sources** (`sources/`, one module
 each) answer per block: hash, tweaks, and the outputs of the txs that may pay (a filtering source
 is handed the k = 0 keys to look for, never the scan key) and which of the wallet's outputs the
 block spends; a source never writes the wallet. The **sync** (`sync`) checks every answer, scans
@@ -29,6 +31,7 @@ wallet, Electrum's synchronizer / wallet_db split.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -37,23 +40,46 @@ from pathlib import Path
 from coincurve import PrivateKey
 
 from .. import crypto
+from .. import psbt as sp_psbt
 from ..address import SPAddress, encode, labelled_spend_pubkey
 from ..errors import InvalidKeyError, SpendError, WalletStoreError
 from ..index.sync import TAPROOT_ACTIVATION
 from ..network import get as get_network
 from ..psbt import Psbt
+from ..psbt.fields import OUT_SP_V0_INFO, OUT_SP_V0_LABEL, field_key
+from ..wire import parse_tx
 from ..scan import CHANGE_LABEL, Receiver
 from . import spend
-from .sources import Source
+from .sources import Prover, Source
 from .spend import Recipient, Spend
-from .store import WalletOutput, WalletStore
+from .store import PendingSpend, WalletOutput, WalletStore
 from .sync import SyncStats, Syncer
 
-__all__ = ["Recipient", "Spend", "SyncStats", "Wallet", "WalletOutput", "default_birthday"]
+__all__ = ["Balance", "PendingSpend", "Recipient", "Spend", "SyncStats", "Wallet", "WalletOutput", "default_birthday"]
 
 CHANGE_SPEND_PUBKEY, SPEND_ORIGIN = "change_spend_pubkey", "spend_origin"
 
 MAX_LABEL = 2**32 - 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Balance:
+    """The wallet's satoshis by state (each coin counted once).
+
+    Attributes:
+        confirmed: mined coins a source proved, unspent, not in a pending spend: what `spend` selects from.
+        unverified: mined coins only a server's word holds (BlindBit), unspent, not in a pending spend.
+        reserved: coins of pending spends not broadcast yet (a PSBT written), freed by `abandon`.
+        outgoing: coins the wallet's broadcast transactions spend, until a block spends them.
+        incoming: payments not mined yet: the mempool's (a sync with `mempool=True`) and the change of
+            the wallet's broadcast transactions.
+    """
+
+    confirmed: int = 0
+    unverified: int = 0
+    reserved: int = 0
+    outgoing: int = 0
+    incoming: int = 0
 
 
 def default_birthday(network: str) -> int:
@@ -193,6 +219,8 @@ class Wallet:
         threads: int = 1,
         on_output: Callable[[WalletOutput], None] | None = None,
         progress: Callable[[SyncStats], None] | None = None,
+        rescan_from: int | None = None,
+        verify_with: Prover | None = None,
     ) -> SyncStats:
         """Bring the wallet to the source's tip (or `stop`), following forks; with `follow`, keep polling.
 
@@ -206,6 +234,12 @@ class Wallet:
             on_output: called with each output found, then again when its spend is seen, after the
                 commit that holds it (an app's hook: it runs in this thread, keep it short).
             progress: called with the stats after each block and while waiting.
+            rescan_from: first forget every block from this height up (what they found and spent, damaged rows
+                among them), then sync them again: the way back from damage.
+            verify_with: a source that proves outputs (a `NodeSource`, an `ElectrumSource`, …) for what a BlindBit
+                source finds; without one (and from a source that proves nothing itself) outputs are kept as
+                unverified. The wallet's unverified outputs are shown to it (or to the source, when that proves)
+                first: see `sp_scan.wallet.sync`.
 
         Returns:
             What was done.
@@ -215,31 +249,75 @@ class Wallet:
             WalletStoreError: the source is on another network, or another process syncs the wallet.
             HeightError: stop is beyond the source's tip (without follow).
             NodeError: the source fails (after the retries it makes itself: see its `retry`), or is behind the wallet (without follow).
-            SourceError: an answer the checks refuse, a tweak that is not a point among them (the block is not written).
+            SourceError: an answer the checks refuse, a tweak that is not a point among them, an output the
+                prover does not show as the source gave it (the block is not written).
             The message of a failure names the height to resume at.
         """
         receiver = self.receiver(scan_key32)
         if self.change_spend_pubkey33 is None:
             self._store.set_meta(CHANGE_SPEND_PUBKEY, labelled_spend_pubkey(scan_key32, self.spend_pubkey33, CHANGE_LABEL))
-        syncer = Syncer(self._store, source, receiver, threads=threads, progress=progress, on_output=on_output)
-        return syncer.run(stop, follow, interval, mempool)
+        syncer = Syncer(self._store, source, receiver, threads=threads, progress=progress, on_output=on_output, prover=verify_with)
+        return syncer.run(stop, follow, interval, mempool, rescan_from)
 
     def outputs(self) -> list[WalletOutput]:
-        """Every output found, in block order (height, tx, vout), then the unconfirmed ones (height None)."""
+        """Every output found (verified or not: see `WalletOutput.verified`), in block order (height, tx, vout), then
+        the unconfirmed ones (height None)."""
         return self._store.outputs()
 
     def unspent(self) -> list[WalletOutput]:
-        """The outputs not yet spent, confirmed ones in block order, then the unconfirmed ones."""
+        """The outputs no block spent yet, confirmed ones in block order, then the unconfirmed ones (those a pending
+        spend holds included: see `WalletOutput.pending`)."""
         return self._store.outputs(unspent=True)
 
-    def balance(self) -> dict[str, int]:
-        """{"confirmed": sats, "unconfirmed": sats} of the unspent outputs."""
-        confirmed, unconfirmed = self._store.balance()
-        return {"confirmed": confirmed, "unconfirmed": unconfirmed}
+    def pending(self) -> list[PendingSpend]:
+        """The spends of the wallet's coins not mined yet (reserved by `create_psbt`, or broadcast), oldest first."""
+        return self._store.pending()
+
+    def abandon(self, ids: Sequence[int] | None = None) -> list[int]:
+        """Forget pending spends, freeing their coins (None: all of them, damaged rows included).
+
+        Returns:
+            The ids forgotten.
+
+        Raises:
+            WalletStoreError: an id the wallet does not hold.
+        """
+        return self._store.abandon(ids)
+
+    def balance(self) -> Balance:
+        """The unspent coins' satoshis by state (see `Balance`).
+
+        Raises:
+            WalletStoreError: the file is damaged (the message names the way back).
+        """
+        pending = self._store.pending()
+        broadcast = {op for p in pending if p.txid32 is not None for op, _ in p.coins}
+        in_mempool = {o.txid32 for o in self._store.outputs() if o.height is None}
+        sums = {"confirmed": 0, "unverified": 0, "reserved": 0, "outgoing": 0, "incoming": 0}
+        for o in self._store.outputs(unspent=True):
+            if o.pending is not None:
+                sums["outgoing" if o.outpoint36 in broadcast else "reserved"] += o.amount
+            elif o.height is None:
+                sums["incoming"] += o.amount
+            else:
+                sums["confirmed" if o.verified else "unverified"] += o.amount
+        sums["incoming"] += sum(p.change_amount for p in pending if p.txid32 is not None and p.txid32 not in in_mempool)
+        return Balance(**sums)
+
+    def check(self) -> dict[str, int]:
+        """Read every row of the file and check it (see `sp_scan.wallet.store`).
+
+        Returns:
+            {"blocks", "outputs", "unconfirmed", "pending"}: the rows checked.
+
+        Raises:
+            WalletStoreError: the first damage found, its message naming the way back.
+        """
+        return self._store.check()
 
     def info(self) -> dict:
-        """{"network", "address", "labels", "birthday", "height", "hash" (display hex), "outputs", "spent",
-        "confirmed", "unconfirmed"}."""
+        """{"network", "address", "labels", "birthday", "height", "hash" (display hex), "outputs", "spent", "pending",
+        and the `Balance` fields}."""
         tip = self.tip()
         found, spent = self._store.counts()
         return {
@@ -251,7 +329,8 @@ class Wallet:
             "hash": tip[1][::-1].hex() if tip else None,
             "outputs": found,
             "spent": spent,
-            **self.balance(),
+            "pending": len(self.pending()),
+            **dataclasses.asdict(self.balance()),
         }
 
     def spend(
@@ -262,8 +341,12 @@ class Wallet:
         coins: Sequence[tuple[bytes, int]] | None = None,
         change: str | None = None,
         unconfirmed: bool = False,
+        max_fee_rate: str | float | Decimal | None = None,
+        allow_unverified: bool = False,
+        replaces: int | None = None,
     ) -> Spend:
-        """Plan a spend of the wallet's unspent coins (see `sp_scan.wallet.spend`).
+        """Plan a spend of the wallet's unspent coins (see `sp_scan.wallet.spend`); coins a pending spend holds are
+        left alone, but for the one it `replaces`.
 
         Args:
             recipients: (address, sats): silent-payments, segwit or base58 addresses of the wallet's network.
@@ -271,14 +354,23 @@ class Wallet:
             coins: (txid32, vout) of the coins to spend, all of them; default: chosen from the confirmed ones.
             change: an address for the change instead of the wallet's change label (m = 0).
             unconfirmed: let the selection take unconfirmed coins too.
+            max_fee_rate: sat/vB, the highest fee rate allowed; None: Core's default maxfeerate (0.10 BTC/kvB),
+                and a fee above the amount sent refused.
+            allow_unverified: let it spend coins only a server's word holds (`WalletOutput.verified` False).
+            replaces: the id of a pending spend this one replaces (BIP125): it spends all of that one's coins (and
+                `coins`, when given), and when that one was broadcast, pays its fee plus Core's incremental relay
+                fee for its own size. Its silent-payment outputs are computed by the signer for its own inputs.
 
         Raises:
             InvalidAddressError: an address that does not decode, or is another network's.
-            SpendError: a coin the wallet does not hold unspent, not enough funds, dust, a fee rate out of
-                range, the change label's key not known yet (sync once, or give `change`).
+            SpendError: a coin the wallet does not hold unspent, or an unverified one, or one a pending spend
+                holds; no pending spend `replaces`, a replacement that pays too little; not enough funds, dust, a fee rate out of range or above the ceiling, a fee above the
+                amount sent, the change label's key not known yet (sync once, or give `change`).
         """
         outputs = [spend.recipient(a, amount, self.network) for a, amount in recipients]
         rate = spend.fee_rate_kvb(fee_rate)
+        ceiling = None if max_fee_rate is None else spend.fee_rate_kvb(max_fee_rate)
+        spend.check_fee_rate(rate, ceiling)
         if change is not None:
             change_to = spend.recipient(change, 0, self.network)
         elif self.change_spend_pubkey33 is not None:
@@ -287,25 +379,125 @@ class Wallet:
         else:
             raise SpendError(f"{self.path} does not know its change address yet: sync it once (that records it), or give a change address")
         unspent = {(o.txid32, o.vout): o for o in self.unspent()}
+        replaced = None
+        if replaces is not None:
+            replaced = next((p for p in self.pending() if p.id == replaces), None)
+            if replaced is None:
+                raise SpendError(f"{self.path} has no pending spend {replaces} to replace")
+            coins = [(op[:32], struct.unpack("<I", op[32:])[0]) for op, _ in replaced.coins] + [c for c in coins or () if c[0] + struct.pack("<I", c[1]) not in dict(replaced.coins)]
         if coins is not None:
-            missing = [c for c in coins if c not in unspent]
-            if missing:
-                raise SpendError(f"the wallet holds no unspent coin {missing[0][0][::-1].hex()}:{missing[0][1]}")
+            for c in coins:
+                o = unspent.get(c)
+                name = f"{c[0][::-1].hex()}:{c[1]}"
+                if o is None:
+                    raise SpendError(f"the wallet holds no unspent coin {name}")
+                if o.pending is not None and o.pending != replaces:
+                    raise SpendError(f"coin {name} is held by pending spend {o.pending}: `wallet abandon` it first, or replace it")
+                if not (o.verified or allow_unverified):
+                    raise SpendError(f"coin {name} is unverified (only a server's word holds it): --allow-unverified spends it")
             if len(set(coins)) != len(coins):
                 raise SpendError("a coin is given twice")
             candidates = [unspent[c] for c in coins]
         else:
-            candidates = [o for o in unspent.values() if unconfirmed or o.height is not None]
+            candidates = [o for o in unspent.values() if (unconfirmed or o.height is not None) and o.pending is None and (o.verified or allow_unverified)]
+            unproven = [o for o in unspent.values() if o.height is not None and o.pending is None and not o.verified]
+            if not candidates and unproven:
+                raise SpendError(f"the wallet's {len(unproven)} coin(s) are unverified (only a server's word holds them): sync with --verify-with, or --allow-unverified spends them")
         tip = self.tip()
-        return spend.plan_spend(candidates, outputs, rate, change_to, select=coins is None, locktime=tip[0] if tip else 0)
+        planned = spend.plan_spend(candidates, outputs, rate, change_to, select=coins is None, locktime=tip[0] if tip else 0)
+        spend.check_fee(planned, ceiling)
+        if replaced is not None and replaced.txid32 is not None:
+            spend.check_replacement(planned, replaced.fee)
+        return planned
 
-    def create_psbt(self, recipients: Sequence[tuple[str, int]], fee_rate: str | float | Decimal, **options) -> tuple[Psbt, Spend]:
-        """The PSBT version 2 of a spend (BIP370 with BIP375's silent-payment outputs and BIP376's input fields).
+    def create_psbt(self, recipients: Sequence[tuple[str, int]], fee_rate: str | float | Decimal, *, reserve: bool = True, **options) -> tuple[Psbt, Spend]:
+        """The PSBT version 2 of a spend (BIP370 with BIP375's silent-payment outputs and BIP376's input fields), its
+        coins reserved by a pending spend until `abandon`, a broadcast of another spend of them, or a block that
+        spends one of them.
 
-        Args and raises: as `spend` (options: coins, change, unconfirmed).
+        Args and raises: as `spend` (options: coins, change, unconfirmed, max_fee_rate, allow_unverified, replaces);
+            reserve: False plans and builds without holding the coins.
 
         Returns:
-            (the PSBT to sign with `sp_scan.psbt.sign_sp_inputs`, the planned spend).
+            (the PSBT to sign with `sp_scan.psbt.sign_sp_inputs`, the planned spend, its `pending` id set).
         """
         planned = self.spend(recipients, fee_rate, **options)
-        return spend.build_psbt(planned, self.spend_pubkey33, self.spend_origin), planned
+        built = spend.build_psbt(planned, self.spend_pubkey33, self.spend_origin)
+        if reserve:
+            change = planned.outputs[planned.change].amount if planned.change is not None else 0
+            pays_sp = any(r.sp is not None for r in planned.outputs)
+            replaces = () if options.get("replaces") is None else (options["replaces"],)
+            pid = self._store.add_pending([(c.outpoint36, c.amount) for c in planned.coins], planned.fee, planned.change, change, pays_sp, replaces=replaces)
+            planned = dataclasses.replace(planned, pending=pid)
+        return built, planned
+
+    def record_broadcast(self, tx: bytes | Psbt) -> PendingSpend | None:
+        """Record a transaction spending the wallet's coins as broadcast: the pending spend that reserved exactly
+        its coins gets its txid, else a new pending spend replaces those holding any of them. A replacement with
+        other inputs than a spend that pays a silent-payments address must have had its outputs computed for its
+        own inputs (BIP352's warning): it is taken only as a signed PSBT, whose outputs BIP375's checks prove.
+
+        Args:
+            tx: the raw transaction, or the signed PSBT (finalized and extracted here).
+
+        Returns:
+            The pending spend, or None when the transaction spends no coin of the wallet.
+
+        Raises:
+            MalformedDataError: not a transaction. PSBTError: a PSBT that does not finalize (a BIP375 rule broken).
+            SpendError: a replacement of a silent-payments spend with other inputs given as a raw transaction.
+        """
+        return self._record(*self._final(tx))
+
+    def broadcast(self, tx: bytes | Psbt, via: Callable[[bytes], bytes]) -> bytes:
+        """Check a transaction as `record_broadcast` does, send it with `via` (raw tx -> txid32, e.g.
+        `sp_scan.wallet.broadcast.via_rpc` bound to a node), then record it.
+
+        Returns:
+            Its txid32.
+
+        Raises:
+            As `record_broadcast`, and whatever `via` raises (NodeError: the far side refused it; nothing is recorded).
+        """
+        raw, proven = self._final(tx)
+        self._record(raw, proven, dry=True)
+        txid32 = via(raw)
+        self._record(raw, proven)
+        return txid32
+
+    def _final(self, tx: bytes | Psbt) -> tuple[bytes, Psbt | None]:
+        """(the raw transaction, the PSBT whose BIP375 checks it passed, or None for a raw one)."""
+        if isinstance(tx, Psbt):
+            return sp_psbt.extract(sp_psbt.finalize_sp_inputs(tx)), tx
+        return bytes(tx), None
+
+    def _record(self, raw: bytes, proven: Psbt | None, dry: bool = False) -> PendingSpend | None:
+        parsed = parse_tx(raw)
+        held = {o.outpoint36: o.amount for o in self.unspent()}
+        ours = [(op, held[op]) for op in (i.outpoint.to_bytes() for i in parsed.inputs) if op in held]
+        if not ours:
+            return None
+        spent = {op for op, _ in ours}
+        holders = [p for p in self.pending() if spent & {op for op, _ in p.coins}]
+        if len(holders) == 1 and {op for op, _ in holders[0].coins} == spent:
+            if not dry and holders[0].txid32 != parsed.txid32:
+                self._store.set_broadcast(holders[0].id, parsed.txid32, raw)
+            return dataclasses.replace(holders[0], txid32=parsed.txid32, tx=raw)
+        for p in holders:
+            if p.pays_sp and proven is None:
+                raise SpendError(
+                    f"this transaction spends other coins than pending spend {p.id}, which pays a silent-payments address: its outputs must be "
+                    f"computed again for the new inputs (BIP352); broadcast the signed PSBT (its outputs are checked), or `wallet abandon {p.id}` first"
+                )
+        if dry:
+            return None
+        fee = sum(a for _, a in ours) - sum(o.amount for o in parsed.outputs) if len(ours) == len(parsed.inputs) else 0
+        change_vout, change, pays_sp = None, 0, any(len(o.script) == 34 and o.script[:2] == b"\x51\x20" for o in parsed.outputs)
+        if proven is not None:
+            pays_sp = bool(proven.sp_outputs())
+            for i, m in enumerate(proven.outputs):
+                info = m.get(field_key(OUT_SP_V0_INFO))
+                if info is not None and info[:33] == self.scan_pubkey33 and m.get(field_key(OUT_SP_V0_LABEL)) == struct.pack("<I", CHANGE_LABEL):
+                    change_vout, change = i, parsed.outputs[i].amount
+        pid = self._store.add_pending(ours, max(fee, 0), change_vout, change, pays_sp, parsed.txid32, raw, replaces=[p.id for p in holders])
+        return next(p for p in self.pending() if p.id == pid)

@@ -44,6 +44,10 @@ DUST_RELAY_FEE = 3000
 """sat/kvB: Core's DUST_RELAY_TX_FEE."""
 MIN_RELAY_FEE = 100
 """sat/kvB: Core 30's default minrelaytxfee (0.1 sat/vB)."""
+INCREMENTAL_RELAY_FEE = 100
+"""sat/kvB: Core 30's default incrementalrelayfee: what a replacement pays beyond the fee it replaces, per vbyte (BIP125)."""
+MAX_FEE_RATE = 10_000_000
+"""sat/kvB: Core's default maxfeerate (DEFAULT_MAX_RAW_TX_FEE_RATE, 0.10 BTC/kvB = 10,000 sat/vB)."""
 MAX_STANDARD_TX_WEIGHT = 400_000
 MIN_STANDARD_TX_NONWITNESS_SIZE = 65
 INPUT_BYTES, INPUT_WITNESS_BYTES = 41, 66
@@ -115,6 +119,46 @@ def fee_rate_kvb(sat_per_vb: str | float | Decimal) -> int:
     return int(kvb)
 
 
+def check_fee_rate(rate_kvb: int, max_fee_rate_kvb: int | None) -> None:
+    """Refuse a fee rate above the ceiling: `max_fee_rate_kvb` when the caller gives one, else Core's maxfeerate.
+
+    Raises:
+        SpendError: the rate is above it.
+    """
+    ceiling = MAX_FEE_RATE if max_fee_rate_kvb is None else max_fee_rate_kvb
+    if rate_kvb > ceiling:
+        whose = "the --max-fee-rate given" if max_fee_rate_kvb is not None else "Core's default maxfeerate (0.10 BTC/kvB); a higher --max-fee-rate allows it"
+        raise SpendError(f"fee rate {_sat_vb(rate_kvb)} sat/vB is above {_sat_vb(ceiling)} sat/vB, {whose}")
+
+
+def _sat_vb(rate_kvb: int) -> str:
+    return f"{Decimal(rate_kvb).scaleb(-3).normalize():f}"
+
+
+def check_fee(planned: Spend, max_fee_rate_kvb: int | None) -> None:
+    """Refuse a spend whose fee is more than the amount it sends (its outputs but the change), unless the caller
+    gave its own fee-rate ceiling.
+
+    Raises:
+        SpendError: the fee is above the amount sent.
+    """
+    sent = sum(r.amount for r in planned.outputs if not r.is_change)
+    if max_fee_rate_kvb is None and planned.fee > sent:
+        raise SpendError(f"the fee of {planned.fee:,} sats is more than the {sent:,} sats sent; --max-fee-rate allows it")
+
+
+def check_replacement(planned: Spend, replaced_fee: int) -> None:
+    """Refuse a replacement that does not pay the fee it replaces plus Core's incremental relay fee for its own size
+    (BIP125's rules 3 and 4, which Core's mempool applies).
+
+    Raises:
+        SpendError: it pays less.
+    """
+    least = replaced_fee + fee(INCREMENTAL_RELAY_FEE, planned.vsize)
+    if planned.fee < least:
+        raise SpendError(f"a replacement must pay at least {least:,} sats of fee (the {replaced_fee:,} it replaces and {INCREMENTAL_RELAY_FEE / 1000:g} sat/vB more), not {planned.fee:,}: raise --fee-rate")
+
+
 def fee(rate_kvb: int, vsize: int) -> int:
     """The fee at `rate_kvb` for `vsize` vbytes, rounded up (Core's CFeeRate::GetFee)."""
     return -(-rate_kvb * vsize // 1000)
@@ -168,6 +212,7 @@ class Spend:
         fee: satoshis.
         vsize: the signed transaction's vsize.
         locktime: nLockTime (the wallet's synced height: discourages fee sniping).
+        pending: the pending spend that holds its coins (`Wallet.create_psbt` reserves them), None for a plan.
     """
 
     coins: tuple[WalletOutput, ...]
@@ -176,6 +221,7 @@ class Spend:
     fee: int
     vsize: int
     locktime: int
+    pending: int | None = None
 
     @property
     def fee_rate(self) -> float:

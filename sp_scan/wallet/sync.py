@@ -3,8 +3,13 @@
 One loop, like the index's (`sp_scan.index.sync`): before each round the stored tip hash is
 compared with the source's block at that height; when they differ, the stored hashes are walked
 down to the highest one the source still has and everything above it is rolled back (outputs
-found there, spends seen there), then the loop rescans from there. A source whose chain is
-shorter than the wallet's is waited for (`follow`) or refused; it never shrinks the wallet.
+found there, spends seen there), then the loop rescans from there: when the source gives headers
+and the wallet kept their nBits, only if the source's branch has more chain work than the wallet's
+(Core follows the most work; a branch with no more is waited for with `follow`, else refused). A
+source whose chain is shorter than the wallet's is waited for (`follow`) or refused; it never
+shrinks the wallet. Every block's hash is checked against the network's checkpoint at its height,
+a header a source gives must hash to it and meet its own nBits, and a bare hash from a source that
+proves nothing must meet the network's proof-of-work limit (`sp_scan.headers`).
 
 Per block: the tweaks and outputs the source gives are checked (`BlockTxs.check`), scanned with
 the native batch scan (`sp_scan.scan.scan_tweaks_packed`), then the block's spends of the wallet's
@@ -13,11 +18,20 @@ wallet asked about. The block then goes into the store's open batch with its has
 a batch commits at once when the block changed the wallet, else every `COMMIT_SECONDS`, and
 always when the loop ends, fails or is interrupted: a killed sync resumes from its last commit.
 The per-output callback runs after the commit that holds the output (found, then spent).
+
+Outputs found in a block its source proves (`SourceBlock.proven`) are stored as verified; those a
+BlindBit server alone vouches for are proven at once by the `Prover` given (`--verify-with`), the
+block refused when it does not show them with that key and amount, or else stored as unverified.
+Before the first round, the wallet's unverified outputs are shown to the prover (the one given, or the
+source itself when it proves outputs): those it proves become verified with the amount of their block;
+those a prover that sees whole blocks does not show in their block (or whose block it does not have)
+are deleted: no later sync leaves a forged or inflated coin counted as confirmed.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import struct
 import time
 from collections.abc import Callable
@@ -25,8 +39,10 @@ from dataclasses import dataclass, field
 
 from .. import scan as sp_scan
 from ..errors import HeightError, InvalidKeyError, NodeError, SourceError, WalletStoreError
+from ..headers import Header, meets, work
+from ..network import get as get_network
 from ..scan import Receiver
-from .sources import MAX_BLOCK_TXS, BlockTxs, Keys0, Source, SourceBlock
+from .sources import MAX_BLOCK_TXS, BlockTxs, Keys0, Prover, Source, SourceBlock
 from .store import KEEP_HASHES, Found, WalletOutput, WalletStore
 
 COMMIT_SECONDS = 1.0
@@ -47,6 +63,9 @@ class SyncStats:
         reorgs, rolled_back: forks followed and blocks they rolled back.
         waiting: True while following and caught up, or while the source is behind the wallet.
         unconfirmed: outputs paying the wallet in the source's mempool (with mempool=True).
+        settled: pending spends a block ended (mined, or a conflicting spend mined).
+        unverified: outputs found that only the source's word holds (BlindBit without a prover).
+        proven, refuted: unverified outputs of earlier syncs the prover proved, and those it showed do not exist.
     """
 
     height: int | None = None
@@ -59,6 +78,10 @@ class SyncStats:
     rolled_back: int = 0
     waiting: bool = False
     unconfirmed: int = 0
+    settled: int = 0
+    unverified: int = 0
+    proven: int = 0
+    refuted: int = 0
     began: float = field(default_factory=time.monotonic)
 
 
@@ -128,6 +151,10 @@ class _Fork(Exception):
     """A block that does not link to the wallet's tip: the source changed branches during the round."""
 
 
+class _LessWork(Exception):
+    """The source's branch has no more chain work than the wallet's: not followed."""
+
+
 class Syncer:
     """One sync run of a wallet store from a source (see `run`)."""
 
@@ -140,15 +167,22 @@ class Syncer:
         threads: int = 1,
         progress: Callable[[SyncStats], None] | None = None,
         on_output: Callable[[WalletOutput], None] | None = None,
+        prover: Prover | None = None,
     ) -> None:
         self.store, self.source, self.receiver, self.threads = store, source, receiver, threads
+        self.prover: Prover | None = prover or (source if source.proves else None)
         self.progress = progress or (lambda stats: None)
         self.on_output = on_output or (lambda output: None)
         self.stats = SyncStats()
         self._unspent: dict[bytes, WalletOutput] = {}
+        self.pow = get_network(store.network).pow
+        self._checkpoint32 = bytes.fromhex(self.pow.checkpoint[1])[::-1]
 
-    def run(self, stop: int | None, follow: bool, interval: float, mempool: bool) -> SyncStats:
+    def run(self, stop: int | None, follow: bool, interval: float, mempool: bool, rescan_from: int | None = None) -> SyncStats:
         """Sync to `stop` (default: the source's tip, re-read every round); with `follow`, keep polling.
+
+        Args:
+            rescan_from: first forget every block from this height up (damaged rows among them), then sync them again.
 
         Raises:
             WalletStoreError: the source is on another network, or another process syncs the wallet.
@@ -161,7 +195,13 @@ class Syncer:
             network = self.source.network()
             if network != self.store.network:
                 raise WalletStoreError(f"{self.store.path} is a wallet for {self.store.network}; {self.source.name} is on {network}")
+            if self.prover is not None and self.prover is not self.source and self.prover.network() != network:
+                raise WalletStoreError(f"{self.store.path} is a wallet for {network}; {self.prover.name} is on {self.prover.network()}")
             self.store.lock_writer()
+            if rescan_from is not None:
+                self._rescan(rescan_from)
+            if self.prover is not None:
+                self._settle()
             self._unspent = {o.outpoint36: o for o in self.store.outputs(unspent=True) if o.height is not None}
             tip = self.store.tip()
             self.stats.height = tip[0] if tip else None
@@ -169,6 +209,58 @@ class Syncer:
             return self._loop(stop, follow, interval, mempool)
         except (NodeError, SourceError, HeightError) as exc:
             raise type(exc)(f"{exc} ({self.resume_hint()})") from None
+
+    def _rescan(self, height: int) -> None:
+        """Forget the blocks from `height` up; below the hashes the store keeps, the source names block height - 1."""
+        keep = max(height, self.store.birthday) - 1
+        tip = self.store.hashes(keep + 1, 1)
+        anchor = None if keep < self.store.birthday or (tip and tip[0][0] == keep) else self.source.block_hash(keep)
+        self.stats.rolled_back += self.store.rollback_to(keep, anchor)
+
+    def _settle(self) -> None:
+        """Show the wallet's unverified outputs to the prover (see the module docstring)."""
+        by_block: dict[tuple[int, bytes], list[WalletOutput]] = {}
+        for o in self.store.outputs():
+            if o.height is not None and not o.verified:
+                by_block.setdefault((o.height, o.block_hash32), []).append(o)
+        proven, refuted = {}, []
+        top = self.prover.tip_height() if by_block else -1
+        for (height, hash32), outputs in sorted(by_block.items()):
+            if height > top:
+                break
+            try:
+                shown = self.prover.outputs(height, hash32, sorted({o.txid32 for o in outputs}))
+            except HeightError:
+                continue  # a prover that does not hold the block proves nothing of it
+            for o in outputs:
+                real = {vout: (key, amount) for vout, key, amount in (shown or {}).get(o.txid32, ())}.get(o.vout)
+                if real is not None and real[0] == o.output32:
+                    proven[o.outpoint36] = real[1]
+                elif self.prover.complete:
+                    refuted.append(o.outpoint36)
+        if proven or refuted:
+            self.store.settle_outputs(proven, refuted)
+        self.stats.proven, self.stats.refuted = len(proven), len(refuted)
+
+    def _prove(self, block: SourceBlock, found: list[Found]) -> None:
+        """Prove what an unproven source found in a block with the prover given.
+
+        Raises:
+            NodeError: the prover has another block at that height (the two chains differ: sync again).
+            SourceError: the prover does not show an output with the key and amount the source gave.
+        """
+        shown = self.prover.outputs(block.height, block.hash32, sorted({f.txid32 for f in found}))
+        if shown is None:
+            raise NodeError(f"{self.prover.name} has another block {block.height} than {self.source.name}'s {block.hash32[::-1].hex()} (a fork: sync again)")
+        for f in found:
+            real = {vout: (key, amount) for vout, key, amount in shown.get(f.txid32, ())}.get(f.vout)
+            if real is None or real[0] != f.output32:
+                what = "does not show it there" if self.prover.complete else "cannot prove it there"
+            elif real[1] != f.amount:
+                what = f"shows {real[1]:,} sats"
+            else:
+                continue
+            raise SourceError(f"{self.source.name} lists output {f.txid32[::-1].hex()}:{f.vout} of {f.amount:,} sats in block {block.height}; {self.prover.name} {what}")
 
     def resume_hint(self) -> str:
         """Where the wallet is, and the height the next sync starts at."""
@@ -195,7 +287,12 @@ class Syncer:
                 self._wait(interval)
                 continue
             if tip is not None and self.source.block_hash(tip[0]) != tip[1]:
-                self._roll_back(tip)
+                try:
+                    self._roll_back(tip, source_tip)
+                except _LessWork as exc:
+                    if not follow:
+                        raise NodeError(f"{exc}: nothing is rolled back; --follow waits for it to have more") from None
+                    self._wait(interval)
                 continue
             nxt = tip[0] + 1 if tip else self.store.birthday
             target = source_tip if stop is None else min(stop, source_tip)
@@ -215,13 +312,21 @@ class Syncer:
                 return self.stats
             self._wait(interval)
 
-    def _roll_back(self, tip: tuple[int, bytes]) -> None:
-        """The source has another block at the wallet's tip: forget every block above the highest stored one it still has."""
+    def _roll_back(self, tip: tuple[int, bytes], source_tip: int) -> None:
+        """The source has another block at the wallet's tip: forget every block above the highest stored one it still has.
+
+        Raises:
+            _LessWork: the source's branch above that block has no more chain work than the wallet's.
+        """
         keep = self.store.birthday - 1
         for height, hash32 in self.store.hashes(tip[0], KEEP_HASHES):
             if self.source.block_hash(height) == hash32:
                 keep = height
                 break
+        bits = self.store.bits(keep)
+        theirs = self.source.work(keep + 1, source_tip) if bits is not None else None
+        if theirs is not None and theirs <= sum(map(work, bits)):
+            raise _LessWork(f"{self.source.name}'s chain leaves the wallet's above block {keep} with no more work than the wallet's {len(bits)} block(s)")
         self.stats.rolled_back += self.store.rollback_to(keep)
         self.stats.reorgs += 1
         self._unspent = {o.outpoint36: o for o in self.store.outputs(unspent=True) if o.height is not None}
@@ -244,9 +349,14 @@ class Syncer:
                     raise SourceError(f"{self.source.name}: block {block.height}'s hash is not 32 bytes")
                 if block.prev32 is not None and prev32 is not None and block.prev32 != prev32:
                     raise _Fork(f"{self.source.name}'s block {block.height} names {block.prev32[::-1].hex()} as its parent, not the wallet's {prev32[::-1].hex()}")
+                bits = self._check_hash(block)
                 found, spends = self._scan(block)
-                self.store.append(block.height, block.hash32, found, [(s.outpoint36, s.txid32) for s in spends])
-                outputs = [WalletOutput(block.height, f.txid32, f.vout, f.amount, f.output32, f.tweak32, f.label, block.hash32) for f in found]
+                verified = block.proven or not found or self.prover is not None
+                if found and not block.proven and self.prover is not None:
+                    self._prove(block, found)
+                ended = self.store.append(block.height, block.hash32, found, [(s.outpoint36, s.txid32) for s in spends], bits=bits, verified=verified)
+                self.stats.settled += len(ended)
+                outputs = [WalletOutput(block.height, f.txid32, f.vout, f.amount, f.output32, f.tweak32, f.label, block.hash32, verified=verified) for f in found]
                 self._unspent.update((o.outpoint36, o) for o in outputs)
                 spent = [self._spent(s.outpoint36, s.txid32, block.height) for s in spends]
                 done.extend(outputs + spent)
@@ -255,6 +365,7 @@ class Syncer:
                     last_commit = time.monotonic()
                 s = self.stats
                 s.height, s.blocks, s.found, s.spent = block.height, s.blocks + 1, s.found + len(found), s.spent + len(spends)
+                s.unverified += 0 if verified else len(found)
                 self.progress(s)
                 expected, prev32 = expected + 1, block.hash32
         finally:
@@ -262,6 +373,27 @@ class Syncer:
             if close is not None:
                 close()  # stops a source's fetching ahead
             self._commit(done)
+
+    def _check_hash(self, block: SourceBlock) -> int | None:
+        """Check a block's hash against the checkpoint, its header or the network's limit (see the module docstring);
+        the header's nBits, or None without one.
+
+        Raises:
+            SourceError: a check fails.
+        """
+        what = f"{self.source.name}'s block {block.height}"
+        if block.height == self.pow.checkpoint[0] and block.hash32 != self._checkpoint32:
+            raise SourceError(f"{what} is not the checkpoint {self.pow.checkpoint[1]}: another chain")
+        if block.header80 is not None:
+            header = Header.parse(block.header80, f"{what}'s header")
+            if header.hash32 != block.hash32 or (block.prev32 is not None and header.prev32 != block.prev32):
+                raise SourceError(f"{what}'s header is not the block it names")
+            if not meets(header.hash32, header.bits, self.pow):
+                raise SourceError(f"{what}'s header does not meet its own nBits {header.bits:08x}")
+            return header.bits
+        if not block.proven and int.from_bytes(block.hash32, "little") > self.pow.limit:
+            raise SourceError(f"{what}'s hash {block.hash32[::-1].hex()} is above the network's proof-of-work limit: no block has it")
+        return None
 
     def _commit(self, done: list[WalletOutput]) -> None:
         """Commit the open batch, then tell the callback of the outputs it found or spent."""
@@ -271,8 +403,7 @@ class Syncer:
         done.clear()
 
     def _spent(self, outpoint36: bytes, txid32: bytes | None, height: int) -> WalletOutput:
-        o = self._unspent.pop(outpoint36)
-        return WalletOutput(o.height, o.txid32, o.vout, o.amount, o.output32, o.tweak32, o.label, o.block_hash32, height, txid32)
+        return dataclasses.replace(self._unspent.pop(outpoint36), spent_height=height, spent_txid32=txid32)
 
     def _scan(self, block: SourceBlock) -> tuple[list[Found], list]:
         """(outputs found, spends of the wallet's outputs) of one block, every answer checked.

@@ -29,6 +29,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...crc import crc
 from ...types import BlockData
 
 FORMAT_VERSION = 4
@@ -55,20 +56,6 @@ _INTS = ("height", "time", "block_txs", "n_tx", "n_out")
 _PER_TX = {"txids": 32, "tweaks33": 33}  # bytes per eligible tx
 _PER_OUTPUT = {"out_keys": 32}  # bytes per taproot output of those txs
 _PAIRS = ("spent_hashes", "spent_keys")  # 8-byte records
-
-
-def crc(value, seed: int) -> int:
-    """The CRC-32 of a stored value (bytes, int, str or None, tagged by its type) continuing `seed`; -1 for
-    any other type (no CRC equals it)."""
-    if type(value) is bytes:
-        return zlib.crc32(value, zlib.crc32(b"b", seed))
-    if type(value) is int and -(2**63) <= value < 2**63:
-        return zlib.crc32(b"i" + value.to_bytes(8, "little", signed=True), seed)
-    if type(value) is str:
-        return zlib.crc32(b"s" + value.encode(errors="surrogatepass"), seed)
-    if value is None:
-        return zlib.crc32(b"n", seed)
-    return -1
 
 
 def seed(height: int, table: str, position: int) -> int:

@@ -16,14 +16,32 @@ A source only answers; the sync loop (`sp_scan.wallet.sync`) checks the answers,
   the hashes of heights without entries come from its headers.
 - `mempool()`: the node's or server's unconfirmed eligible txs as `BlockTxs` (tweaks paired),
   or None when it has no mempool to give.
+- `work(lo, hi)`: the chain work of its headers of heights lo..hi, checked (`sp_scan.headers`), or None
+  when it gives no headers (the loop compares a fork's work with the wallet's branch before following it).
 - `close()`.
+- `proves`: True when the source is also a `Prover` (node, index, Electrum servers), False for BlindBit.
 
-A source retries what its transport allows (a `Retry`: doubling waits) before it raises `NodeError`;
-the loop does not retry, and what a source raises ends the sync (naming the height to resume at).
+`Prover` (a source that proves outputs in their blocks: the sync's own source when it `proves`, or the
+one `--verify-with` names for a BlindBit sync):
+- `name`, `network()`, `tip_height()`, `close()` as a source's; `complete`: True when it sees whole blocks (a node, an
+  index), so that an output it does not show is not in the block; False for an Electrum server, which
+  proves the transactions it has but cannot prove that another does not exist.
+- `outputs(height, hash32, txids32)`: {txid32: [(vout, output32, amount), …]} of the taproot outputs of
+  those txs it proves in its block of that height, which must have that hash (None when its block
+  there is another: the two chains differ; HeightError when it holds no block there); a txid it
+  cannot prove there is left out.
+
+A source retries what its transport allows (a `Retry`: doubling waits, by default within `DEADLINE`
+seconds a request, retries included) before it raises `NodeError` naming the request; the loop does
+not retry, and what a source raises ends the sync (naming the height to resume at).
 
 `SourceBlock` (what the source says of one height):
 - `height`, `hash32`, `prev32` (None when the source does not say: forks are then found between
   rounds through `block_hash`; a prev32 that is not the previous block's hash ends the round).
+- `header80`: the block's header when the source gives it (the Electrum sources, their headers checked
+  by `sp_scan.headers`), else None.
+- `proven`: True when the outputs `txs` gives are proven in the block (a node's or an index's whole
+  block, an Electrum server's transaction and merkle proof); False for a server's word (BlindBit).
 - `tweaks33`: the 33-byte tweaks (input_hash·A) of the block's eligible txs the source serves, in
   block order (after its dust and cut-through rules), packed.
 - `wants_keys0`: False when `txs` gives the outputs outright (an index, a node, Cake, Frigate's
@@ -42,7 +60,9 @@ the loop does not retry, and what a source raises ends the sync (naming the heig
   spent filter, then /spent-index on a hit; v2: the 8-byte key prefixes of the outputs the block
   spends; Electrum servers: the history of each output's script).
 
-What the loop checks before it writes: heights in order, 32-byte hashes, widths and counts within
+What the loop checks before it writes: heights in order, 32-byte hashes (the network's checkpoint at its
+height; a header, when given, hashing to the hash and meeting its own nBits; a bare hash from an unproven
+source meeting the network's proof-of-work limit), widths and counts within
 `MAX_BLOCK_TXS` / `MAX_BLOCK_OUTPUTS`, amounts within the money supply, every tweak a point, every
 spend one of the outpoints it asked about. A found output is the loop's own scan of the outputs
 against the tweak (P = B_m + t_k·G), never the source's claim. What fails a check raises
@@ -60,7 +80,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from sp_scan import wire
 from sp_scan.errors import SourceError
+from sp_scan.index.sync import Retry
 
 MAX_BLOCK_TXS = 30_000
 """More eligible txs than a 4 MWU block can hold (the smallest has ~110 vB): a bigger answer is refused."""
@@ -68,6 +90,9 @@ MAX_BLOCK_OUTPUTS = 100_000
 """More taproot outputs than a block can hold (43 vB each)."""
 MAX_MONEY = 21_000_000 * 100_000_000
 """No output holds more satoshis."""
+DEADLINE = 60.0
+"""Seconds a request may take with its retries (or a stream go without an answer): the sources' default `Retry`."""
+RETRY = Retry(deadline=DEADLINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +178,11 @@ class BlockTxs:
             raise SourceError(f"{what}: a transaction is listed twice")
 
 
+def taproot_outputs(tx: wire.RawTx) -> list[tuple[int, bytes, int]]:
+    """(vout, x-only key, amount) of each P2TR output of a transaction."""
+    return [(vout, o.script[2:], o.amount) for vout, o in enumerate(tx.outputs) if len(o.script) == 34 and o.script[:2] == b"\x51\x20"]
+
+
 @dataclass(frozen=True, slots=True)
 class Keys0:
     """The k = 0 output keys the wallet would be paid for each tweak: what a filtering source looks for.
@@ -194,8 +224,10 @@ class SourceBlock(Protocol):
     height: int
     hash32: bytes
     prev32: bytes | None
+    header80: bytes | None
     tweaks33: bytes
     wants_keys0: bool
+    proven: bool
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs: ...
     def spends(self, outpoints36: Sequence[bytes], outputs32: Sequence[bytes]) -> list[Spend]: ...
@@ -206,12 +238,26 @@ class Source(Protocol):
 
     name: str
     received: int
+    proves: bool
 
     def network(self) -> str: ...
     def tip_height(self) -> int: ...
     def block_hash(self, height: int) -> bytes: ...
     def blocks(self, start: int, stop: int) -> Iterator[SourceBlock]: ...
     def mempool(self) -> BlockTxs | None: ...
+    def work(self, lo: int, hi: int) -> int | None: ...
+    def close(self) -> None: ...
+
+
+class Prover(Protocol):
+    """A source that proves outputs in their blocks (see the module docstring)."""
+
+    name: str
+    complete: bool
+
+    def network(self) -> str: ...
+    def tip_height(self) -> int: ...
+    def outputs(self, height: int, hash32: bytes, txids32: Sequence[bytes]) -> dict[bytes, list[tuple[int, bytes, int]]] | None: ...
     def close(self) -> None: ...
 
 

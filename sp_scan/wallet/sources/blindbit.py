@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 
 from sp_scan.errors import MalformedDataError, NodeError, SourceError
 from sp_scan.index.filters import matches, spent_hashes
-from sp_scan.index.sync import Retry
+from sp_scan.index.sync import Retry, time_left
 from sp_scan.network import NETWORKS
 
-from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, Ahead, BlockTxs, Keys0, Spend
+from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, Ahead, BlockTxs, Keys0, Spend
 
 MAX_BODY = 64 << 20
 """The largest answer read (after gunzip): a mainnet block's /utxos is a few MB."""
@@ -105,15 +105,19 @@ class _Client:
         self._lock = threading.Lock()
 
     def _once(self, path: str) -> bytes:
-        """One GET; the body (gunzipped). NodeError on a failed connection or a status other than 200."""
+        """One GET; the body (gunzipped). NodeError naming the request on a failed connection, a wait past the
+        deadline (`time_left`), or a status other than 200."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
             cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
             conn = self._local.conn = cls(self.host, self.port, timeout=self.timeout)
         try:
+            conn.timeout = time_left(self.timeout)
+            if conn.sock is not None:
+                conn.sock.settimeout(conn.timeout)
             conn.request("GET", self.base + path, headers={"Accept-Encoding": "gzip", "Accept": "application/json"})
             reply = conn.getresponse()
-            body = reply.read(MAX_BODY + 1)
+            body = self._body(conn, reply)
             if len(body) > MAX_BODY:
                 conn.close()
                 self._local.conn = None
@@ -121,7 +125,7 @@ class _Client:
         except (http.client.HTTPException, OSError) as exc:
             conn.close()
             self._local.conn = None
-            raise NodeError(f"cannot reach BlindBit at {self.url}: {exc or type(exc).__name__}") from None
+            raise NodeError(f"cannot reach BlindBit at {self.url} (GET {path}): {exc or type(exc).__name__}") from None
         with self._lock:
             self.received += len(body)
         if reply.getheader("Content-Encoding", "").lower() == "gzip":
@@ -136,6 +140,22 @@ class _Client:
             detail = body[:200].decode("utf-8", "replace").strip().splitlines()
             raise NodeError(f"BlindBit {path}: HTTP {reply.status} {detail[0] if detail else ''}".rstrip())
         return body
+
+    def _body(self, conn: http.client.HTTPConnection, reply: http.client.HTTPResponse) -> bytes:
+        """The reply's body, at most MAX_BODY + 1 bytes, read a receive at a time with the time left before each
+        (a server that sends part of an answer and stalls is given up on at the deadline)."""
+        parts, size = [], 0
+        while size <= MAX_BODY:
+            if conn.sock is not None:
+                conn.sock.settimeout(time_left(self.timeout))
+            chunk = reply.read1(min(1 << 16, MAX_BODY + 1 - size))
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        if size <= MAX_BODY:
+            reply.read()  # marks the reply read to its end, so the connection takes the next request
+        return b"".join(parts)
 
     def get(self, path: str, stop: threading.Event | None = None) -> object:
         """The JSON of GET path, retried on NodeError (given up at once when `stop` is set).
@@ -162,7 +182,9 @@ class BlindBitBlock:
     spent_filter: bytes
     client: _Client = field(repr=False)
     prev32: bytes | None = None
+    header80: bytes | None = None
     wants_keys0: bool = True
+    proven: bool = False
 
     def _named(self, body: object, what: str) -> None:
         if _hex(_field(body, "block_hash", what), 32, f"{what}: block_hash")[::-1] != self.hash32:
@@ -243,7 +265,7 @@ class BlindBitSource:
     """
 
     def __init__(
-        self, url: str, *, dust_limit: int = 0, cut_through: bool = False, retry: Retry = Retry(), ahead: int = AHEAD,
+        self, url: str, *, dust_limit: int = 0, cut_through: bool = False, retry: Retry = RETRY, ahead: int = AHEAD,
         connections: int = CONNECTIONS, timeout: float = TIMEOUT,
     ) -> None:  # fmt: skip
         self.client = _Client(url, retry, timeout)
@@ -350,6 +372,13 @@ class BlindBitSource:
 
     def mempool(self) -> BlockTxs | None:
         """None: BlindBit v1 serves no mempool."""
+        return None
+
+    proves = False
+    """BlindBit gives no transaction, so nothing it lists is proven (`--verify-with` proves it elsewhere)."""
+
+    def work(self, lo: int, hi: int) -> None:
+        """None: BlindBit gives no headers."""
         return None
 
     def close(self) -> None:

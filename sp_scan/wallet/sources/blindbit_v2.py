@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from sp_scan.errors import ConfigError, NodeError, SourceError
-from sp_scan.index.sync import Retry
+from sp_scan.errors import ConfigError, NodeConfigError, NodeError, SourceError
+from sp_scan.index.sync import Retry, time_left
 from sp_scan.network import NETWORKS
 
-from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, BlockTxs, Keys0, Spend
+from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Keys0, Spend
 
 SERVICE = "/blindbit.oracle.v1.OracleService/"
 MAX_MESSAGE = 64 << 20
@@ -41,6 +41,10 @@ NAMES = {"testnet": "test"}
 """BlindBit's network names that are not Core's."""
 _GRPC_FRAME = 5
 """gRPC's length prefix before each message."""
+_FINAL = ("INVALID_ARGUMENT", "NOT_FOUND", "PERMISSION_DENIED", "FAILED_PRECONDITION", "OUT_OF_RANGE", "UNIMPLEMENTED", "UNAUTHENTICATED")
+"""Status codes a retry cannot heal."""
+_NO_NODE = "needs the server's node"
+"""sp-scan serve's UNAVAILABLE for GetFullBlock without a node: its configuration, not a passing fault."""
 
 
 def _flag(dust_limit: int, cut_through: bool) -> str:
@@ -62,7 +66,9 @@ class V2Block:
     spent: frozenset[bytes]
     full_block: Callable[[int], object] = field(repr=False)
     prev32: bytes | None = None
+    header80: bytes | None = None
     wants_keys0: bool = True
+    proven: bool = False
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs:
         """The hit txs (those holding a k = 0 key of their own tweak) with their outputs from GetFullBlock.
@@ -115,7 +121,7 @@ class BlindBitV2Source:
         ConfigError: grpcio is not installed.
     """
 
-    def __init__(self, target: str, *, tls: bool = False, dust_limit: int = 0, cut_through: bool = False, retry: Retry = Retry(), timeout: float = TIMEOUT) -> None:
+    def __init__(self, target: str, *, tls: bool = False, dust_limit: int = 0, cut_through: bool = False, retry: Retry = RETRY, timeout: float = TIMEOUT) -> None:
         try:
             import grpc
 
@@ -141,13 +147,15 @@ class BlindBitV2Source:
         return read
 
     def _error(self, exc, call: str) -> Exception:
-        """A failed call as NodeError (the server or the connection), or SourceError (an answer that does not parse)."""
+        """A failed call as NodeError (the server or the connection), NodeConfigError (what a retry cannot heal),
+        or SourceError (an answer that does not parse)."""
         code = exc.code() if callable(getattr(exc, "code", None)) else None
         detail = (exc.details() if callable(getattr(exc, "details", None)) else None) or str(exc)
         detail = " ".join(str(detail).split())[:200]
         if code == self.grpc.StatusCode.INTERNAL and "deserializ" in detail.lower():
             return SourceError(f"{self.name}: {call} answered with a message that does not parse")
-        return NodeError(f"{self.name}: {call}: {code.name if code else 'failed'} {detail}".rstrip())
+        final = code is not None and (code.name in _FINAL or _NO_NODE in detail)
+        return (NodeConfigError if final else NodeError)(f"{self.name}: {call}: {code.name if code else 'failed'} {detail}".rstrip())
 
     def _unary(self, name: str, request, reply):
         """One call's answer, retried through `retry`."""
@@ -156,7 +164,7 @@ class BlindBitV2Source:
     def _unary_once(self, name: str, request, reply):
         call = self.channel.unary_unary(SERVICE + name, request_serializer=type(request).SerializeToString, response_deserializer=self._reader(reply))
         try:
-            return call(request, timeout=self.timeout)
+            return call(request, timeout=time_left(self.timeout))
         except self.grpc.RpcError as exc:
             raise self._error(exc, name) from None
 
@@ -261,6 +269,13 @@ class BlindBitV2Source:
 
     def mempool(self) -> BlockTxs | None:
         """None: BlindBit v2 serves no mempool."""
+        return None
+
+    proves = False
+    """BlindBit gives no transaction, so nothing it lists is proven (`--verify-with` proves it elsewhere)."""
+
+    def work(self, lo: int, hi: int) -> None:
+        """None: BlindBit v2 gives no headers."""
         return None
 
     def close(self) -> None:

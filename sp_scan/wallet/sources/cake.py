@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from sp_scan.errors import NodeError, SourceError
 from sp_scan.index.sync import Retry
 
-from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, BlockTxs, Keys0, Spend
-from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, headers, hex_bytes, integer, proven_txs, taproot_outputs
+from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Keys0, Spend, taproot_outputs
+from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, hex_bytes, integer, proven_txs
 
 TWEAKS = "blockchain.tweaks.subscribe"
 AHEAD = 32
@@ -48,6 +48,7 @@ class CakeBlock:
     source: CakeSource = field(repr=False)
     spent: Spends = field(repr=False)
     wants_keys0: bool = True
+    proven: bool = True
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs:
         """The hit txs (a streamed key among the k = 0 keys of its own tweak), proven in this block, in block order.
@@ -130,7 +131,7 @@ class CakeSource(ElectrumSource):
         ahead: blocks asked for ahead of the one being scanned.
     """
 
-    def __init__(self, host: str, port: int, *, tls: bool = False, retry: Retry = Retry(), ahead: int = AHEAD, timeout: float = TIMEOUT) -> None:
+    def __init__(self, host: str, port: int, *, tls: bool = False, retry: Retry = RETRY, ahead: int = AHEAD, timeout: float = TIMEOUT) -> None:
         super().__init__("Cake's electrs", host, port, tls, (TWEAKS,), retry, timeout)
         self.ahead = ahead
         self._streamed: dict[int, object] = {}
@@ -161,7 +162,7 @@ class CakeSource(ElectrumSource):
                     sent.append(client.send(TWEAKS, [nxt, 1, True]))
                     nxt += 1
                 if not heads:
-                    heads.extend(headers(client, height, min(HEADERS_AHEAD, stop - height + 1)))
+                    heads.extend(self.headers.get(height, min(HEADERS_AHEAD, stop - height + 1)))
                 header80 = heads.popleft()
                 txids, tweaks33, outputs = parse_block(self._take(height, sent.popleft(), nxt - 1), f"{self.name}: block {height}")
                 yield CakeBlock(height, block_hash32(header80), header80[4:36], header80, txids, tweaks33, outputs, self, spent)

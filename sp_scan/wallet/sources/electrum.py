@@ -7,8 +7,10 @@ methods a source listens to are kept for it, others dropped. Every line is bound
 counted in `received`. A connection that fails is closed and opened again by the next call; the
 failed call raises `NodeError`, which callers retry through `Retry`.
 
-Trust: headers (`blockchain.block.headers`) must chain to each other; a block's hash is its header's
-hash; the network is the genesis block's. A transaction (`blockchain.transaction.get`) must hash to
+Trust: headers (`blockchain.block.headers`) are checked as Core checks them before anything uses them
+(`Headers`: `sp_scan.headers.HeaderChain`, from the network's checkpoint: proof of work against each
+header's own nBits, nBits against the chain's retarget rules, times); a block's hash is its header's
+hash; the network is the genesis block's; the server's tip is a header that passes too. A transaction (`blockchain.transaction.get`) must hash to
 its txid and `blockchain.transaction.get_merkle` must prove it under its block's merkle root: its
 position orders a block's txs as the block does. A spend of a wallet output is read from the
 history of its script (`blockchain.scripthash.get_history`, once a round per script): a tx of that
@@ -28,10 +30,12 @@ from collections.abc import Iterable, Sequence
 
 from sp_scan import wire
 from sp_scan.errors import MalformedDataError, NodeError, SourceError
-from sp_scan.index.sync import Retry
+from sp_scan.headers import Header, HeaderChain
+from sp_scan.index.sync import Retry, answered, time_left
 from sp_scan.network import BY_GENESIS
+from sp_scan.network import get as get_network
 
-from . import MAX_BLOCK_TXS, BlockTxs, Spend
+from . import MAX_BLOCK_TXS, BlockTxs, Spend, taproot_outputs
 
 CLIENT = "sp-scan wallet"
 PROTOCOL = ["1.4", "1.4.2"]
@@ -51,6 +55,10 @@ PIPELINE = 64
 TIMEOUT = 60.0
 HEADER_BYTES = 80
 TAPROOT = b"\x51\x20"
+
+
+class Refused(NodeError):
+    """The server answered a request with an error object (it does not have what was asked, or will not give it)."""
 
 
 def hex_bytes(value: object, nbytes: int | None, what: str) -> bytes:
@@ -96,12 +104,14 @@ class ElectrumClient:
         self._answers: dict[int, dict] = {}
         self._pending: set[int] = set()
         self._id = 0
+        self._waiting = "server.version"
 
     # ---- the connection ----
 
     def _connect(self) -> None:
+        self._waiting = "a connection"
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            sock = socket.create_connection((self.host, self.port), timeout=time_left(self.timeout))
             if self.tls:
                 sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
         except OSError as exc:  # ssl.SSLError is one
@@ -128,7 +138,7 @@ class ElectrumClient:
     def _lost(self, exc: BaseException | None) -> NodeError:
         self.close()
         reason = "it closed the connection" if exc is None else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
-        return NodeError(f"cannot reach the Electrum server at {self.url}: {reason}")
+        return NodeError(f"cannot reach the Electrum server at {self.url} (waiting for {self._waiting}): {reason}")
 
     # ---- requests ----
 
@@ -156,9 +166,10 @@ class ElectrumClient:
         """The result of request `id_` (reading notifications and other answers meanwhile).
 
         Raises:
-            NodeError: the connection failed, or the server answered with an error object.
+            NodeError: the connection failed (Refused: the server answered with an error object).
             SourceError: a line that is not a JSON-RPC message, or over the bounds.
         """
+        self._waiting = method
         while id_ not in self._answers:
             self._read()
         message = self._answers.pop(id_)
@@ -166,7 +177,7 @@ class ElectrumClient:
         if error is not None:
             text = error.get("message") if isinstance(error, dict) else error
             code = error.get("code") if isinstance(error, dict) else None
-            raise NodeError(f"the Electrum server at {self.url} refused {method}: {' '.join(str(text).split())[:200]}" + (f" ({code})" if code is not None else ""))
+            raise Refused(f"the Electrum server at {self.url} refused {method}: {' '.join(str(text).split())[:200]}" + (f" ({code})" if code is not None else ""))
         if "result" not in message:
             raise SourceError(f"the Electrum server at {self.url} answered {method} without a result")
         return message["result"]
@@ -191,6 +202,7 @@ class ElectrumClient:
             NodeError: the connection failed or stayed silent for the timeout.
             SourceError: as `answer`.
         """
+        self._waiting = f"a notification of {', '.join(sorted(self.listen))}"
         while not self._notes:
             self._read()
         params, size = self._notes.popleft()
@@ -208,12 +220,14 @@ class ElectrumClient:
         if self._file is None:
             raise self._lost(None)
         try:
+            self._sock.settimeout(time_left(self.timeout))
             line = self._file.readline(MAX_LINE + 1)
         except (OSError, ValueError) as exc:
             raise self._lost(exc) from None
         if not line:
             raise self._lost(None)
         self.received += len(line)
+        answered()
         if len(line) > MAX_LINE:
             self.close()
             raise SourceError(f"the Electrum server at {self.url} sent a line of more than {MAX_LINE:,} bytes")
@@ -239,8 +253,47 @@ class ElectrumClient:
             self._note_bytes += len(line)
 
 
+class Headers:
+    """The server's headers, each checked (`sp_scan.headers.HeaderChain`) before `get` gives it: those at or below
+    the network's checkpoint lead up to its hash, those above it follow the chain's rules from there.
+
+    Args:
+        client: the server.
+        network: its chain's name.
+    """
+
+    def __init__(self, client: ElectrumClient, network: str) -> None:
+        self.client = client
+        self.chain = HeaderChain(get_network(network).pow)
+
+    def get(self, start: int, count: int) -> list[bytes]:
+        """The server's headers of heights start..start + count - 1, asked for now and checked (with the headers
+        below them the rules need, asked for once).
+
+        Raises:
+            NodeError: a request fails.
+            SourceError: a header the checks refuse, or a chain that is not the network's.
+        """
+        c = self.chain
+        fetched = headers(self.client, start, count)
+        if c.base < 0:
+            lo = c.start(start)
+            c.anchor(lo, headers(self.client, lo, c.checkpoint - lo + 1))
+        if start < c.base:
+            c.anchor(start, headers(self.client, start, c.base - start))
+        if start > c.top + 1:
+            c.extend(c.top + 1, headers(self.client, c.top + 1, start - c.top - 1))
+        lo, batch = start, fetched
+        while lo - 1 > max(c.base, c.checkpoint) and Header.parse(batch[0]).prev32 != c.hash32(lo - 1):  # the server switched branches below
+            below = max(c.base + 1, c.checkpoint + 1, lo - HEADERS_PER_CALL)
+            batch, lo = headers(self.client, below, lo - below) + batch, below
+        c.extend(lo, batch)
+        return fetched
+
+
 class ElectrumSource:
-    """What the Electrum sources share: the chain as the server's headers name it, every call retried.
+    """What the Electrum sources share: the chain as the server's headers name it (checked), every call retried; a
+    `Prover` (a transaction and its merkle proof under a checked header), alone what `--verify-with tcp://…` uses.
 
     Args:
         kind: names the server in messages ("Frigate").
@@ -253,11 +306,20 @@ class ElectrumSource:
         self.name = f"{kind} at {self.client.url}"
         self.retry = retry
         self._network: str | None = None
+        self._headers: Headers | None = None
+        self.proves, self.complete = True, False
 
     @property
     def received(self) -> int:
         """Bytes of answers and notifications read."""
         return self.client.received
+
+    @property
+    def headers(self) -> Headers:
+        """The server's checked headers (its network asked for first)."""
+        if self._headers is None:
+            self._headers = Headers(self.client, self.network())
+        return self._headers
 
     def network(self) -> str:
         if self._network is None:
@@ -268,10 +330,49 @@ class ElectrumSource:
         return network(self.client)
 
     def tip_height(self) -> int:
-        return self.retry.call(tip_height, self.client)
+        """The server's tip height, once its tip header passed the checks.
+
+        Raises:
+            SourceError: the tip header is refused, or is not the server's header at that height.
+        """
+        return self.retry.call(self._tip)
+
+    def _tip(self) -> int:
+        height, header80 = tip(self.client)
+        if self.headers.get(height, 1) != [header80]:
+            raise SourceError(f"{self.name}'s tip header is not its header of block {height}")
+        return height
 
     def block_hash(self, height: int) -> bytes:
-        return block_hash32(self.retry.call(headers, self.client, height, 1)[0])
+        return block_hash32(self.retry.call(self.headers.get, height, 1)[0])
+
+    def outputs(self, height: int, hash32: bytes, txids32: Sequence[bytes]) -> dict[bytes, list[tuple[int, bytes, int]]] | None:
+        """The taproot outputs of the txs the server proves in its block of this height, when it has that hash (see
+        `Prover`); a tx it does not have (its error answer) is left out.
+
+        Raises:
+            NodeError: the server fails after the retries.
+            SourceError: a header, a transaction or a proof the checks refuse.
+        """
+        return self.retry.call(self._outputs, height, hash32, txids32)
+
+    def _outputs(self, height: int, hash32: bytes, txids32: Sequence[bytes]) -> dict[bytes, list[tuple[int, bytes, int]]] | None:
+        (header80,) = self.headers.get(height, 1)
+        if block_hash32(header80) != hash32:
+            return None
+        out = {}
+        for txid32 in txids32:
+            try:
+                (_, tx), = proven_txs(self.client, [(height, header80, txid32)]).values()
+            except Refused:
+                continue
+            out[txid32] = taproot_outputs(tx)
+        return out
+
+    def work(self, lo: int, hi: int) -> int:
+        """The chain work of the server's (checked) headers lo..hi."""
+        self.retry.call(self.headers.get, lo, hi - lo + 1)
+        return self.headers.chain.work(lo, hi)
 
     def close(self) -> None:
         self.client.close()
@@ -296,13 +397,13 @@ def block_hash32(header80: bytes) -> bytes:
     return wire.sha256d(header80)
 
 
-def tip_height(client: ElectrumClient) -> int:
-    """The server's tip height (`blockchain.headers.subscribe`)."""
+def tip(client: ElectrumClient) -> tuple[int, bytes]:
+    """(height, header80) of the server's tip, as it says (`blockchain.headers.subscribe`), unchecked."""
     reply = client.call("blockchain.headers.subscribe", [])
     if not isinstance(reply, dict):
         raise SourceError(f"the Electrum server at {client.url} answered blockchain.headers.subscribe with {str(reply)[:80]}")
-    hex_bytes(reply.get("hex"), HEADER_BYTES, "blockchain.headers.subscribe's header")
-    return integer(reply.get("height"), 0, 2**31, "blockchain.headers.subscribe's height")
+    header80 = hex_bytes(reply.get("hex"), HEADER_BYTES, "blockchain.headers.subscribe's header")
+    return integer(reply.get("height"), 0, 2**31, "blockchain.headers.subscribe's height"), header80
 
 
 def header_at(client: ElectrumClient, height: int) -> bytes:
@@ -310,7 +411,8 @@ def header_at(client: ElectrumClient, height: int) -> bytes:
 
 
 def headers(client: ElectrumClient, start: int, count: int) -> list[bytes]:
-    """The headers of heights start..start + count - 1, each checked to name the previous one.
+    """The headers of heights start..start + count - 1 as the server gives them, each checked to name the previous
+    one (`Headers.get` checks the rest).
 
     Raises:
         SourceError: fewer headers than asked for, a malformed answer, or headers that do not chain.
@@ -393,11 +495,6 @@ def parsed_tx(raw_hex: object, txid32: bytes, what: str) -> wire.RawTx:
     if tx.txid32 != txid32:
         raise SourceError(f"{what}: the server's transaction hashes to {tx.txid32[::-1].hex()}")
     return tx
-
-
-def taproot_outputs(tx: wire.RawTx) -> list[tuple[int, bytes, int]]:
-    """(vout, x-only key, amount) of each P2TR output."""
-    return [(vout, o.script[2:], o.amount) for vout, o in enumerate(tx.outputs) if len(o.script) == 34 and o.script[:2] == TAPROOT]
 
 
 def block_txs(proven: dict[bytes, tuple[int, wire.RawTx]], tweaks33: dict[bytes, bytes]) -> BlockTxs:

@@ -33,9 +33,8 @@ from sp_scan.errors import SourceError
 from sp_scan.index.sync import Retry
 from sp_scan.network import get as get_network
 
-from . import MAX_BLOCK_TXS, BlockTxs, Keys0, Spend
-from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, headers, hex_bytes, integer, parsed_tx, proven_txs, taproot_outputs
-from .electrum import tip_height as electrum_tip
+from . import MAX_BLOCK_TXS, RETRY, BlockTxs, Keys0, Spend, taproot_outputs
+from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, hex_bytes, integer, parsed_tx, proven_txs
 
 SUBSCRIBE = "blockchain.silentpayments.subscribe"
 UNSUBSCRIBE = "blockchain.silentpayments.unsubscribe"
@@ -60,6 +59,7 @@ class FrigateBlock:
     retry: Retry = field(repr=False)
     spent: Spends = field(repr=False)
     wants_keys0: bool = False
+    proven: bool = True
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs:
         """The reported txs with their tweaks and taproot outputs, in block order."""
@@ -87,7 +87,7 @@ class FrigateSource(ElectrumSource):
 
     def __init__(
         self, host: str, port: int, scan_key32: bytes, spend_pubkey33: bytes, labels: Sequence[int] = (), *, tls: bool = False,
-        retry: Retry = Retry(), window: int = WINDOW, timeout: float = TIMEOUT,
+        retry: Retry = RETRY, window: int = WINDOW, timeout: float = TIMEOUT,
     ) -> None:  # fmt: skip
         self.labels = sorted({m for m in labels if m})
         if len(self.labels) > MAX_LABELS:
@@ -162,7 +162,7 @@ class FrigateSource(ElectrumSource):
     def _window(self, lo: int, hi: int) -> tuple[list[bytes], dict[int, tuple[bytes, BlockTxs]]]:
         """(headers of lo..hi, {height: (its reported tweaks, its reported txs proven)}) of one window, every
         reported tx fetched at once."""
-        heads = headers(self.client, lo, hi - lo + 1)
+        heads = self.headers.get(lo, hi - lo + 1)
         reported = {txid32: entry for txid32, entry in self._history(f"{lo}-{hi}", lo, hi).items() if entry[0]}
         proven = proven_txs(self.client, [(height, heads[height - lo], txid32) for txid32, (height, _) in reported.items()])
         by_height: dict[int, dict[bytes, tuple[int, object]]] = {}
@@ -196,7 +196,7 @@ class FrigateSource(ElectrumSource):
         return self.retry.call(self._mempool)
 
     def _mempool(self) -> BlockTxs:
-        tip = electrum_tip(self.client)
+        tip = self._tip()
         pending = {txid32: tweak33 for txid32, (height, tweak33) in self._history(f"{tip}-{tip}", tip, tip).items() if height == 0}
         raws = self.client.calls([("blockchain.transaction.get", [txid32[::-1].hex()]) for txid32 in pending])
         txs = [parsed_tx(raw_hex, txid32, f"unconfirmed transaction {txid32[::-1].hex()}") for txid32, raw_hex in zip(pending, raws)]

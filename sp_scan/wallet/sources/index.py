@@ -38,6 +38,8 @@ class IndexBlock:
     index: Index
     tweaks33: bytes = b""
     wants_keys0: bool = False
+    header80: bytes | None = None
+    proven: bool = True
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs:
         return self.block_txs
@@ -61,7 +63,7 @@ def _slice(p: Partition, b: int) -> BlockTxs:
 
 
 class IndexSource:
-    """A tweak index file as a wallet's source.
+    """A tweak index file as a wallet's source, and a `Prover` (every eligible tx of a block).
 
     Args:
         path: the index file (opened read-only).
@@ -74,6 +76,7 @@ class IndexSource:
         self.index = Index.open(path, readonly=True)
         self.name = f"the index {path}"
         self.received = 0
+        self.proves = self.complete = True
 
     def network(self) -> str:
         return self.index.network
@@ -135,6 +138,29 @@ class IndexSource:
         if view.version == 0:
             return None
         return BlockTxs.of((t.txid32, t.tweak33, t.outputs) for t in view.txs)
+
+    def outputs(self, height: int, hash32: bytes, txids32: Sequence[bytes]) -> dict[bytes, list[tuple[int, bytes, int]]] | None:
+        """The taproot outputs of these txs in the indexed block of this height, when it has that hash (see `Prover`;
+        an output paying a silent-payments address is in an eligible tx, which the index holds).
+
+        Raises:
+            HeightError: the index does not hold that height.
+        """
+        if self.index.block_hash(height) != hash32:
+            return None
+        txs = _slice(self.index.partition(height, height), 0)
+        wanted, firsts = set(txids32), txs.firsts()
+        vouts, amounts = memoryview(txs.vouts).cast("I"), memoryview(txs.amounts).cast("Q")
+        out = {}
+        for i in range(txs.n_tx):
+            txid32 = txs.txids[32 * i : 32 * i + 32]
+            if txid32 in wanted:
+                out[txid32] = [(vouts[o], txs.outputs32[32 * o : 32 * o + 32], amounts[o]) for o in range(firsts[i], firsts[i + 1])]
+        return out
+
+    def work(self, lo: int, hi: int) -> None:
+        """None: the index keeps no headers (it follows the node's best chain)."""
+        return None
 
     def close(self) -> None:
         self.index.close()

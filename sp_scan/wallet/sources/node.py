@@ -23,7 +23,7 @@ from sp_scan.index.sync import Retry
 from sp_scan.node import RestNode, RpcNode
 from sp_scan.types import BlockData
 
-from . import Ahead, BlockTxs, Keys0, Spend
+from . import RETRY, Ahead, BlockTxs, Keys0, Spend, taproot_outputs
 
 AHEAD = 8
 """Blocks fetched ahead of the one being scanned."""
@@ -41,6 +41,8 @@ class NodeBlock:
     raw: bytes
     tweaks33: bytes = b""
     wants_keys0: bool = False
+    header80: bytes | None = None
+    proven: bool = True
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs:
         d = self.data
@@ -57,17 +59,18 @@ class NodeBlock:
 
 
 class NodeSource:
-    """A Core node (RestNode or RpcNode) as a wallet's source.
+    """A Core node (RestNode or RpcNode) as a wallet's source, and a `Prover` (whole blocks).
 
     Args:
         node: the client.
         retry: how a failing call is tried again.
     """
 
-    def __init__(self, node: RestNode | RpcNode, retry: Retry = Retry()) -> None:
+    def __init__(self, node: RestNode | RpcNode, retry: Retry = RETRY) -> None:
         self.node, self.retry = node, retry
         self.name = f"the node at {node.url}"
         self.received = 0
+        self.proves = self.complete = True
 
     def network(self) -> str:
         return self.retry.call(self.node.chain)
@@ -115,6 +118,23 @@ class NodeSource:
 
     def mempool(self) -> BlockTxs | None:
         """None: a node gives no prevouts for mempool txs (see the module docstring)."""
+        return None
+
+    def outputs(self, height: int, hash32: bytes, txids32: Sequence[bytes]) -> dict[bytes, list[tuple[int, bytes, int]]] | None:
+        """The taproot outputs of these txs in the node's block of this height, when it has that hash (see `Prover`).
+
+        Raises:
+            NodeError: the node fails after the retries.
+            MalformedDataError: the block does not parse.
+        """
+        if self.block_hash(height) != hash32:
+            return None
+        raw, _ = self.retry.call(self.node.block, hash32[::-1].hex())
+        wanted = set(txids32)
+        return {tx.txid32: taproot_outputs(tx) for tx in wire.parse_block(raw).txs if tx.txid32 in wanted}
+
+    def work(self, lo: int, hi: int) -> None:
+        """None: the node gives its best chain, checked by itself."""
         return None
 
     def close(self) -> None:
