@@ -14,9 +14,11 @@ Spends: `--spends` (1,600) of the sample's 2,142 inputs that spend P2TR outputs,
 block, spend instead a *tracked output* (a taproot output of an eligible tx) of an earlier block, each
 tracked output once, with its value and key as the spent output. The age distribution (`--recent`,
 `--window`, `--shares`; the issue's by default): 40% from the last 6 blocks, 30% from the last 1,000,
-30% from any earlier height; a height is drawn uniform over its range, then a random still-unspent
-tracked output of that block (a block with none left is drawn again, category and all). Early blocks
-take what exists. Every other input spends its sample outpoint with the txid's first 4 bytes XORed with
+30% from any earlier height: a category by its share, a height uniform over it, then a random
+still-unspent tracked output of that block (a block with none left is drawn again in the category, so
+the shares hold while a category has outputs left; a category with none left gives way to every block
+that has some). Early blocks take what exists. The oldest blocks are spent out first (by 3,000 blocks,
+every block below ~1,000): the histogram `--check` prints is what a chain realised. Every other input spends its sample outpoint with the txid's first 4 bytes XORed with
 the height (an input spending an earlier tx of its block would spend that tx's new txid; the sample has
 none). The undo data gives each coin its creation height: the tracked output's block, or for the other
 inputs a height drawn from the same distribution. Deterministic from `--seed`.
@@ -390,19 +392,22 @@ class Ages:
     window: int = 1000
     shares: tuple[float, float, float] = (0.4, 0.3, 0.3)
 
-    def height(self, rng: random.Random, height: int) -> int:
-        """A creation height below `height` (>= 1): a category by its share, then a height uniform over it."""
+    def span(self, rng: random.Random, height: int) -> int:
+        """How many blocks below `height` a spend may reach: a category drawn by its share."""
         u = rng.random()
-        span = self.recent if u < self.shares[0] else self.window if u < self.shares[0] + self.shares[1] else height
-        return rng.randrange(max(height - span, 0), height)
+        return self.recent if u < self.shares[0] else self.window if u < self.shares[0] + self.shares[1] else height
+
+    def height(self, rng: random.Random, height: int) -> int:
+        """A creation height below `height` (>= 1): a category drawn by its share, then a height uniform over it."""
+        return rng.randrange(max(height - self.span(rng, height), 0), height)
 
     def buckets(self) -> list[tuple[int, int]]:
         """The age ranges the histogram counts: 1, 2..recent, recent+1..window, above."""
         return [(1, 1), (2, self.recent), (self.recent + 1, self.window), (self.window + 1, 1 << 62)]
 
 
-MAX_DRAWS = 1000
-"""Draws of a height before a spend is given up (only when nearly every earlier tracked output is spent)."""
+REJECTIONS = 64
+"""Heights drawn in a category before its blocks with outputs left are listed (most of its blocks are spent out)."""
 
 
 class Generator:
@@ -496,13 +501,20 @@ class Generator:
         self.prev32, self.height = hash32, h + 1
 
     def _pick(self, rng: random.Random, h: int) -> tuple[int, int] | None:
-        """A still-unspent tracked output (its height, j) drawn as `ages` says, marked spent; None when none is found."""
-        for _ in range(MAX_DRAWS if self.unspent_total else 0):
-            b = self.ages.height(rng, h)
+        """A still-unspent tracked output (its height, j) drawn as `ages` says, marked spent; None when none is left.
+
+        A category's block with no output left is drawn again in the category; a category with none left gives
+        way to every block that has some.
+        """
+        if not self.unspent_total:
+            return None
+        low = max(h - self.ages.span(rng, h), 0)
+        for _ in range(REJECTIONS):
+            b = rng.randrange(low, h)
             if self.unspent[b]:
                 break
         else:
-            return None
+            b = rng.choice([b for b in range(low, h) if self.unspent[b]] or [b for b in range(h) if self.unspent[b]])
         row, total = b * self.width, len(self.sample.outputs)
         for _ in range(8):
             j = rng.randrange(total)
