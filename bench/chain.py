@@ -1,7 +1,7 @@
 """A mainnet-shaped bench chain: unique blocks made of the mainnet-sized sample, spending taproot outputs of every age.
 
 Usage:
-    python -m bench.chain --out /work/benchchain/main --blocks 20000   # ~43 GB; run again to resume or extend
+    python -m bench.chain --out /work/benchchain/main --blocks 20000   # 44 GB, ~30 min; run again to resume or extend
     python -m bench.chain --out /work/benchchain/main --check 1 5000 19999
 
 Height 0 is `vectors/blocks/mainnet.bin` itself (3,001 txs, 1,412 eligible, 1,968 taproot outputs of
@@ -17,8 +17,8 @@ tracked output once, with its value and key as the spent output. The age distrib
 30% from any earlier height: a category by its share, a height uniform over it, then a random
 still-unspent tracked output of that block (a block with none left is drawn again in the category, so
 the shares hold while a category has outputs left; a category with none left gives way to every block
-that has some). Early blocks take what exists. The oldest blocks are spent out first (by 3,000 blocks,
-every block below ~1,000): the histogram `--check` prints is what a chain realised. Every other input spends its sample outpoint with the txid's first 4 bytes XORed with
+that has some). Early blocks take what exists. The oldest blocks are spent out first (at 3,000 blocks
+every block below ~1,250, at 20,000 below ~6,000): the histogram `--check` prints is what a chain realised. Every other input spends its sample outpoint with the txid's first 4 bytes XORed with
 the height (an input spending an earlier tx of its block would spend that tx's new txid; the sample has
 none). The undo data gives each coin its creation height: the tracked output's block, or for the other
 inputs a height drawn from the same distribution. Deterministic from `--seed`.
@@ -453,19 +453,20 @@ class Generator:
         need, free = (blocks - self.height) * per_block, shutil.disk_usage(self.out).free
         if need > free - RESERVE:
             raise SystemExit(f"{blocks - self.height:,} more blocks need ~{need / 1e9:.1f} GB; {free / 1e9:.1f} GB are free and {RESERVE >> 30} GiB must stay so")
-        began, shown, first = time.perf_counter(), time.perf_counter(), self.height
+        began = shown = time.perf_counter()
+        shown_height = self.height
         try:
             while self.height < blocks:
                 self._append()
-                if self.height % CHECKPOINT == 0 or self.height == blocks:
-                    self._checkpoint(time.perf_counter() - began)
-                    began, first = time.perf_counter(), self.height
                 now = time.perf_counter()
+                if self.height % CHECKPOINT == 0 or self.height == blocks:
+                    self._checkpoint(now - began)
+                    began = now
                 if now - shown >= 10 or self.height == blocks:
-                    rate = (self.height - first) / (now - began) if self.height > first else 0
-                    eta = (blocks - self.height) / rate / 60 if rate else 0
+                    rate = (self.height - shown_height) / (now - shown)
+                    eta = (blocks - self.height) / rate / 60
                     print(f"height {self.height - 1:,} of {blocks - 1:,}: {rate:.1f} blocks/s, {_size(self.out / 'blocks') / 1e9:.1f} GB, {eta:.0f} min left", flush=True)
-                    shown = now
+                    shown, shown_height = now, self.height
         finally:
             self.files.close()
             os.close(self._places)
@@ -588,10 +589,10 @@ def check(out: Path, heights: Sequence[int]) -> collections.Counter[int]:
     meta = load(out)
     n, sample = meta["blocks"], Sample.load()
     entries = places(out, n)
-    source = CoreBlocks(out / "blocks", "regtest")
-    assert source.tip_height() == n - 1, f"CoreBlocks sees tip {source.tip_height()}, the chain has {n} blocks"
+    walk = CoreBlocks(out / "blocks", "regtest")  # (it lets go of the headers below the heights it is asked for)
+    assert walk.tip_height() == n - 1, f"CoreBlocks sees tip {walk.tip_height()}, the chain has {n} blocks"
     for h, (hash32, *_) in enumerate(entries):
-        assert source.block_hash(h) == hash32[::-1].hex(), f"CoreBlocks' block {h} is not the chain's"
+        assert walk.block_hash(h) == hash32[::-1].hex(), f"CoreBlocks' block {h} is not the chain's"
     late = n - 1 - CoreBlocks.REORG_DEPTH  # a source opened high reads the heights of the blocks below from their coinbases
     if late > 0:
         high = CoreBlocks(out / "blocks", "regtest", start=n - 1)
@@ -599,6 +600,7 @@ def check(out: Path, heights: Sequence[int]) -> collections.Counter[int]:
     stride, outputs = len(sample.eligible_txids), {}
     for j, (k, vout4) in enumerate(zip(sample.output_tx, sample.output_vout4)):
         outputs[(k, vout4)] = j
+    source = CoreBlocks(out / "blocks", "regtest")
     ages: collections.Counter[int] = collections.Counter()
     seen = set()
     with open(out / "txids.bin", "rb") as txids_file:
