@@ -2,7 +2,7 @@
 
 Usage:
     python -m bench.chain --out /work/benchchain/main --blocks 20000   # 44 GB, ~30 min; run again to resume or extend
-    python -m bench.chain --out /work/benchchain/main --check 1 5000 19999
+    python -m bench.chain --out /work/benchchain/main --check 1 10000 19999
 
 Height 0 is `vectors/blocks/mainnet.bin` itself (3,001 txs, 1,412 eligible, 1,968 taproot outputs of
 eligible txs; it pays the test wallet 84 outputs), its parent zeros. Every later block is the sample
@@ -18,8 +18,9 @@ tracked output once, with its value and key as the spent output. The age distrib
 still-unspent tracked output of that block (a block with none left is drawn again in the category, so
 the shares hold while a category has outputs left; a category with none left gives way to every block
 that has some). Early blocks take what exists. The oldest blocks are spent out first (at 3,000 blocks
-every block below ~1,250, at 20,000 below ~6,000): the histogram `--check` prints is what a chain realised. Every other input spends its sample outpoint with the txid's first 4 bytes XORed with
-the height (an input spending an earlier tx of its block would spend that tx's new txid; the sample has
+every block below ~1,250, at 20,000 below ~6,000): the histogram `--check` prints is what a chain
+realised. Every other input spends its sample outpoint with the txid's first 4 bytes XORed with the
+height (an input spending an earlier tx of its block would spend that tx's new txid; the sample has
 none). The undo data gives each coin its creation height: the tracked output's block, or for the other
 inputs a height drawn from the same distribution. Deterministic from `--seed`.
 
@@ -401,9 +402,14 @@ class Ages:
         """A creation height below `height` (>= 1): a category drawn by its share, then a height uniform over it."""
         return rng.randrange(max(height - self.span(rng, height), 0), height)
 
-    def buckets(self) -> list[tuple[int, int]]:
-        """The age ranges the histogram counts: 1, 2..recent, recent+1..window, above."""
-        return [(1, 1), (2, self.recent), (self.recent + 1, self.window), (self.window + 1, 1 << 62)]
+    def histogram(self, seen: Mapping[int, int]) -> list[str]:
+        """Lines of the share of `seen` (age -> spends) at each age: 1, 2..recent, recent+1..window, above."""
+        total = max(sum(seen.values()), 1)
+        lines = []
+        for lo, hi, name in ((1, 1, "1"), (2, self.recent, f"2..{self.recent:,}"), (self.recent + 1, self.window, f"{self.recent + 1:,}..{self.window:,}"), (self.window + 1, None, f"{self.window + 1:,}+")):
+            count = sum(c for age, c in seen.items() if lo <= age and (hi is None or age <= hi))
+            lines.append(f"  age {name}: {count:,} ({count / total:.1%})")
+        return lines
 
 
 REJECTIONS = 64
@@ -436,6 +442,9 @@ class Generator:
         os.ftruncate(self._places, self.height * PLACE.size)
         os.ftruncate(self._txids, self.height * self.stride)
         self.spent = bytearray((out / meta["spent"]).read_bytes()) if meta["spent"] else bytearray()
+        for path in out.glob("spent-*.bin"):
+            if path.name != meta["spent"]:
+                path.unlink()  # written by a run killed before its chain.json
         total = len(self.sample.outputs)
         self.unspent = [total - int.from_bytes(self.spent[i : i + self.width], "little").bit_count() for i in range(0, len(self.spent), self.width)]
         self.unspent_total = sum(self.unspent)
@@ -540,15 +549,6 @@ class Generator:
         if old and old != name:
             (self.out / old).unlink()
 
-    def histogram(self) -> list[str]:
-        """The realised ages of this run's spends, per bucket of `ages`."""
-        total = sum(self.ages_seen.values())
-        lines = [f"spends rewired this run: {self.rewired:,} of {self.asked:,} asked"]
-        for lo, hi in self.ages.buckets():
-            n = sum(c for age, c in self.ages_seen.items() if lo <= age <= hi)
-            lines.append(f"  age {lo:,}{'' if hi == lo else '+' if hi == 1 << 62 else f'..{hi:,}'}: {n:,} ({n / max(total, 1):.1%})")
-        return lines
-
 
 def _size(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.iterdir())
@@ -652,9 +652,7 @@ def main() -> None:
         seen = check(args.out, heights)
         total = sum(seen.values())
         print(f"{args.out}: {n:,} blocks, CoreBlocks sees each at its height; heights {heights} parse, {total:,} of their taproot spends hit tracked outputs of earlier blocks:")
-        for lo, hi in ages.buckets():
-            count = sum(c for age, c in seen.items() if lo <= age <= hi)
-            print(f"  age {lo:,}{'' if hi == lo else '+' if hi == 1 << 62 else f'..{hi:,}'}: {count:,} ({count / max(total, 1):.1%})")
+        print("\n".join(ages.histogram(seen)))
         return
     if args.blocks is None:
         parser.error("give --blocks N (or --check)")
@@ -666,7 +664,8 @@ def main() -> None:
         print(f"stopped: run again to resume at height {load(args.out)['blocks']:,}")
         return
     print(f"{args.out}: {args.blocks:,} blocks, {_size(args.out / 'blocks') / 1e9:.1f} GB in blocks/, made in {(time.perf_counter() - began) / 60:.1f} min this run")
-    print("\n".join(generator.histogram()))
+    print(f"spends rewired this run: {generator.rewired:,} of {generator.asked:,} asked")
+    print("\n".join(ages.histogram(generator.ages_seen)))
 
 
 if __name__ == "__main__":

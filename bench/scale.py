@@ -192,7 +192,7 @@ def _size(path: Path) -> int:
 
 
 def _drop_cache(*paths: Path) -> None:
-    """Drop the files' pages from the OS page cache (dirty pages are written back first)."""
+    """Drop the files' clean pages from the OS page cache (dirty ones are queued to be written back, and stay)."""
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
             fd = os.open(path, os.O_RDONLY)
@@ -207,7 +207,7 @@ class _Mark:
 
     def __init__(self, s: SyncStats | None, exclude: set[int]) -> None:
         self.height = s.height if s else -1
-        self.blocks, self.eligible = (s.blocks, s.eligible) if s else (0, 0)
+        self.blocks = s.blocks if s else 0
         self.stages = (s.fetch_s, s.compute_s, s.store_s) if s else (0.0, 0.0, 0.0)
         self.time, self.io, self.cpu = time.perf_counter(), _io(), _cpu_s(exclude)
 
