@@ -6,18 +6,39 @@
   `scan_transaction_outputs` (which delegates the curve work to libsecp256k1).
 - `libsecp_scan_tx`: libsecp256k1 0.8's silentpayments module through btclib-secp256k1
   (`prevouts_summary` + `scan_outputs`), fed by the same extraction as ours.
-- `libsecp_scan_tweak`: a light client's scan of one tweak on libsecp256k1's public API
-  through coincurve (the 0.8 module has no entry point that takes a tweak).
+- `LibsecpC`: a light client's scan of a batch of tweaks on libsecp256k1's public API from C
+  (bench/peer_libsecp.c, built here with the system C compiler, bound to the libsecp256k1 in
+  coincurve's compiled module): one call per batch, no Python per tweak; the `tweak_mul` and the
+  constant-time `ecdh` pipelines. The peer of the tweak-scan rows.
+- `libsecp_scan_tweak`: the `tweak_mul` pipeline for one tweak through Python, one coincurve call
+  per step: what a Python caller pays per tweak (the peer of the `scan_tweak` loop).
 - `libsecp_module_scan_key`: libsecp256k1 0.8's silentpayments module on a one-input tx whose
   key is the tweak point: the module's own per-tx work (summary, (b_scan·input_hash)·A, t_k·G,
-  labels) on the same points, the nearest it comes to scanning a tweak.
+  labels) on the same points, the nearest it comes to scanning a tweak; called per tx from Python.
+
+What libsecp256k1 (coincurve 21.0.0 ships v0.6.0) documents as constant time: `secp256k1_ecdh`
+("Compute an EC Diffie-Hellman secret in constant time"), and its secret-key operations (key
+generation, `ec_pubkey_create`, and signing). `ec_pubkey_tweak_mul` (coincurve's
+`PublicKey.multiply`) and `ec_pubkey_tweak_add` (`PublicKey.add`) are documented without that
+promise and run `secp256k1_ecmult`, a variable-time multiplication (wNAF), so their time depends
+on the scalar: b_scan and t_k in a scan. `ec_pubkey_combine`, `parse` and `serialize` take public
+points (here, points made from secrets).
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import sysconfig
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from btclib.script.witness import Witness
 from btclib.tx.out_point import OutPoint as WalletOutPoint
@@ -28,6 +49,7 @@ from ecc.curves import bytes_from_point, secp256k1
 
 from sp_scan import crypto
 from sp_scan.extract import ScriptType, script_type
+from sp_scan.scan import Receiver, label_tweak
 from sp_scan.types import TxInput
 
 
@@ -119,9 +141,10 @@ _SHARED_SECRET_MIDSTATE = hashlib.sha256(_SHARED_SECRET_TAG + _SHARED_SECRET_TAG
 def libsecp_scan_tweak(
     tweak33: bytes, outputs32: Sequence[bytes], scan_key32: bytes, spend: PublicKey, change: PublicKey
 ) -> list[bytes]:
-    """One tweak scanned with one libsecp256k1 call per step: b_scan·T (constant time), per k
-    t_k (hashlib, tag midstate copied), B_spend + t_k·G (constant-time t_k·G, then a sum), and
-    P_k + L_0 for the change label. Returns the found x-only outputs (k order)."""
+    """One tweak scanned through Python, one coincurve call per step: b_scan·T (`PublicKey.multiply`:
+    ec_pubkey_tweak_mul, variable time in b_scan), per k t_k (hashlib, tag midstate copied),
+    B_spend + t_k·G (ec_pubkey_create, constant time in t_k, then ec_pubkey_combine), and P_k + L_0
+    for the change label. Returns the found x-only outputs (k order)."""
     ecdh33 = PublicKey(tweak33).multiply(scan_key32).format()
     todo = set(outputs32)
     found = []
@@ -139,6 +162,120 @@ def libsecp_scan_tweak(
         todo.discard(x)
         found.append(x)
     return found
+
+
+PEER_SOURCE = Path(__file__).with_name("peer_libsecp.c")
+C_PIPELINES = {"tweak_mul": 0, "ecdh": 1}
+"""The C peer's pipelines (bench/peer_libsecp.c): name -> its PEER_* value."""
+_CFLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden"]
+
+
+def c_compiler() -> list[str] | None:
+    """The system C compiler's command ($CC, else the one Python was built with, else cc), or None."""
+    cmd = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    return cmd if cmd and shutil.which(cmd[0]) else None
+
+
+def _build(compiler: list[str]) -> Path:
+    """bench/peer_libsecp.c compiled into the temp directory, once per source, compiler and flags."""
+    key = hashlib.sha256(PEER_SOURCE.read_bytes() + "\0".join(compiler + _CFLAGS).encode()).hexdigest()[:16]
+    out = Path(tempfile.gettempdir()) / "sp-scan-bench" / f"peer_libsecp-{key}.so"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        part = out.with_name(f"{out.name}.{os.getpid()}")
+        done = subprocess.run([*compiler, *_CFLAGS, str(PEER_SOURCE), "-o", str(part), "-ldl"], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"building {PEER_SOURCE.name} failed:\n{done.stderr}")
+        os.replace(part, out)  # atomic: benches started together share one build
+    return out
+
+
+class LibsecpC:
+    """The C peer, built and bound once per process (`LibsecpC.load()`).
+
+    Its libsecp256k1 is the one in coincurve's compiled module, found by name (`dlsym`) in the copy
+    this process has loaded: the library sp_scan.native binds, without coincurve's cffi wrappers.
+    """
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self._scan = lib.peer_scan
+        self._scan.restype = ctypes.c_int
+        self._scan.argtypes = [
+            ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p,
+            ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_uint64),
+        ]  # fmt: skip
+        self._hash_loop = lib.peer_hash_loop
+        self._hash_loop.restype = ctypes.c_int
+        self._hash_loop.argtypes = [ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)]
+
+    @staticmethod
+    @functools.cache
+    def load() -> LibsecpC:
+        """Build (or reuse) and bind the peer.
+
+        Raises:
+            RuntimeError: no C compiler, the build failed, or coincurve's library lacks a function.
+        """
+        from coincurve import _libsecp256k1
+
+        compiler = c_compiler()
+        if compiler is None:
+            raise RuntimeError("no C compiler ($CC, or cc) to build the libsecp256k1 peer")
+        lib = ctypes.CDLL(str(_build(compiler)))
+        lib.peer_bind.restype = ctypes.c_int
+        lib.peer_bind.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        if lib.peer_bind(os.fsencode(_libsecp256k1.__file__), os.urandom(32)) != 1:
+            raise RuntimeError(f"cannot bind libsecp256k1 out of {_libsecp256k1.__file__}")
+        return LibsecpC(lib)
+
+    def batch(self, pipeline: str, tweaks: Sequence[bytes], outputs: Sequence[Sequence[bytes]], receiver: Receiver,
+              threads: int = 1) -> LibsecpCBatch:
+        """A batch laid out once for `run` (tweaks all 33 or all 64 bytes; the receiver's change label)."""
+        return LibsecpCBatch(self, C_PIPELINES[pipeline], tweaks, outputs, receiver, threads)
+
+    def tagged_hash_ns(self, n: int = 100_000) -> float:
+        """ns per secp256k1_tagged_sha256 of a 37-byte message (the pipelines' t_k), over n calls."""
+        elapsed = ctypes.c_uint64()
+        if self._hash_loop(n, ctypes.byref(elapsed)) != 1:
+            raise RuntimeError("peer_hash_loop failed")
+        return elapsed.value / n
+
+
+class LibsecpCBatch:
+    """One batch in the C peer's layout; `run()` is the one timed call (the GIL released, no Python per tweak)."""
+
+    def __init__(self, peer: LibsecpC, pipeline: int, tweaks: Sequence[bytes], outputs: Sequence[Sequence[bytes]],
+                 receiver: Receiver, threads: int) -> None:
+        widths = {len(t) for t in tweaks}
+        if len(widths) != 1 or not widths <= {33, 64}:
+            raise ValueError("tweaks must be all 33 or all 64 bytes")
+        self._peer, self._outputs = peer, [list(outs) for outs in outputs]
+        label33 = PublicKey.from_secret(label_tweak(receiver.scan_key32, 0)).format()
+        total = sum(map(len, self._outputs))
+        self._k_of = (ctypes.c_int32 * max(total, 1))()
+        self._elapsed = ctypes.c_uint64()
+        self._args = (
+            pipeline, b"".join(tweaks), widths.pop(), len(tweaks), b"".join(o for outs in self._outputs for o in outs),
+            (ctypes.c_uint32 * max(len(tweaks), 1))(*map(len, self._outputs)), bytes(receiver.scan_key32),
+            bytes(receiver.spend_pubkey33), label33, threads, self._k_of, ctypes.byref(self._elapsed),
+        )  # fmt: skip
+
+    def run(self) -> int:
+        """Scan the batch in C; returns the call's own wall time in ns (measured inside the C)."""
+        result = self._peer._scan(*self._args)
+        if result != 1:
+            raise RuntimeError(f"peer_scan returned {result}")
+        return self._elapsed.value
+
+    def found(self) -> list[list[bytes]]:
+        """Per tx, the x-only outputs the last `run` found, in k order."""
+        out, j = [], 0
+        for outs in self._outputs:
+            hits = sorted((self._k_of[j + i], o) for i, o in enumerate(outs) if self._k_of[j + i] >= 0)
+            out.append([o for _, o in hits])
+            j += len(outs)
+        return out
 
 
 def libsecp_module_scan_key(
