@@ -16,13 +16,13 @@
   key is the tweak point: the module's own per-tx work (summary, (b_scan·input_hash)·A, t_k·G,
   labels) on the same points, the nearest it comes to scanning a tweak; called per tx from Python.
 
-What libsecp256k1 (coincurve 21.0.0 ships v0.6.0) documents as constant time: `secp256k1_ecdh`
-("Compute an EC Diffie-Hellman secret in constant time"), and its secret-key operations (key
-generation, `ec_pubkey_create`, and signing). `ec_pubkey_tweak_mul` (coincurve's
-`PublicKey.multiply`) and `ec_pubkey_tweak_add` (`PublicKey.add`) are documented without that
-promise and run `secp256k1_ecmult`, a variable-time multiplication (wNAF), so their time depends
-on the scalar: b_scan and t_k in a scan. `ec_pubkey_combine`, `parse` and `serialize` take public
-points (here, points made from secrets).
+What libsecp256k1 (v0.6.0 in coincurve 21.0.0) documents as constant time: `secp256k1_ecdh` ("Compute
+an EC Diffie-Hellman secret in constant time") and, in its README, "signing and public key generation"
+(`ec_pubkey_create`, coincurve's `PublicKey.from_secret`). `ec_pubkey_tweak_mul` (`PublicKey.multiply`)
+and `ec_pubkey_tweak_add` (`PublicKey.add`) carry no such promise: both run `secp256k1_ecmult`, a
+variable-time wNAF multiplication (the scalar's digits choose the table entries and which additions
+run), so their time depends on the scalar, b_scan or t_k in a scan. `ec_pubkey_combine`, `parse` and
+`serialize` work on points, which a scan derives from secrets.
 """
 
 from __future__ import annotations
