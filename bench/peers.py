@@ -190,14 +190,22 @@ def _build(compiler: list[str]) -> Path:
     return out
 
 
+LIBSECP_ENV = "SP_SCAN_BENCH_LIBSECP"
+"""Set to a libsecp256k1 shared library (with the ecdh module) to time the C peer on it instead of coincurve's."""
+
+
 class LibsecpC:
     """The C peer, built and bound once per process (`LibsecpC.load()`).
 
     Its libsecp256k1 is the one in coincurve's compiled module, found by name (`dlsym`) in the copy
     this process has loaded: the library sp_scan.native binds, without coincurve's cffi wrappers.
+    $SP_SCAN_BENCH_LIBSECP names another build to bind instead (loaded here first).
     """
 
-    def __init__(self, lib: ctypes.CDLL) -> None:
+    def __init__(self, lib: ctypes.CDLL, library: str) -> None:
+        self.library = library
+        """The path of the libsecp256k1 the peer calls."""
+        self._lib = lib
         self._scan = lib.peer_scan
         self._scan.restype = ctypes.c_int
         self._scan.argtypes = [
@@ -215,19 +223,25 @@ class LibsecpC:
         """Build (or reuse) and bind the peer.
 
         Raises:
-            RuntimeError: no C compiler, the build failed, or coincurve's library lacks a function.
+            RuntimeError: no C compiler, the build failed, or the library cannot be loaded or lacks a function.
         """
         from coincurve import _libsecp256k1
 
         compiler = c_compiler()
         if compiler is None:
             raise RuntimeError("no C compiler ($CC, or cc) to build the libsecp256k1 peer")
+        library = os.environ.get(LIBSECP_ENV) or _libsecp256k1.__file__
+        if library != _libsecp256k1.__file__:
+            try:
+                ctypes.CDLL(library)  # loaded for good: ctypes never unloads it
+            except OSError as exc:
+                raise RuntimeError(f"${LIBSECP_ENV}: {exc}") from None
         lib = ctypes.CDLL(str(_build(compiler)))
         lib.peer_bind.restype = ctypes.c_int
         lib.peer_bind.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-        if lib.peer_bind(os.fsencode(_libsecp256k1.__file__), os.urandom(32)) != 1:
-            raise RuntimeError(f"cannot bind libsecp256k1 out of {_libsecp256k1.__file__}")
-        return LibsecpC(lib)
+        if lib.peer_bind(os.fsencode(library), os.urandom(32)) != 1:
+            raise RuntimeError(f"cannot bind libsecp256k1 out of {library}")
+        return LibsecpC(lib, library)
 
     def batch(self, pipeline: str, tweaks: Sequence[bytes], outputs: Sequence[Sequence[bytes]], receiver: Receiver,
               threads: int = 1) -> LibsecpCBatch:

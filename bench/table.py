@@ -220,16 +220,17 @@ def machine() -> str:
     from sp_scan import native
 
     from .ours import native_enabled
-    from .peers import c_compiler
+    from .peers import LIBSECP_ENV, c_compiler
 
     impl = native.sha256_impl() if hasattr(native, "sha256_impl") else "hashlib"
     cc = c_compiler()
+    libsecp = os.environ.get(LIBSECP_ENV) or "coincurve's libsecp256k1"
     cc_text = subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout.partition("\n")[0] if cc else "none"
     versions = ", ".join(f"{p} {metadata.version(p)}" for p in ("btclib-secp256k1", "btclib-wallet", "coincurve"))
     return (
         f"Machine: {model}, {os.cpu_count()} cores; Python {platform.python_version()}; "
         f"sha256: {impl}; native backend: {'on' if native_enabled() else 'off'}; EC engine: {_ecc()}; {versions}; "
-        f"C peer built with {cc_text}."
+        f"C peer built with {cc_text}, calling {libsecp}."
     )
 
 
