@@ -299,3 +299,60 @@ def libsecp_module_scan_key(
     """libsecp256k1 0.8's module on a tx with one input key `key33`: the found x-only outputs."""
     summary = libsecp.prevouts_summary(outpoint36, [], [key33])
     return [out for out, _tweak, _label in libsecp.scan_outputs(outputs32, scan_key32, summary, spend33, labels)]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m bench.peers`: test_tweaks' batch scanned by ours and by the C peer's two pipelines in turn.
+
+    One call of each per round, R rounds, so a neighbour's load falls on all three alike; prints the
+    load average, then per implementation the ns per tweak (minimum and median over the rounds) and
+    ours / peer. The found outputs are checked against the case's before any call is timed.
+    """
+    import argparse
+    import statistics
+    import time
+
+    from sp_scan import native, scan
+
+    from . import cases
+
+    parser = argparse.ArgumentParser(prog="python -m bench.peers", description=main.__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--width", type=int, choices=(33, 64), default=33)
+    args = parser.parse_args(argv)
+    n = 1000
+    c, r = cases.tweak_case(n, 2), cases.receiver()
+    tweaks = c.tweaks33 if args.width == 33 else c.tweaks64
+    peer = LibsecpC.load()
+    batches = {p: peer.batch(p, tweaks, c.outputs, r, args.threads) for p in C_PIPELINES}
+
+    def ours() -> list[list[bytes]]:
+        return [[f.output32 for f in fs] for fs in scan.scan_tweaks(tweaks, c.outputs, r, threads=args.threads)]
+
+    assert ours() == c.expected
+    calls: dict[str, Callable[[], object]] = {f"ours (scan_tweaks, {native.ec_engine()} engine)": ours}
+    for p, batch in batches.items():
+        batch.run()
+        assert batch.found() == c.expected
+        calls[f"libsecp {p} pipeline, C"] = batch.run
+    times: dict[str, list[int]] = {name: [] for name in calls}
+    load = os.getloadavg()[0]
+    for _ in range(args.rounds):
+        for name, call in calls.items():
+            start = time.perf_counter_ns()
+            call()
+            times[name].append(time.perf_counter_ns() - start)
+    print(f"{args.rounds} rounds of {n} tweaks ({args.width} bytes, {args.threads} thread(s)); libsecp256k1: "
+          f"{peer.library}; load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
+    first = next(iter(times))
+    for name, ns in times.items():
+        low, mid = min(ns) / n, statistics.median(ns) / n
+        ratio = "" if name == first else (
+            f"   ours / peer: {min(times[first]) / min(ns):.3f} (min), {statistics.median(times[first]) / statistics.median(ns):.3f} (median)"
+        )
+        print(f"{name:40} {low / 1e3:7.1f} µs min {mid / 1e3:7.1f} µs median{ratio}")
+
+
+if __name__ == "__main__":
+    main()
