@@ -109,20 +109,22 @@ def _row(what: str, s, wall: float, cpu: float) -> str:
     )
 
 
-def _serve(handler: str, chain: Callable[[], object], credentials: str, conn) -> None:
+def _serve(handler: str | Callable[[], type], chain: Callable[[], object], credentials: str, conn) -> None:
     """The stand-in in its process: sends its URL, serves until told to stop."""
     sys.path.insert(0, str(ROOT / "tests"))
     import cli_support
 
-    with cli_support.NodeServer(getattr(cli_support, handler), chain(), credentials=credentials) as server:
+    handler_class = getattr(cli_support, handler) if isinstance(handler, str) else handler()
+    with cli_support.NodeServer(handler_class, chain(), credentials=credentials) as server:
         conn.send(server.url)
         conn.recv()
 
 
 @contextlib.contextmanager
-def stand_in(handler: str, chain: Callable[[], object], credentials: str = "") -> Iterator[str]:
-    """Core's REST or RPC stand-in (tests/cli_support.py's RestHandler or RpcHandler, by name) over the
-    ChainView `chain()` makes, in a process of its own as Core serves from its own; yields its URL.
+def stand_in(handler: str | Callable[[], type], chain: Callable[[], object], credentials: str = "") -> Iterator[str]:
+    """Core's REST or RPC stand-in (tests/cli_support.py's RestHandler or RpcHandler, by name, or the class
+    `handler()` makes there) over the ChainView `chain()` makes, in a process of its own as Core serves from
+    its own; yields its URL.
 
     The process is forked while this one runs a single thread, so the sync's workers started after it
     are forked too: children of this process, their CPU time counted.
