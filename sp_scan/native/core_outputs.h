@@ -25,18 +25,27 @@ typedef struct {
     unsigned char key[16];
 } spn_outmap;
 
+/* An outpoint as the map knows it: its keyed slot hash (never 0) and its 16-bit check. */
+typedef struct {
+    uint64_t hash, check;
+} spn_outmap_id;
+
 /* An empty map under key16 (random: the caller's); 1, or 0 when out of memory. */
 int spn_outmap_init(spn_outmap *m, const unsigned char key16[16]);
 void spn_outmap_free(spn_outmap *m);
 
-/* Add outpoint36 at (height, ordinal) unless the map holds it (the first stays). 1 added, 0 held, -1 out of
+/* outpoint36's id in map m; with `prefetch`, the slot it starts at is fetched into the cache meanwhile
+ * (a batch identifies its outpoints first, then looks them up: the memory waits overlap). */
+spn_outmap_id spn_outmap_identify(const spn_outmap *m, const unsigned char outpoint36[36], int prefetch);
+
+/* Add `id` at (height, ordinal) unless the map holds it (the first stays). 1 added, 0 held, -1 out of
  * memory; height and ordinal must be at most SPN_OUTMAP_MAX_*. */
-int spn_outmap_put(spn_outmap *m, const unsigned char outpoint36[36], uint32_t height, uint32_t ordinal);
+int spn_outmap_put(spn_outmap *m, spn_outmap_id id, uint32_t height, uint32_t ordinal);
 
-/* Remove outpoint36, giving its place: 1 found (and removed), 0 absent. */
-int spn_outmap_take(spn_outmap *m, const unsigned char outpoint36[36], uint32_t *height, uint32_t *ordinal);
+/* Remove `id`, giving its place: 1 found (and removed), 0 absent. */
+int spn_outmap_take(spn_outmap *m, spn_outmap_id id, uint32_t *height, uint32_t *ordinal);
 
-/* Remove outpoint36 when the map holds it at `height` (a block rolled back): 1 removed, 0 not there. */
-int spn_outmap_drop(spn_outmap *m, const unsigned char outpoint36[36], uint32_t height);
+/* Remove `id` when the map holds it at `height` (a block rolled back): 1 removed, 0 not there. */
+int spn_outmap_drop(spn_outmap *m, spn_outmap_id id, uint32_t height);
 
 #endif

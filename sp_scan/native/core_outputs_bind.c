@@ -116,7 +116,7 @@ static PyObject *OutputMap_add_block(OutputMapObject *self, PyObject *args) {
         for (uint32_t k = le32(counts + 4 * i); k > 0; k--, o++) {
             if (spent.len != 0 && bits[o >> 3] >> (o & 7) & 1) continue;
             outpoint_at(outpoint36, txids + 32 * i, vouts + 4 * o);
-            int r = spn_outmap_put(&self->map, outpoint36, (uint32_t)height, (uint32_t)o);
+            int r = spn_outmap_put(&self->map, spn_outmap_identify(&self->map, outpoint36, 0), (uint32_t)height, (uint32_t)o);
             if (r < 0) {
                 PyErr_NoMemory();
                 goto done;
@@ -144,7 +144,7 @@ static PyObject *OutputMap_drop_block(OutputMapObject *self, PyObject *args) {
     for (size_t i = 0; i < b.n; i++) {
         for (uint32_t k = le32(counts + 4 * i); k > 0; k--, o++) {
             outpoint_at(outpoint36, txids + 32 * i, vouts + 4 * o);
-            dropped += spn_outmap_drop(&self->map, outpoint36, (uint32_t)height);
+            dropped += spn_outmap_drop(&self->map, spn_outmap_identify(&self->map, outpoint36, 0), (uint32_t)height);
         }
     }
     out = PyLong_FromSsize_t(dropped);
@@ -159,25 +159,36 @@ static int place_cmp(const void *a, const void *b) {
 }
 
 /* Block `height`'s outputs added, then every output an outpoint names taken out: its own bitmap set in
- * bits[(outputs + 7) / 8], the places taken in places[0..*taken) ascending. 1, or 0 out of memory. */
+ * bits[(outputs + 7) / 8], the places taken in places[0..*taken) ascending. Each pass identifies its
+ * outpoints first (prefetching their slots), then looks them up. 1, or 0 out of memory. */
 static int spend_block(spn_outmap *map, unsigned long height, const block_outputs *b, const unsigned char *in, size_t k,
                        unsigned char *bits, uint64_t *places, size_t *taken) {
     const unsigned char *txids = b->txids.buf, *counts = b->counts.buf, *vouts = b->vouts.buf;
+    spn_outmap_id *ids = malloc((b->outputs > k ? b->outputs : k) * sizeof *ids + 1);
     unsigned char outpoint36[36];
     size_t o = 0;
+    if (ids == NULL) return 0;
     for (size_t i = 0; i < b->n; i++) {
         for (uint32_t c = le32(counts + 4 * i); c > 0; c--, o++) {
             outpoint_at(outpoint36, txids + 32 * i, vouts + 4 * o);
-            if (spn_outmap_put(map, outpoint36, (uint32_t)height, (uint32_t)o) < 0) return 0;
+            ids[o] = spn_outmap_identify(map, outpoint36, 1);
         }
     }
+    for (o = 0; o < b->outputs; o++) {
+        if (spn_outmap_put(map, ids[o], (uint32_t)height, (uint32_t)o) < 0) {
+            free(ids);
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < k; i++) ids[i] = spn_outmap_identify(map, in + 36 * i, 1);
     *taken = 0;
     for (size_t i = 0; i < k; i++) {
         uint32_t h, ordinal;
-        if (!spn_outmap_take(map, in + 36 * i, &h, &ordinal)) continue;
+        if (!spn_outmap_take(map, ids[i], &h, &ordinal)) continue;
         if (h == height) bits[ordinal >> 3] |= (unsigned char)(1u << (ordinal & 7));
         places[(*taken)++] = (uint64_t)h << 32 | ordinal;
     }
+    free(ids);
     qsort(places, *taken, sizeof *places, place_cmp);
     return 1;
 }
@@ -248,7 +259,7 @@ static PyObject *OutputMap_put(OutputMapObject *self, PyObject *args) {
             PyErr_Format(PyExc_ValueError, "put: place (%lu, %lu) is beyond 2^24 - 1", (unsigned long)height, (unsigned long)ordinal);
             goto done;
         }
-        int r = spn_outmap_put(&self->map, (const unsigned char *)in.buf + 36 * i, height, ordinal);
+        int r = spn_outmap_put(&self->map, spn_outmap_identify(&self->map, (const unsigned char *)in.buf + 36 * i, 0), height, ordinal);
         if (r < 0) {
             PyErr_NoMemory();
             goto done;
