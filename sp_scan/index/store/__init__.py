@@ -34,7 +34,8 @@ from pathlib import Path
 from ... import backend
 from ...errors import IndexStoreError
 from ...network import NETWORKS
-from . import check, file, mempool_rows, upgrade
+from . import file, mempool_rows, upgrade
+from .check import check_file
 from .checkpoint import Checkpointer
 from .mempool_rows import MEMPOOL_COLUMNS
 from .reader import Reader, checked
@@ -160,7 +161,7 @@ class Store(Reader):
 
     @checked
     def check(self, batch: int = 256) -> int:
-        """Check the whole file (see `check.check_file`).
+        """Check the whole file (see `check_file`).
 
         Returns:
             The number of blocks checked.
@@ -168,7 +169,7 @@ class Store(Reader):
         Raises:
             IndexStoreError: the first problem found.
         """
-        return check.check_file(self, batch)
+        return check_file(self, batch)
 
     @contextlib.contextmanager
     def checkpoints_aside(self) -> Iterator[None]:
@@ -183,15 +184,18 @@ class Store(Reader):
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
+        """One write transaction; when it fails (its commit included), the writer's memory of the rows is
+        dropped with it: the output map and the pending marks are read from the file again."""
         self.lock_writer()
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield
+            self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             self._forget()
             raise
-        self._conn.execute("COMMIT")
         if self._checkpointer is not None:
             self._checkpointer.committed()
 
@@ -276,12 +280,11 @@ class Store(Reader):
                 bitmaps[height] = bytearray(bits)
         if len(bitmaps) != len(targets):
             raise self._damaged(f"block {min(set(targets) - set(bitmaps))}'s spends row is missing")
-        before = {height: bytes(bits) for height, bits in bitmaps.items()}
         try:
             backend.mark_spent(places, bitmaps)
         except IndexError:
             raise self._damaged("a block's marks name an output beyond its block's bitmap") from None
-        updates = [(bytes(bits), bits_sum(height, bits), height) for height, bits in bitmaps.items() if bits != before[height]]
+        updates = [(bytes(bits), bits_sum(height, bits), height) for height, bits in bitmaps.items()]  # each one marked
         self._conn.executemany("UPDATE spends SET bits = ?, sum = ? WHERE height = ?", updates)
         _, tip, tip_hash = pending.key
         self._set_meta("folded", tip)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .rows import crc
+from ...crc import crc_row
 
 if TYPE_CHECKING:
     from .reader import Reader
@@ -24,14 +24,6 @@ SCHEMA = (
     + ", sum INTEGER NOT NULL)"
 )
 _IN_CHUNK = 4096  # values bound in one `IN (...)` (SQLite allows 32,766)
-
-
-def _row_sum(row: Sequence) -> int:
-    """The CRC of a row's MEMPOOL_COLUMNS values, in order (their widths are checked apart)."""
-    value = 0
-    for field in row:
-        value = crc(field, value)
-    return value
 
 
 def _row_ok(row: Sequence) -> bool:
@@ -89,7 +81,7 @@ def update(store: Reader, added: Sequence[Sequence[bytes]], removed: Sequence[by
     delete(store, b"".join(removed))
     store._conn.executemany(
         f"INSERT OR IGNORE INTO mempool({', '.join(MEMPOOL_COLUMNS)}, sum) VALUES ({', '.join('?' * (len(MEMPOOL_COLUMNS) + 1))})",
-        [(*row, _row_sum(row)) for row in added],
+        [(*row, crc_row(row, 0)) for row in added],
     )
     return _bump(store)
 
@@ -97,6 +89,6 @@ def update(store: Reader, added: Sequence[Sequence[bytes]], removed: Sequence[by
 def read(store: Reader) -> list[tuple] | None:
     """Every row in MEMPOOL_COLUMNS order, oldest first; None when one is malformed (a damaged index)."""
     rows = store._conn.execute(f"SELECT {', '.join(MEMPOOL_COLUMNS)}, sum FROM mempool ORDER BY seq").fetchall()
-    if any(_row_sum(row[:-1]) != row[-1] or not _row_ok(row[:-1]) for row in rows):
+    if any(crc_row(row[:-1], 0) != row[-1] or not _row_ok(row[:-1]) for row in rows):
         return None
     return [row[:-1] for row in rows]
