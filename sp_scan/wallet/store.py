@@ -10,7 +10,8 @@ in the same transaction as the rows, so that a row deleted or added by hand is d
   key is never stored), `spend_pubkey` (33), `labels` (u32 LE each, the change label 0 first),
   `birthday` (the first height scanned), `format`; optionally `change_spend_pubkey` (33 bytes:
   B_0 = B_spend + ℓ_0·G, the change label's spend key, public) and `spend_origin` (where B_spend
-  comes from: fingerprint4 ‖ LE32 path steps, as BIP376's PSBT_IN_SP_SPEND_BIP32_DERIVATION);
+  comes from: fingerprint4 ‖ LE32 path steps, as BIP376's PSBT_IN_SP_SPEND_BIP32_DERIVATION) and
+  `label_spend_pubkeys` (m LE32 ‖ B_m 33 bytes per label, ascending m: each label's spend key, public);
   `tip` (height LE64 ‖ hash32 of the synced tip) and the `rows.<table>` counts.
 - `blocks(height, hash, bits)`: the synced chain's last `KEEP_HASHES` block hashes, heights in a row up
   to `tip`, with the header's nBits when the source gave headers (the chain work of a fork is
@@ -68,7 +69,7 @@ _COUNTED = ("blocks", "outputs", "unconfirmed", "pending", "reserved")
 """The tables whose row count and sum of sums meta holds (`rows.<table>`)."""
 _SEEDS = {name: zlib.crc32(name.encode()) for name in _TABLES}
 _IDENTITY = ("network", "scan_pubkey", "spend_pubkey", "labels", "birthday", "format")
-_OPTIONAL = ("change_spend_pubkey", "spend_origin")
+_OPTIONAL = ("change_spend_pubkey", "spend_origin", "label_spend_pubkeys")
 _LAST_PENDING = "last_pending"
 _PENDING_META = ("rows.pending", "rows.reserved", _LAST_PENDING)
 _SCHEMA = (
