@@ -1,16 +1,18 @@
 """The receiving wallet: silent payments found through any source, kept in a file, resumed anywhere.
 
 ```python
-from sp_scan.wallet import Wallet
-from sp_scan.wallet.sources.index import IndexSource
+from sp_scan.wallet import Wallet, sources
+from sp_scan.wallet.broadcast import Broadcaster
 
-wallet = Wallet.create("alice.wallet", "main", scan_pubkey33, spend_pubkey33, labels=[1], birthday=900_000)
-wallet.sync(IndexSource("tweaks.db"), scan_key32, on_output=print)   # or NodeSource, BlindBitSource, ...
+wallet = Wallet.from_keys("alice.wallet", "main", scan_key32, spend_pubkey33, labels=[1], birthday=900_000)  # or from_descriptor, open
+wallet.listen(print)   # events (sp_scan.wallet.events): found, spent, rolled back, unconfirmed in and out, own sends
+with sources.open("tweaks.db") as source:   # or rest+http://…, http://… (BlindBit), grpc://…, tcp://…, cake+tcp://…
+    wallet.sync(source, scan_key32, cancel=stop_event)   # or await wallet.sync_async(source, scan_key32)
 wallet.balance()     # Balance(confirmed, unverified, reserved, outgoing, incoming), sats
 wallet.unspent()     # [WalletOutput], each with its spend tweak (BIP376)
 psbt, spend = wallet.create_psbt([("tsp1q…", 50_000)], fee_rate="2.5")   # BIP370/375/376 PSBT; its coins held (spend.pending)
 signed = sp_scan.psbt.sign_sp_inputs(psbt, spend_key32)                  # then finalize_sp_inputs, extract
-wallet.broadcast(signed, via)   # via: raw tx -> txid32 (sp_scan.wallet.broadcast); recorded until its block
+wallet.broadcast(signed, Broadcaster("rpc+http://127.0.0.1:8332", wallet.network, cookie_file=cookie))   # recorded until its block
 ```
 
 Design: three rooms, as the index has. The **store** (`store`, SQLite, the only SQL, a checksum on
