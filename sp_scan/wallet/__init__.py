@@ -105,7 +105,8 @@ def default_birthday(network: str) -> int:
 
 
 class Wallet:
-    """An open wallet file. Build with `Wallet.create` or `Wallet.open`; close with `close()` (or `with`)."""
+    """An open wallet file. Build with `from_descriptor`, `from_keys`, `create` or `open`; close with `close()` (or `with`).
+    Its calls may come from several threads (they hold the store's lock); one process syncs a file at a time."""
 
     def __init__(self, store: WalletStore) -> None:
         self._store = store
@@ -226,10 +227,12 @@ class Wallet:
 
     @property
     def path(self) -> Path:
+        """The wallet file."""
         return self._store.path
 
     @property
     def network(self) -> str:
+        """Core's chain name (main, test, testnet4, signet, regtest)."""
         return self._store.network
 
     @property
@@ -244,10 +247,12 @@ class Wallet:
 
     @property
     def scan_pubkey33(self) -> bytes:
+        """B_scan."""
         return self._store.scan_pubkey33
 
     @property
     def spend_pubkey33(self) -> bytes:
+        """B_spend."""
         return self._store.spend_pubkey33
 
     @property
