@@ -336,8 +336,9 @@ class Wallet:
                 source finds; without one (and from a source that proves nothing itself) outputs are kept as
                 unverified. The wallet's unverified outputs are shown to it (or to the source, when that proves)
                 first: see `sp_scan.wallet.sync`.
-            cancel: set (from any thread) to end the sync: it is checked before every block and wakes every wait;
-                what was finished stays committed, and the stats are returned with `cancelled` True.
+            cancel: set (from any thread) to end the sync: it is checked before every block and wakes every wait
+                (a request in flight ends within its deadline); what was finished stays committed, and the stats are
+                returned with `cancelled` True.
 
         What the sync changes is told to the listeners (`listen`) after each commit, in this thread.
 
