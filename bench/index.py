@@ -8,9 +8,9 @@ Usage:
 The chain is `--blocks` copies of the mainnet-sized sample block (3,001 txs, 1,412 eligible), each
 header relinked to the one before, served by `tests/cli_support.py`'s REST stand-in on 127.0.0.1 from a
 process of its own (as Core serves from its own).
-Its spends are of invented outputs, so cut-through lookups all miss (their cost on mainnet, where
-most taproot spends hit an indexed tx, is not in these figures). Prints markdown tables; the full-rescan
-projections (bench/README.md, docs/index.md) use the per-tx times printed here.
+Each copy's taproot spends hit the copy before (`bench.chain` makes a chain whose spends hit outputs of
+every age, and `bench.scale` syncs it). Prints markdown tables; the full-rescan projections
+(bench/README.md, docs/index.md) use the per-tx times printed here.
 
 With --blocks-dir the chain is also written as Core's blocks/ folder (blk/rev records, an xor.dat key,
 undo data compressed as Core's compressor does) and synced with `CoreBlocks`, beside the REST rows.
@@ -24,22 +24,25 @@ itself, which other programs on the machine do not change.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import platform
 import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sp_scan import block, native, wire
 from sp_scan.index import Index
-from sp_scan.index.corefiles import MAGIC, CoreBlocks, unxor
+from sp_scan.index.corefiles import CoreBlocks
 from sp_scan.index.store import Store
 from sp_scan.index.sync import index_row
 from sp_scan.node import RestNode
 
-from .test_block import BLOCK, SPENT, _receiver
+from .chain import CoreFiles, Sample
+from .test_block import _receiver
 
 ROOT = Path(__file__).resolve().parent.parent
 MAINNET_BLOCKS = 270_000  # taproot activation (709,632) to mid-2025
@@ -65,65 +68,32 @@ class BlockList:
 
 
 class LinkedChain(BlockList):
-    """n copies of the sample block, each header linked to the one before (a cli_support.ChainView).
+    """n blocks made of the sample block, each header linked to the one before (a cli_support.ChainView).
 
-    Copy 0 is the sample (it pays the test wallet 84 outputs). Copy h > 0's inputs spend other
-    outpoints, so its txids are its own (and its payments are no longer the wallet's: tweaks
-    change with the outpoints): inputs that spend P2TR outputs spend the taproot outputs of copy
-    h - 1's eligible txs (one each, as far as they go; committing a copy then marks ~1,970 outputs
-    spent through txloc lookups, as mainnet's taproot spends do), the others an outpoint salted
-    with h. Signatures are not re-made (the index does not verify them); the spent outputs stay
-    the sample's.
+    Copy 0 is the sample (it pays the test wallet 84 outputs). Copy h > 0 is `bench.chain.Sample`'s block
+    h: its inputs that spend P2TR outputs spend the taproot outputs of copy h - 1's eligible txs (one
+    each, as far as they go; committing a copy then marks ~1,970 outputs spent through txloc lookups, as
+    mainnet's taproot spends do), the others an outpoint salted with h, so its txids are its own (and
+    its payments are no longer the wallet's: tweaks change with the outpoints). Signatures are not
+    re-made (the index does not verify them). `undos` holds each copy's undo data (every coin created
+    at the height below).
     """
 
     def __init__(self, n: int) -> None:
-        raw, self.spent = BLOCK.read_bytes(), SPENT.read_bytes()
-        taproot = set(_split(block.block_index(raw, self.spent).spent_outpoints, 36))
-        inputs = [i.outpoint.to_bytes() for tx in wire.parse_block(raw).txs[1:] for i in tx.inputs]
-        blocks, prev, targets = [], b"\x00" * 32, []
+        sample = Sample.load()
+        blocks, self.undos, prev, txids = [], [], b"\x00" * 32, b""
         for h in range(n):
-            body = _recommit(_repoint(raw[80:], inputs, taproot, targets, h)) if h else raw[80:]
-            root = wire.merkle_root([tx.txid32 for tx in wire.parse_block(raw[:80] + body).txs])
-            header = raw[:4] + prev + root + raw[68:76] + h.to_bytes(4, "little")
-            prev = wire.sha256d(header)
-            blocks.append((prev, header + body, self.spent))
-            targets = _outpoints(block.block_index(header + body, self.spent))
+            pairs = zip(sample.p2tr, sample.output_tx) if h else ()
+            spends = {i: (txids[32 * k : 32 * k + 32], j) for j, (i, k) in enumerate(pairs)}
+            raw, txids = sample.block(h, prev, spends)
+            prev = wire.sha256d(raw[:80])
+            blocks.append((prev, raw, sample.spent_bytes(spends)))
+            self.undos.append(sample.undo(spends, [max(h - 1, 0)] * sample.inputs))
         super().__init__(blocks)
-
-
-def _outpoints(data) -> list[bytes]:
-    """The outpoint of every taproot output of the block's eligible txs."""
-    out, first = [], 0
-    vouts = memoryview(data.out_vouts).cast("I")
-    for i, count in enumerate(memoryview(data.out_counts).cast("I")):
-        out.extend(data.txids[32 * i : 32 * i + 32] + vouts[o].to_bytes(4, "little") for o in range(first, first + count))
-        first += count
-    return out
 
 
 def _split(data: bytes, width: int) -> list[bytes]:
     return [data[i : i + width] for i in range(0, len(data), width)]
-
-
-def _recommit(body: bytes) -> bytes:
-    """body with its coinbase's witness commitment made again for its transactions' wtxids."""
-    block = bytes(80) + body
-    spans = wire.tx_spans(block)
-    reserved = wire.parse_block(block).txs[0].inputs[0].witness[0]
-    commitment = wire.sha256d(wire.merkle_root([bytes(32), *(wire.sha256d(block[a:b]) for a, b in spans[1:])]) + reserved)
-    at = block.rindex(bytes.fromhex("6a24aa21a9ed"), *spans[0]) + 6
-    return (block[:at] + commitment + block[at + 32 :])[80:]
-
-
-def _repoint(body: bytes, inputs36: list[bytes], taproot: set[bytes], targets36: list[bytes], salt: int) -> bytes:
-    """body with each input's outpoint replaced: a P2TR spend by the next of targets36, any other salted."""
-    out, pos, targets = bytearray(body), 0, iter(targets36)
-    for op in inputs36:
-        pos = out.index(op, pos)
-        new = next(targets, None) if op in taproot else None
-        out[pos : pos + 36] = new or (int.from_bytes(op[:4], "little") ^ salt).to_bytes(4, "little") + op[4:]
-        pos += 36
-    return bytes(out)
 
 
 def _cpu_s() -> float:
@@ -139,23 +109,39 @@ def _row(what: str, s, wall: float, cpu: float) -> str:
     )
 
 
-def _serve(chain: LinkedChain, conn) -> None:
-    """The REST stand-in over `chain` in a process of its own, as Core is: sends its URL, serves until told to stop."""
+def _serve(handler: str | Callable[[], type], chain: Callable[[], object], credentials: str, conn) -> None:
+    """The stand-in in its process: sends its URL, serves until told to stop."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from cli_support import NodeServer, RestHandler
+    import cli_support
 
-    with NodeServer(RestHandler, chain) as server:
+    handler_class = getattr(cli_support, handler) if isinstance(handler, str) else handler()
+    with cli_support.NodeServer(handler_class, chain(), credentials=credentials) as server:
         conn.send(server.url)
         conn.recv()
 
 
+@contextlib.contextmanager
+def stand_in(handler: str | Callable[[], type], chain: Callable[[], object], credentials: str = "") -> Iterator[str]:
+    """Core's REST or RPC stand-in (tests/cli_support.py's RestHandler or RpcHandler, by name, or the class
+    `handler()` makes there) over the ChainView `chain()` makes, in a process of its own as Core serves from
+    its own; yields its URL.
+
+    The process is forked while this one runs a single thread, so the sync's workers started after it
+    are forked too: children of this process, their CPU time counted.
+    """
+    ours, theirs = multiprocessing.Pipe()
+    server = multiprocessing.get_context("fork").Process(target=_serve, args=(handler, chain, credentials, theirs), daemon=True)
+    server.start()
+    try:
+        yield ours.recv()
+    finally:
+        ours.send(None)  # (the server holds a copy of this end too: it is told, not closed on)
+        server.join()
+
+
 def sync_rows(chain: LinkedChain, jobs_list: list[int], workdir: Path) -> tuple[list[str], Path]:
     rows, path = [], workdir / "jobs1.db"
-    ours, theirs = multiprocessing.Pipe()
-    server = multiprocessing.get_context("fork").Process(target=_serve, args=(chain, theirs), daemon=True)
-    server.start()  # (this process stays single-threaded: the sync's workers are its children, their CPU time counted)
-    try:
-        url = ours.recv()
+    with stand_in("RestHandler", lambda: chain) as url:
         for jobs in jobs_list:
             db = workdir / f"jobs{jobs}.db"
             with Index.create(db, "regtest") as idx:
@@ -164,68 +150,16 @@ def sync_rows(chain: LinkedChain, jobs_list: list[int], workdir: Path) -> tuple[
                 wall, cpu = time.perf_counter() - began, _cpu_s() - cpu
             rows.append(_row(f"REST sync, --jobs {jobs}", s, wall, cpu))
             path = db
-    finally:
-        ours.send(None)  # (the server holds a copy of this end too: it is told, not closed on)
-        server.join()
     return rows, path
 
 
-def _varint(n: int) -> bytes:
-    """Core's VARINT (serialize.h WriteVarInt)."""
-    out = [n & 0x7F]
-    while n > 0x7F:
-        n = (n >> 7) - 1
-        out.append(n & 0x7F | 0x80)
-    return bytes(reversed(out))
-
-
-def _compress_amount(n: int) -> int:
-    """Core's CompressAmount (compressor.cpp)."""
-    if n == 0:
-        return 0
-    e = 0
-    while n % 10 == 0 and e < 9:
-        n, e = n // 10, e + 1
-    if e < 9:
-        n, d = divmod(n, 10)
-        return 1 + (n * 9 + d - 1) * 10 + e
-    return 1 + (n - 1) * 10 + 9
-
-
-def _compress_script(script: bytes) -> bytes:
-    """Core's ScriptCompression for P2PKH, P2SH and compressed P2PK; any other script as length + 6, then itself."""
-    if len(script) == 25 and script[:3] == b"\x76\xa9\x14" and script[23:] == b"\x88\xac":
-        return b"\x00" + script[3:23]
-    if len(script) == 23 and script[:2] == b"\xa9\x14" and script[22] == 0x87:
-        return b"\x01" + script[2:22]
-    if len(script) == 35 and script[0] == 33 and script[1] in (2, 3) and script[34] == 0xAC:
-        return script[1:34]
-    return _varint(len(script) + 6) + script
-
-
-def undo_data(spent_bytes: bytes) -> bytes:
-    """A block's spent outputs (REST form) as Core's CBlockUndo serialization (every coin at height 1)."""
-    parts = [wire.compact_size(len(spent := wire.parse_spent(spent_bytes)) - 1)]
-    for outs in spent[1:]:
-        parts.append(wire.compact_size(len(outs)))
-        parts.extend(_varint(2) + b"\x00" + _varint(_compress_amount(o.amount)) + _compress_script(o.script) for o in outs)
-    return b"".join(parts)
-
-
 def write_blocks_dir(chain: LinkedChain, directory: Path) -> Path:
-    """The chain as Core's blocks/ folder: blk00000.dat and rev00000.dat (regtest magic) and xor.dat."""
-    directory.mkdir()
-    key8 = bytes.fromhex("5a1e2f3c4d6e7f80")
-    (directory / "xor.dat").write_bytes(key8)
-    magic = MAGIC["regtest"]
-    blk, rev, prev = bytearray(), bytearray(), b"\x00" * 32
-    for hash32, raw, spent in chain.blocks:  # block 0 spends too: it gets undo data, as genesis never does
-        undo = undo_data(spent)
-        blk += magic + len(raw).to_bytes(4, "little") + raw
-        rev += magic + len(undo).to_bytes(4, "little") + undo + wire.sha256d(prev + undo)
+    """The chain as Core's blocks/ folder (`bench.chain.CoreFiles`: regtest magic, an xor.dat key)."""
+    files, prev = CoreFiles(directory, "regtest"), b"\x00" * 32
+    for (hash32, raw, _), undo in zip(chain.blocks, chain.undos):  # block 0 spends too: it gets undo data, as genesis never does
+        files.append(raw, undo, prev)
         prev = hash32
-    (directory / "blk00000.dat").write_bytes(unxor(bytes(blk), key8, 0))
-    (directory / "rev00000.dat").write_bytes(unxor(bytes(rev), key8, 0))
+    files.close()
     return directory
 
 

@@ -1,12 +1,13 @@
 """sp-scan's own implementations, by backend.
 
-Each stage module keeps the pure-Python code as `<name>_reference` once the native
-backend is wired (the public name is then native); before that only the public name
-exists and it is the reference. `impls` answers both states.
+The stage modules (`sp_scan.extract`, `scan`, `block`, ...) take their functions from
+`sp_scan.backend`: native when the C extension is enabled, else the reference. The reference
+stays importable beside them as `sp_scan.reference.<stage>`; `impls` answers both.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from types import ModuleType
 
@@ -17,10 +18,15 @@ def native_enabled() -> bool:
     return bool(getattr(native, "ENABLED", False))
 
 
+def reference_of(module: ModuleType, name: str) -> Callable:
+    """The pure-Python `name` of a stage module: `sp_scan.reference.<stage>.<name>`."""
+    stage = module.__name__.rsplit(".", 1)[-1]
+    return getattr(importlib.import_module(f"sp_scan.reference.{stage}"), name)
+
+
 def impls(module: ModuleType, name: str) -> dict[str, Callable]:
     """{"native": f, "reference": f} for `module.name`, "native" only when the backend is enabled."""
-    public = getattr(module, name)
-    reference = getattr(module, f"{name}_reference", public)
+    public, reference = getattr(module, name), reference_of(module, name)
     out = {"reference": reference}
     if native_enabled() and public is not reference:
         out["native"] = public

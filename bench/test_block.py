@@ -29,7 +29,7 @@ from sp_scan.native import _testing
 from sp_scan.scan import Receiver
 
 from . import peers
-from .ours import native_attr
+from .ours import native_attr, reference_of
 
 DIR = Path(__file__).resolve().parent.parent / "vectors" / "blocks"
 BLOCK, SPENT = DIR / "mainnet.bin", DIR / "mainnet.spent.bin"
@@ -69,7 +69,7 @@ def test_library(benchmark, command, impl):
         if fn is None:
             pytest.skip("native backend not enabled")
     else:
-        fn = getattr(block, f"{command}_reference", getattr(block, command))
+        fn = reference_of(block, command)
     args = (BLOCK.read_bytes(), SPENT.read_bytes()) + ((_receiver(),) if command == "scan" else ())
     expected = _expected()["tweaks" if command == "tweaks" else "found"]
     assert len(fn(*args)) == len(expected)

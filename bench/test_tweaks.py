@@ -5,11 +5,14 @@
 the best this CPU runs), and the packed batch (`scan_tweaks_packed`, 33- and 64-byte tweaks) on
 every engine this CPU runs, libsecp256k1's included, through the test-only door
 (`sp_scan.native._testing`, the same C built with the engine switch); the "scan_tweak loop" row calls
-`scan.scan_tweak` once per tweak. Peers: the same pipeline on libsecp256k1's public API through
-coincurve, one call per step (`peers.libsecp_scan_tweak`), and libsecp256k1 0.8's
-silentpayments module on one-input txs whose key is the tweak point
-(`peers.libsecp_module_scan_key`: it has no entry point that takes a tweak). Every
-implementation must find the case's payments (one tx in 100) before it is timed.
+`scan.scan_tweak` once per tweak. Peers: the same scan on libsecp256k1's public API from C
+(`peers.LibsecpC`: one call per batch, no Python per tweak), in its `tweak_mul` pipeline (variable-time
+b_scan·T) and its constant-time `ecdh` pipeline, each with the same tweak width and thread count as the
+row it is the peer of; the `tweak_mul` pipeline through Python, one coincurve call per step
+(`peers.libsecp_scan_tweak`), the peer of the `scan_tweak` loop; and libsecp256k1 0.8's
+silentpayments module on one-input txs whose key is the tweak point, called per tx from Python
+(`peers.libsecp_module_scan_key`: it has no entry point that takes a tweak). Every implementation must
+find the case's payments (one tx in 100) before it is timed.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ VARIANTS = {
     "64-byte": f"{ROW}, 64-byte tweaks",
 }
 LOOP_ROW = f"{ROW}, scan_tweak loop"
+C_PEERS = {pipeline: f"libsecp {pipeline} pipeline, C" for pipeline in peers.C_PIPELINES}
+"""The C peer's impl name per pipeline ("libsecp tweak_mul pipeline, C", "libsecp ecdh pipeline, C")."""
+PYTHON_PEER = "libsecp tweak_mul pipeline through Python"
 ENGINES = [e for e in _testing.ENGINES if not e.endswith("-emu")]
 ENGINE_WIDTHS = {33: "", 64: ", 64-byte tweaks"}
 
@@ -99,7 +105,28 @@ def test_scan_tweak_loop(benchmark):
     benchmark(loop)
 
 
-def test_libsecp(benchmark):
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("pipeline", list(C_PEERS))
+def test_libsecp_c(benchmark, pipeline, variant):
+    """libsecp256k1 from C over the whole batch, per variant of our rows (tweak width, threads)."""
+    if peers.c_compiler() is None:
+        pytest.skip("no C compiler ($CC, or cc) to build the libsecp256k1 peer")
+    peer = peers.LibsecpC.load()
+    c = cases.tweak_case(N_TWEAKS, N_OUTPUTS)
+    tweaks = c.tweaks64 if variant == "64-byte" else c.tweaks33
+    batch = peer.batch(pipeline, tweaks, c.outputs, cases.receiver(), threads=2 if variant == "threads=2" else 1)
+    batch.run()
+    assert batch.found() == c.expected
+    c_times: list[int] = []
+    _info(benchmark, VARIANTS[variant], C_PEERS[pipeline])
+    benchmark.extra_info["libsecp256k1"] = peer.library
+    benchmark(lambda: c_times.append(batch.run()))
+    # The C's own clock, for a check that the one ctypes call adds nothing that matters.
+    benchmark.extra_info["c_clock_median_us_per_tweak"] = sorted(c_times)[len(c_times) // 2] / 1e3 / N_TWEAKS
+
+
+def test_libsecp_through_python(benchmark):
+    """The tweak_mul pipeline with one coincurve call per step: the peer of the scan_tweak loop."""
     c, r = cases.tweak_case(N_TWEAKS, N_OUTPUTS), cases.receiver()
     spend, change = PublicKey(r.spend_pubkey33), PublicKey.from_secret(label_tweak(r.scan_key32, 0))
 
@@ -107,7 +134,7 @@ def test_libsecp(benchmark):
         return [peers.libsecp_scan_tweak(t, o, r.scan_key32, spend, change) for t, o in zip(c.tweaks33, c.outputs)]
 
     assert loop() == c.expected
-    _info(benchmark, ROW, "libsecp pipeline")
+    _info(benchmark, LOOP_ROW, PYTHON_PEER)
     benchmark(loop)
 
 
