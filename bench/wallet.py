@@ -45,6 +45,7 @@ from sp_scan import native, wire
 from sp_scan.index import Index
 from sp_scan.node import RestNode
 from sp_scan.scan import Receiver
+from sp_scan.wallet import sources
 
 from .index import ROOT, LinkedChain
 from .test_block import _receiver
@@ -82,32 +83,19 @@ def measure(spec: dict) -> dict:
 
 
 def _source(spec: dict, receiver: Receiver):
-    """The wallet source a measurement syncs from."""
+    """The wallet source a measurement syncs from (`sources.open` of its URL)."""
     kind, url = spec["source"], spec.get("url", "")
     if kind == "db":
-        from sp_scan.wallet.sources.index import IndexSource
-
-        return IndexSource(spec["db"])
+        return sources.open(spec["db"])
     if kind == "rest":
-        from sp_scan.wallet.sources.node import NodeSource
-
-        return NodeSource(RestNode(url))
-    if kind == "blindbit":
-        from sp_scan.wallet.sources.blindbit import BlindBitSource
-
-        return BlindBitSource(url)
+        return sources.open(f"rest+{url}")
     if kind == "grpc":
-        from sp_scan.wallet.sources.blindbit_v2 import BlindBitV2Source
-
-        return BlindBitV2Source(url)
-    host, port = url.removeprefix("tcp://").rsplit(":", 1)
+        return sources.open(url if "://" in url else f"grpc://{url}")
     if kind == "electrum":
-        from sp_scan.wallet.sources.frigate import FrigateSource
-
-        return FrigateSource(host, int(port), receiver.scan_key32, receiver.spend_pubkey33, receiver.labels)
-    from sp_scan.wallet.sources.cake import CakeSource
-
-    return CakeSource(host, int(port))
+        return sources.open(url, scan_key32=receiver.scan_key32, spend_pubkey33=receiver.spend_pubkey33, labels=receiver.labels)
+    if kind == "cake":
+        return sources.open(f"cake+{url}")
+    return sources.open(url)
 
 
 class RegtestChain(LinkedChain):

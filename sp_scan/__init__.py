@@ -5,6 +5,8 @@ Where things live (layers lowest first; `tests/test_layout.py` holds every impor
     errors, network        typed errors; the one table of networks (chain names, hrp, key family, proof-of-work
                            rules and checkpoint)
     crc                    the CRC-32 of stored values both SQLite stores (index, wallet) check their rows with
+    sqlitefile             both stores' file life: made aside and linked into place, opened with checks, the
+                           portable writer lock
     workers                worker processes that answer in order and stop at once; `signals_held`
     crypto, _checks        BIP352 constants and primitives; argument checks both backends share
     types, wire            values passed between stages (Receiver, Summary, …); Bitcoin serialization

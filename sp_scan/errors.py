@@ -73,6 +73,14 @@ class SourceError(SPError):
     itself or what the wallet already holds. Never retried; the wallet keeps what it committed before."""
 
 
+class WrongNetworkError(SPError, ValueError):
+    """A node or server is on another network than the wallet that would use it."""
+
+
+class SourceURLError(SPError, ValueError):
+    """A wallet source's or broadcaster's URL that sp-scan cannot use: an unknown scheme, no host or no port."""
+
+
 class HeightError(SPError, LookupError):
     """A height the index (or the node it syncs from) does not have."""
 

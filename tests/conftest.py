@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,6 +21,16 @@ CASES = json.loads(VECTORS.read_text())
 # SIGINT ignored, and so would every command the tests start; the Ctrl-C tests need it delivered.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--examples-python", default=sys.executable, help="the interpreter tests/test_examples.py runs examples/ with")
+
+
+def pytest_report_header(config):
+    import sp_scan
+
+    return f"sp_scan: {Path(sp_scan.__file__).parent}"
 
 
 def tx_inputs(vin: list[dict]) -> list[TxInput]:

@@ -11,7 +11,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "sp_scan"
 
 LAYERS = [
-    ["", "errors", "network", "workers", "crc"],
+    ["", "errors", "network", "workers", "crc", "sqlitefile"],
     ["crypto", "_checks"],
     ["types", "wire", "formats", "address", "headers", "proto", "proto.*"],
     ["native", "native.*", "reference", "reference.*"],

@@ -20,7 +20,7 @@ from index_support import wait_until
 from sp_scan.errors import InvalidKeyError, NodeError, WalletStoreError
 from sp_scan.index import Index
 from sp_scan.node import RestNode
-from sp_scan.wallet import Wallet
+from sp_scan.wallet import OutputFound, OutputSpent, Wallet
 from sp_scan.wallet.sources.index import IndexSource
 from sp_scan.wallet.sources.node import NodeSource
 from test_cli import assert_fails, invoke, json_lines
@@ -66,7 +66,7 @@ def test_a_wallet_scans_from_its_birthday(kernel_chain, kernel_index, tmp_path):
 def test_the_spend_tweak_of_each_output_gives_its_key_and_the_spend_is_recorded_with_its_txid(kernel_chain, kernel_rest, tmp_path):
     path = create(tmp_path)
     with Wallet.open(path) as w:
-        w.sync(NodeSource(RestNode(kernel_rest.url)), W.scan_key32)
+        w.sync(NodeSource(f"rest+{kernel_rest.url}"), W.scan_key32)
         outputs = w.outputs()
     spends = kernel_chain.spends()
     spending = {op: t.txid32 for b in kernel_chain.active() for t in b.txs for op in t.inputs36}
@@ -146,18 +146,21 @@ def test_a_node_that_stops_answering_mid_sync_fails_in_one_line_naming_the_heigh
     assert_fails(sync(path, "--rest", closed_port_url(), "--retries", "0"), "cannot reach", f"resume at {kc.SAMPLE_TIP + 1}")
 
 
-def test_the_callback_sees_each_output_found_then_spent_after_its_commit(kernel_chain, kernel_index, tmp_path):
+def test_a_listener_sees_each_output_found_then_spent_after_its_commit(kernel_chain, kernel_index, tmp_path):
     path = create(tmp_path)
     seen = []
 
-    def on_output(o):
+    def listener(event):
+        assert isinstance(event, (OutputFound, OutputSpent)), event
+        o = event.output
         with sqlite3.connect(path) as conn:  # another connection: the row is committed
             row = conn.execute("SELECT spent_height FROM outputs WHERE txid = ? AND vout = ?", (o.txid32, o.vout)).fetchone()
         assert row == (o.spent_height,)
         seen.append(o)
 
     with Wallet.open(path) as w:
-        stats = w.sync(IndexSource(kernel_index), W.scan_key32, on_output=on_output)
+        w.listen(listener)
+        stats = w.sync(IndexSource(kernel_index), W.scan_key32)
         outputs = w.outputs()
     found = [o for o in seen if not o.spent]
     spent = [o for o in seen if o.spent]
@@ -290,10 +293,10 @@ def test_a_node_whose_next_block_does_not_link_to_its_own_is_asked_again_then_re
     scan = bytes.fromhex(SCAN_HEX)
     with NodeServer(RestHandler, StaleHeights(chain, branch, {9})) as server:  # a cache answering height 9 from the branch
         with Wallet.create(tmp_path / "s.wallet", "regtest", PrivateKey(scan).public_key.format(), bytes.fromhex(SPEND_HEX), (), 1) as w:  # block 0 is not regtest's genesis
-            w.sync(NodeSource(RestNode(server.url)), scan, stop=8)
+            w.sync(NodeSource(f"rest+{server.url}"), scan, stop=8)
             found = w.outputs()
             with pytest.raises(NodeError, match=f"block 9 names {branch.blocks[8].hash_hex} as its parent, not the wallet's {chain.blocks[8].hash_hex}.*seen 6 times"):
-                w.sync(NodeSource(RestNode(server.url)), scan)
+                w.sync(NodeSource(f"rest+{server.url}"), scan)
             assert w.tip() == (8, chain.hash_at(8)) and w.outputs() == found != []
 
 

@@ -1,4 +1,4 @@
-"""`sp-scan wallet create|sync|rescan|check|list|balance|info|send|broadcast|pending|abandon`: a wallet kept in a file, synced from any source,
+"""`sp-scan wallet create|address|sync|rescan|check|list|balance|info|send|broadcast|pending|abandon`: a wallet kept in a file, synced from any source,
 spending what it found through BIP376 PSBTs."""
 
 from __future__ import annotations
@@ -8,24 +8,22 @@ import json
 import sys
 
 import click
-from coincurve import PrivateKey
 
 from sp_scan import network as sp_network
 from sp_scan import psbt as sp_psbt
-from sp_scan.address import labelled_spend_pubkey
 from sp_scan.errors import MalformedDataError, PSBTError
 from sp_scan.formats import from_hex
 from sp_scan.index import NETWORKS, Retry
-from sp_scan.scan import CHANGE_LABEL, Receiver
 from sp_scan.types import FoundOutput, IndexMatch
 from sp_scan.wallet import SyncStats, Wallet, WalletOutput
 from sp_scan.wallet import broadcast as sp_broadcast
+from sp_scan.wallet import sources
 from sp_scan.wallet.sources import DEADLINE
 
 from . import output
 from .options import (
     KEYS_HELP, SCAN_KEY_ENV, SOURCES, SPEND_SOURCES, Group, broadcast_options, descriptor_option, key_options,
-    node_client, node_options, parse_pubkey, read_descriptor, read_scan_key, read_spend_key,
+    node_client, node_options, parse_pubkey, read_descriptor, read_scan_key, read_spend_key, rpc_credentials,
 )  # fmt: skip
 from .run import Progress, Terminated, stop_signals, stopped
 
@@ -63,29 +61,29 @@ def create(path, network_name, scan_key_file, spend_pubkey, labels, descriptor_f
     if descriptor_file is not None:
         if scan_key_file or spend_pubkey or labels:
             raise click.UsageError("give --descriptor-file or --scan-key-file/--spend-pubkey/--label, not both")
-        described = read_descriptor(descriptor_file)
-        if described.network != sp_network.get(network).family:
-            raise click.UsageError(f"the descriptor is for {'mainnet' if described.network == sp_network.MAIN else 'the test networks'}, not {network}")
-        receiver = described.receiver()
-        birthday = described.birthday_height if birthday is None else birthday
+        made = Wallet.from_descriptor(path, read_descriptor(descriptor_file), network=network, birthday=birthday)
     else:
         if not spend_pubkey:
             raise click.UsageError("give --spend-pubkey HEX (and the scan key) or --descriptor-file")
-        spend33 = parse_pubkey(spend_pubkey, "--spend-pubkey")
-        receiver = Receiver(read_scan_key(scan_key_file), spend33, tuple(labels))
-    scan_pub33 = PrivateKey(receiver.scan_key32).public_key.format()
-    change33 = labelled_spend_pubkey(receiver.scan_key32, receiver.spend_pubkey33, CHANGE_LABEL)
-    origin = described.spend_origin if descriptor_file is not None else None
-    spend_origin = (origin.fingerprint4, origin.path) if origin is not None else None
-    with Wallet.create(path, network, scan_pub33, receiver.spend_pubkey33, receiver.labels, birthday, change_spend_pubkey33=change33, spend_origin=spend_origin) as w:
+        made = Wallet.from_keys(path, network, read_scan_key(scan_key_file), parse_pubkey(spend_pubkey, "--spend-pubkey"), labels, birthday)
+    with made as w:
         click.echo(f"wallet {path} created: {network}, address {w.address()}, scanning from height {w.birthday}")
 
 
-def _source(db, node, blindbit, cut_through, dust_limit, retry, remote=None, timeout=DEADLINE):
-    """The one source the options name (`remote`: the --grpc/--electrum/--cake options, see `_remote`)."""
+@wallet.command(help="""Print the wallet's address, or with --label M the address of its label M (no scan key needed: each
+label's spend key is stored when the wallet is created, or by its first sync).""")
+@WALLET_ARGUMENT
+@click.option("--label", type=click.IntRange(min=0, max=2**32 - 1), metavar="M", help="A label the wallet scans.")
+def address(path, label):
+    with Wallet.open(path) as w:
+        click.echo(w.address(label))
+
+
+def _source(db, rest_url, rpc_url, rpc_cookie, rpc_user, blindbit, cut_through, dust_limit, retry, remote=None, timeout=DEADLINE):
+    """The one source the options name (`remote`: the --grpc/--electrum/--cake options), opened from its URL."""
     remote = remote or {}
     named = [("--grpc", remote.get("grpc")), ("--electrum", remote.get("electrum")), ("--cake", remote.get("cake"))]
-    given = [name for name, value in (("--db", db), ("--rest/--rpc", node), ("--blindbit", blindbit), *named) if value]
+    given = [name for name, value in (("--db", db), ("--rest/--rpc", rest_url or rpc_url), ("--blindbit", blindbit), *named) if value]
     if len(given) != 1:
         raise click.UsageError(
             "give one source: --db FILE, --rest URL, --rpc URL, --blindbit URL, --grpc, --electrum or --cake HOST:PORT" + (f" (not {' and '.join(given)})" if given else "")
@@ -96,42 +94,31 @@ def _source(db, node, blindbit, cut_through, dust_limit, retry, remote=None, tim
         raise click.UsageError("--tls goes with --grpc, --electrum or --cake")
     if remote.get("share_scan_key") and not remote.get("electrum"):
         raise click.UsageError("--share-scan-key goes with --electrum")
-    if any(value for _, value in named):
-        return _remote(retry, dust_limit, cut_through, timeout, **remote)
+    tls = remote.get("tls")
     if db:
-        from sp_scan.wallet.sources.index import IndexSource
-
-        return IndexSource(db)
-    if node:
-        from sp_scan.wallet.sources.node import NodeSource
-
-        return NodeSource(node, retry)
-    from sp_scan.wallet.sources.blindbit import BlindBitSource
-
-    return BlindBitSource(blindbit, dust_limit=dust_limit, cut_through=cut_through, retry=retry, timeout=timeout)
-
-
-def _remote(retry, dust_limit, cut_through, timeout, grpc=None, electrum=None, cake=None, tls=False, share_scan_key=False, scan_key32=None, wallet=None):
-    """The --grpc, --electrum or --cake source (HOST:PORT checked here)."""
-    if grpc:
-        from sp_scan.wallet.sources.blindbit_v2 import BlindBitV2Source
-
-        return BlindBitV2Source(_host_port(grpc, "--grpc"), tls=tls, dust_limit=dust_limit, cut_through=cut_through, retry=retry, timeout=timeout)
-    if electrum:
-        if not share_scan_key:
+        return sources.open(db)
+    if rest_url or rpc_url:
+        node_client(rest_url, rpc_url, rpc_cookie, rpc_user)  # the options checked
+        if rest_url:
+            return sources.open(f"rest+{rest_url}", retry=retry, timeout=timeout)
+        user, password = rpc_credentials(rpc_user) if rpc_user else (None, None)
+        return sources.open(f"rpc+{rpc_url}", cookie_file=rpc_cookie, user=user, password=password, retry=retry, timeout=timeout)
+    if blindbit:
+        return sources.open(blindbit, dust_limit=dust_limit, cut_through=cut_through, retry=retry, timeout=timeout)
+    if remote.get("grpc"):
+        url = f"{'grpcs' if tls else 'grpc'}://{_host_port(remote['grpc'], '--grpc')}"
+        return sources.open(url, dust_limit=dust_limit, cut_through=cut_through, retry=retry, timeout=timeout)
+    if remote.get("electrum"):
+        if not remote.get("share_scan_key"):
             raise click.UsageError("--electrum sends the scan key to the server (Frigate scans for the wallet there): add --share-scan-key to agree")
-        from sp_scan.wallet.sources.frigate import FrigateSource
-
-        host, port = _host_port(electrum, "--electrum", split=True)
-        return FrigateSource(host, port, scan_key32, wallet.spend_pubkey33, wallet.labels, tls=tls, retry=retry, timeout=timeout)
-    from sp_scan.wallet.sources.cake import CakeSource
-
-    host, port = _host_port(cake, "--cake", split=True)
-    return CakeSource(host, port, tls=tls, retry=retry, timeout=timeout)
+        wallet = remote["wallet"]
+        url = f"{'ssl' if tls else 'tcp'}://{_host_port(remote['electrum'], '--electrum')}"
+        return sources.open(url, scan_key32=remote["scan_key32"], spend_pubkey33=wallet.spend_pubkey33, labels=wallet.labels, retry=retry, timeout=timeout)
+    return sources.open(f"{'cake+ssl' if tls else 'cake+tcp'}://{_host_port(remote['cake'], '--cake')}", retry=retry, timeout=timeout)
 
 
-def _host_port(text: str, option: str, split: bool = False):
-    """HOST:PORT ([v6]:PORT) as given (or split into (host, port)).
+def _host_port(text: str, option: str) -> str:
+    """HOST:PORT ([v6]:PORT) as given.
 
     Raises:
         click.BadParameter: no host or no port in 1..65535.
@@ -139,7 +126,7 @@ def _host_port(text: str, option: str, split: bool = False):
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise click.BadParameter(f"{text[:80]!r} is not HOST:PORT", param_hint=option)
-    return (host.strip("[]"), int(port)) if split else text
+    return text
 
 
 def _show(progress: Progress):
@@ -259,7 +246,7 @@ def _sync(
             remote["scan_key32"] = read_descriptor(descriptor_file).scan_key32 if descriptor_file else read_scan_key(scan_key_file)
             remote["wallet"] = w
             w.receiver(remote["scan_key32"])
-        source = _source(db, node_client(rest_url, rpc_url, rpc_cookie, rpc_user), blindbit, cut_through, dust_limit, retry, remote, timeout)
+        source = _source(db, rest_url, rpc_url, rpc_cookie, rpc_user, blindbit, cut_through, dust_limit, retry, remote, timeout)
         prover = None
         try:
             if verify_with:
@@ -299,18 +286,9 @@ def _sync(
 
 def _prover(url: str, retry, timeout: float):
     """The --verify-with prover: a node's REST interface (http(s)://) or an Electrum server (tcp://, ssl://)."""
-    scheme = url.partition("://")[0]
-    if scheme in ("http", "https"):
-        from sp_scan.node import RestNode
-        from sp_scan.wallet.sources.node import NodeSource
-
-        return NodeSource(RestNode(url), retry)
-    if scheme in ("tcp", "ssl"):
-        from sp_scan.wallet.sources.electrum import ElectrumSource
-
-        host, port = _host_port(url.partition("://")[2].rstrip("/"), "--verify-with", split=True)
-        return ElectrumSource("the Electrum server", host, port, scheme == "ssl", (), retry, timeout)
-    raise click.BadParameter(f"{url[:80]!r} is neither http(s)://HOST:PORT (a node's REST) nor tcp:// or ssl://HOST:PORT (an Electrum server)", param_hint="--verify-with")
+    if url.partition("://")[0] not in ("http", "https", "tcp", "ssl"):
+        raise click.BadParameter(f"{url[:80]!r} is neither http(s)://HOST:PORT (a node's REST) nor tcp:// or ssl://HOST:PORT (an Electrum server)", param_hint="--verify-with")
+    return sources.open_prover(url.rstrip("/"), retry=retry, timeout=timeout)
 
 
 def record(o: WalletOutput) -> dict:
@@ -404,26 +382,18 @@ def _coin(text: str) -> tuple[bytes, int]:
         raise click.UsageError("--from takes TXID:VOUT (the txid in display hex)") from None
 
 
-def _broadcaster(network, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url):
-    """The one broadcast channel the options name: raw tx -> txid32."""
+def _broadcaster(network, rpc_url, rpc_cookie, rpc_user, forward_url, electrum_url) -> sp_broadcast.Broadcaster:
+    """The one broadcast channel the options name, for a wallet of `network`."""
     given = [n for n, v in (("--rpc", rpc_url), ("--blindbit", forward_url), ("--electrum", electrum_url)) if v]
     if len(given) != 1:
         raise click.UsageError("give one of --rpc URL, --blindbit URL or --electrum URL to broadcast" + (f" (not {' and '.join(given)})" if given else ""))
-    if rpc_url:
-        node = node_client(None, rpc_url, rpc_cookie, rpc_user)
-
-        def by_rpc(raw: bytes) -> bytes:
-            chain = node.chain()
-            if chain != network:
-                raise click.UsageError(f"the node is on {chain}, the wallet on {network}")
-            return sp_broadcast.via_rpc(node, raw)
-
-        return by_rpc
-    if rpc_cookie or rpc_user:
+    if (rpc_cookie or rpc_user) and not rpc_url:
         raise click.UsageError("--rpc-cookie and --rpc-user go with --rpc")
-    if forward_url:
-        return lambda raw: sp_broadcast.via_forward_tx(forward_url, raw)
-    return lambda raw: sp_broadcast.via_electrum(electrum_url, raw)
+    if rpc_url:
+        node_client(None, rpc_url, rpc_cookie, rpc_user)  # the options checked
+        user, password = rpc_credentials(rpc_user) if rpc_user else (None, None)
+        return sp_broadcast.Broadcaster(f"rpc+{rpc_url}", network, cookie_file=rpc_cookie, user=user, password=password)
+    return sp_broadcast.Broadcaster(forward_url or electrum_url, network)
 
 
 @wallet.command(help=f"""Build a PSBT (version 2) spending the wallet's coins to --to ADDRESS:SATS (repeat).

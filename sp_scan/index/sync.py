@@ -25,11 +25,12 @@ its `start`) or `BlockFiles` below. It is pickled to the workers.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
@@ -133,8 +134,10 @@ class Retry:
 
     def call(self, fn: Callable, *args: object, stop: threading.Event | None = None):
         """fn(*args), retried on NodeError; the last NodeError is raised, a NodeConfigError at once, and at
-        once too (no retry, no report) once `stop` is set: work its caller gave up on neither waits out its
-        retries nor reports them. A call within a call keeps the outer one's deadline."""
+        once too (no retry, no report) once `stop` (default: the `stopping` event this runs under) is set: work
+        its caller gave up on neither waits out its retries nor reports them. A call within a call keeps the
+        outer one's deadline."""
+        stop = _STOP.get() if stop is None else stop
         deadline, token = _DEADLINE.get(), None
         if deadline is None and self.deadline is not None:
             deadline = _Deadline(self.deadline)
@@ -172,6 +175,20 @@ class _Deadline:
 
 
 _DEADLINE: contextvars.ContextVar[_Deadline | None] = contextvars.ContextVar("sp_scan_retry_deadline", default=None)
+
+
+_STOP: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("sp_scan_retry_stop", default=None)
+
+
+@contextlib.contextmanager
+def stopping(event: threading.Event | None) -> Iterator[None]:
+    """Within the block, `Retry.call`s made in this thread without a `stop` of their own give up once `event` is set
+    (a wallet sync's cancel token)."""
+    token = _STOP.set(event)
+    try:
+        yield
+    finally:
+        _STOP.reset(token)
 
 
 def time_left(timeout: float) -> float:

@@ -1,16 +1,18 @@
 """The receiving wallet: silent payments found through any source, kept in a file, resumed anywhere.
 
 ```python
-from sp_scan.wallet import Wallet
-from sp_scan.wallet.sources.index import IndexSource
+from sp_scan.wallet import Wallet, sources
+from sp_scan.wallet.broadcast import Broadcaster
 
-wallet = Wallet.create("alice.wallet", "main", scan_pubkey33, spend_pubkey33, labels=[1], birthday=900_000)
-wallet.sync(IndexSource("tweaks.db"), scan_key32, on_output=print)   # or NodeSource, BlindBitSource, ...
+wallet = Wallet.from_keys("alice.wallet", "main", scan_key32, spend_pubkey33, labels=[1], birthday=900_000)  # or from_descriptor, open
+wallet.listen(print)   # events (sp_scan.wallet.events): found, spent, rolled back, unconfirmed in and out, own sends
+with sources.open("tweaks.db") as source:   # or rest+http://…, http://… (BlindBit), grpc://…, tcp://…, cake+tcp://…
+    wallet.sync(source, scan_key32, cancel=stop_event)   # or await wallet.sync_async(source, scan_key32)
 wallet.balance()     # Balance(confirmed, unverified, reserved, outgoing, incoming), sats
 wallet.unspent()     # [WalletOutput], each with its spend tweak (BIP376)
 psbt, spend = wallet.create_psbt([("tsp1q…", 50_000)], fee_rate="2.5")   # BIP370/375/376 PSBT; its coins held (spend.pending)
 signed = sp_scan.psbt.sign_sp_inputs(psbt, spend_key32)                  # then finalize_sp_inputs, extract
-wallet.broadcast(signed, via)   # via: raw tx -> txid32 (sp_scan.wallet.broadcast); recorded until its block
+wallet.broadcast(signed, Broadcaster("rpc+http://127.0.0.1:8332", wallet.network, cookie_file=cookie))   # recorded until its block
 ```
 
 Design: three rooms, as the index has. The **store** (`store`, SQLite, the only SQL, a checksum on
@@ -31,33 +33,44 @@ wallet, Electrum's synchronizer / wallet_db split.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import struct
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 
 from coincurve import PrivateKey
 
 from .. import crypto
+from .. import descriptor as sp_descriptor
 from .. import psbt as sp_psbt
 from ..address import SPAddress, encode, labelled_spend_pubkey
 from ..errors import InvalidKeyError, SpendError, WalletStoreError
 from ..index.sync import TAPROOT_ACTIVATION
+from ..network import MAIN, NETWORKS
 from ..network import get as get_network
 from ..psbt import Psbt
 from ..psbt.fields import OUT_SP_V0_INFO, OUT_SP_V0_LABEL, field_key
 from ..wire import parse_tx
 from ..scan import CHANGE_LABEL, Receiver
 from . import spend
+from .events import (
+    OutputFound, OutputRolledBack, OutputSpent, PendingSpendChanged, SpendRolledBack, UnconfirmedArrived, UnconfirmedLeft, WalletEvent,
+)  # fmt: skip
 from .sources import Prover, Source
 from .spend import Recipient, Spend
 from .store import PendingSpend, WalletOutput, WalletStore
 from .sync import SyncStats, Syncer
 
-__all__ = ["Balance", "PendingSpend", "Recipient", "Spend", "SyncStats", "Wallet", "WalletOutput", "default_birthday"]
+__all__ = [
+    "Balance", "OutputFound", "OutputRolledBack", "OutputSpent", "PendingSpend", "PendingSpendChanged", "Recipient", "Spend",
+    "SpendRolledBack", "SyncStats", "UnconfirmedArrived", "UnconfirmedLeft", "Wallet", "WalletEvent", "WalletOutput", "default_birthday",
+]  # fmt: skip
 
-CHANGE_SPEND_PUBKEY, SPEND_ORIGIN = "change_spend_pubkey", "spend_origin"
+CHANGE_SPEND_PUBKEY, SPEND_ORIGIN, LABEL_SPEND_PUBKEYS = "change_spend_pubkey", "spend_origin", "label_spend_pubkeys"
+_LABEL_KEY = struct.Struct("<I33s")
 
 MAX_LABEL = 2**32 - 1
 
@@ -82,21 +95,28 @@ class Balance:
     incoming: int = 0
 
 
+def _label_keys_blob(keys: Mapping[int, bytes]) -> bytes:
+    return b"".join(_LABEL_KEY.pack(m, k) for m, k in sorted(keys.items()))
+
+
 def default_birthday(network: str) -> int:
     """The first height a wallet scans when none is given: taproot activation on main, else 0."""
     return TAPROOT_ACTIVATION if network == "main" else 0
 
 
 class Wallet:
-    """An open wallet file. Build with `Wallet.create` or `Wallet.open`; close with `close()` (or `with`)."""
+    """An open wallet file. Build with `from_descriptor`, `from_keys`, `create` or `open`; close with `close()` (or `with`).
+    Its calls may come from several threads (they hold the store's lock); one process syncs a file at a time."""
 
     def __init__(self, store: WalletStore) -> None:
         self._store = store
+        self._listeners: list[Callable[[WalletEvent], None]] = []
 
     @classmethod
     def create(
         cls, path: str | Path, network: str, scan_pubkey33: bytes, spend_pubkey33: bytes, labels: Sequence[int] = (), birthday: int | None = None,
         *, change_spend_pubkey33: bytes | None = None, spend_origin: tuple[bytes, Sequence[int]] | None = None,
+        label_spend_pubkeys33: Mapping[int, bytes] | None = None,
     ) -> Wallet:  # fmt: skip
         """Create a wallet file.
 
@@ -109,9 +129,11 @@ class Wallet:
             birthday: the first height to scan (default: `default_birthday`).
             change_spend_pubkey33: B_0 = B_spend + ℓ_0·G, where change goes (default: stored by the first sync).
             spend_origin: (fingerprint4, path) of B_spend, for PSBT_IN_SP_SPEND_BIP32_DERIVATION, or None.
+            label_spend_pubkeys33: {m: B_m = B_spend + ℓ_m·G} of labels in `labels`, for `address(label=m)` without
+                the scan key (default: stored by the first sync, which checks those given).
 
         Raises:
-            InvalidKeyError: a key that is not a compressed point, a label out of range, a bad origin.
+            InvalidKeyError: a key that is not a compressed point, a label out of range or not in `labels`, a bad origin.
             WalletStoreError: the file exists, or an unknown network.
         """
         crypto.pubkey(scan_pubkey33, "scan_pubkey33")
@@ -129,8 +151,60 @@ class Wallet:
                 raise InvalidKeyError("a key origin is a 4-byte fingerprint and 32-bit path steps")
             extra[SPEND_ORIGIN] = bytes(fingerprint4) + struct.pack(f"<{len(steps)}I", *steps)
         all_labels = tuple(dict.fromkeys((CHANGE_LABEL, *labels)))
+        if label_spend_pubkeys33:
+            if set(label_spend_pubkeys33) - set(all_labels):
+                raise InvalidKeyError(f"label keys given for labels not in labels: {sorted(set(label_spend_pubkeys33) - set(all_labels))}")
+            extra[LABEL_SPEND_PUBKEYS] = _label_keys_blob({m: bytes(crypto.pubkey(k, f"label_spend_pubkeys33[{m}]").format()) for m, k in label_spend_pubkeys33.items()})
         birthday = default_birthday(network) if birthday is None else birthday
         return cls(WalletStore.create(path, network, bytes(scan_pubkey33), bytes(spend_pubkey33), all_labels, birthday, extra))
+
+    @classmethod
+    def from_keys(
+        cls, path: str | Path, network: str, scan_key32: bytes, spend_pubkey33: bytes, labels: Sequence[int] = (), birthday: int | None = None,
+        *, spend_origin: tuple[bytes, Sequence[int]] | None = None,
+    ) -> Wallet:  # fmt: skip
+        """Create a wallet file from the scan private key (used, never stored): its public key, the change key and
+        every label's spend key are stored, so that the wallet's addresses and spends need no scan key.
+
+        Args and raises: as `create`; scan_key32: b_scan.
+        """
+        crypto.scalar(scan_key32, "scan_key32")
+        all_labels = tuple(dict.fromkeys((CHANGE_LABEL, *labels)))
+        if any(not 0 <= m <= MAX_LABEL for m in all_labels):
+            raise InvalidKeyError("labels are integers from 0 to 2**32 - 1")
+        keys = {m: labelled_spend_pubkey(scan_key32, spend_pubkey33, m) for m in all_labels}
+        return cls.create(
+            path, network, PrivateKey(bytes(scan_key32)).public_key.format(), spend_pubkey33, labels, birthday,
+            change_spend_pubkey33=keys[CHANGE_LABEL], spend_origin=spend_origin, label_spend_pubkeys33=keys,
+        )  # fmt: skip
+
+    @classmethod
+    def from_descriptor(cls, path: str | Path, descriptor: str | sp_descriptor.SPDescriptor, *, network: str | None = None, birthday: int | None = None) -> Wallet:
+        """Create a wallet file from an sp() descriptor (BIP392/393): its keys, labels 1..ml, birthday bh and spend key
+        origin (`from_keys`; the descriptor itself is not stored).
+
+        Args:
+            descriptor: its text (it holds private keys: read it from a file, never from an argument) or a decoded one.
+            network: the chain; default main for a mainnet descriptor, and required for a test-network one.
+            birthday: the first height scanned (default: the descriptor's bh, else `default_birthday`).
+
+        Raises:
+            DescriptorError: the text is not a valid descriptor.
+            WalletStoreError: no network given for a test-network descriptor, or one of the other family; and as `create`.
+        """
+        d = sp_descriptor.decode(descriptor) if isinstance(descriptor, str) else descriptor
+        if network is None:
+            if d.network != MAIN:
+                raise WalletStoreError("a test-network descriptor needs network= (test, testnet4, signet or regtest)")
+            network = "main"
+        if network in NETWORKS and get_network(network).family != d.network:
+            raise WalletStoreError(f"the descriptor is for {'mainnet' if d.network == MAIN else 'the test networks'}, not {network}")
+        receiver = d.receiver()
+        origin = d.spend_origin
+        return cls.from_keys(
+            path, network, receiver.scan_key32, receiver.spend_pubkey33, receiver.labels, d.birthday_height if birthday is None else birthday,
+            spend_origin=(origin.fingerprint4, origin.path) if origin is not None else None,
+        )  # fmt: skip
 
     @classmethod
     def open(cls, path: str | Path) -> Wallet:
@@ -153,10 +227,12 @@ class Wallet:
 
     @property
     def path(self) -> Path:
+        """The wallet file."""
         return self._store.path
 
     @property
     def network(self) -> str:
+        """Core's chain name (main, test, testnet4, signet, regtest)."""
         return self._store.network
 
     @property
@@ -171,10 +247,12 @@ class Wallet:
 
     @property
     def scan_pubkey33(self) -> bytes:
+        """B_scan."""
         return self._store.scan_pubkey33
 
     @property
     def spend_pubkey33(self) -> bytes:
+        """B_spend."""
         return self._store.spend_pubkey33
 
     @property
@@ -188,9 +266,29 @@ class Wallet:
         value = self._store.meta(SPEND_ORIGIN)
         return None if value is None else (value[:4], tuple(memoryview(value[4:]).cast("I")))
 
-    def address(self) -> str:
-        """The wallet's unlabelled address (labelled ones need the scan private key)."""
-        return encode(self.scan_pubkey33, self.spend_pubkey33, get_network(self.network).hrp)
+    def label_spend_pubkeys33(self) -> dict[int, bytes]:
+        """{m: B_m} of the labels whose spend key the wallet holds (from `from_keys`, `create` or a sync)."""
+        value = self._store.meta(LABEL_SPEND_PUBKEYS) or b""
+        keys = dict(_LABEL_KEY.iter_unpack(value))
+        change = self.change_spend_pubkey33
+        return keys | ({CHANGE_LABEL: change} if change is not None else {})
+
+    def address(self, label: int | None = None) -> str:
+        """The wallet's address, or the one of label m (no scan key needed: the label's spend key is stored).
+
+        Raises:
+            InvalidKeyError: a label the wallet does not scan.
+            WalletStoreError: the label's spend key is not stored yet (a wallet made by `create` without it: sync once).
+        """
+        hrp = get_network(self.network).hrp
+        if label is None:
+            return encode(self.scan_pubkey33, self.spend_pubkey33, hrp)
+        if label not in self.labels:
+            raise InvalidKeyError(f"{self.path} does not scan label {label} (its labels: {', '.join(map(str, self.labels))})")
+        key = self.label_spend_pubkeys33().get(label)
+        if key is None:
+            raise WalletStoreError(f"{self.path} does not hold label {label}'s spend key yet: sync it once (that records it)")
+        return encode(self.scan_pubkey33, key, hrp)
 
     def tip(self) -> tuple[int, bytes] | None:
         """(height, hash32) of the last synced block; None before the first."""
@@ -217,10 +315,10 @@ class Wallet:
         interval: float = 10.0,
         mempool: bool = False,
         threads: int = 1,
-        on_output: Callable[[WalletOutput], None] | None = None,
         progress: Callable[[SyncStats], None] | None = None,
         rescan_from: int | None = None,
         verify_with: Prover | None = None,
+        cancel: threading.Event | None = None,
     ) -> SyncStats:
         """Bring the wallet to the source's tip (or `stop`), following forks; with `follow`, keep polling.
 
@@ -231,15 +329,18 @@ class Wallet:
             follow: poll every `interval` seconds until interrupted (and wait for a source behind the wallet).
             mempool: once caught up, keep the outputs paying the wallet in the source's mempool as unconfirmed.
             threads: native scanning threads.
-            on_output: called with each output found, then again when its spend is seen, after the
-                commit that holds it (an app's hook: it runs in this thread, keep it short).
-            progress: called with the stats after each block and while waiting.
+            progress: called with the stats after each block and while waiting (in this thread).
             rescan_from: first forget every block from this height up (what they found and spent, damaged rows
                 among them), then sync them again: the way back from damage.
             verify_with: a source that proves outputs (a `NodeSource`, an `ElectrumSource`, …) for what a BlindBit
                 source finds; without one (and from a source that proves nothing itself) outputs are kept as
                 unverified. The wallet's unverified outputs are shown to it (or to the source, when that proves)
                 first: see `sp_scan.wallet.sync`.
+            cancel: set (from any thread) to end the sync: it is checked before every block and wakes every wait
+                (a request in flight ends within its deadline); what was finished stays committed, and the stats are
+                returned with `cancelled` True.
+
+        What the sync changes is told to the listeners (`listen`) after each commit, in this thread.
 
         Returns:
             What was done.
@@ -254,10 +355,61 @@ class Wallet:
             The message of a failure names the height to resume at.
         """
         receiver = self.receiver(scan_key32)
-        if self.change_spend_pubkey33 is None:
-            self._store.set_meta(CHANGE_SPEND_PUBKEY, labelled_spend_pubkey(scan_key32, self.spend_pubkey33, CHANGE_LABEL))
-        syncer = Syncer(self._store, source, receiver, threads=threads, progress=progress, on_output=on_output, prover=verify_with)
+        self._record_label_keys(scan_key32)
+        syncer = Syncer(self._store, source, receiver, threads=threads, progress=progress, emit=self._emit, prover=verify_with, cancel=cancel)
         return syncer.run(stop, follow, interval, mempool, rescan_from)
+
+    async def sync_async(self, source: Source, scan_key32: bytes, **options) -> SyncStats:
+        """`sync` in a worker thread (`asyncio.to_thread`), for programs built on asyncio: the event loop runs on.
+        Cancelling the awaiting task sets the sync's cancel token and waits for the sync to commit and return
+        (the task then ends with CancelledError). The listeners are called in the worker thread: hand events to
+        the loop with `loop.call_soon_threadsafe`.
+
+        Args, returns and raises: as `sync` (options: its keyword arguments, `cancel` among them).
+        """
+        cancel = options.pop("cancel", None) or threading.Event()
+        work = asyncio.ensure_future(asyncio.to_thread(self.sync, source, scan_key32, cancel=cancel, **options))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            cancel.set()
+            await asyncio.wait([work])
+            raise
+
+    def _record_label_keys(self, scan_key32: bytes) -> None:
+        """Store B_0 and every label's B_m the wallet lacks, and refuse stored ones the scan key does not give.
+
+        Raises:
+            WalletStoreError: a stored label key is not the one the scan key gives (the file was made with other keys).
+        """
+        keys = {m: labelled_spend_pubkey(scan_key32, self.spend_pubkey33, m) for m in self.labels}
+        stored = self.label_spend_pubkeys33()
+        wrong = sorted(m for m, k in stored.items() if m in keys and keys[m] != k)
+        if wrong:
+            raise WalletStoreError(f"{self.path} holds spend keys for labels {wrong} that the scan key does not give: create the wallet again")
+        if self.change_spend_pubkey33 is None:
+            self._store.set_meta(CHANGE_SPEND_PUBKEY, keys[CHANGE_LABEL])
+        if set(keys) - set(stored) - {CHANGE_LABEL}:
+            self._store.set_meta(LABEL_SPEND_PUBKEYS, _label_keys_blob(keys))
+
+    def listen(self, listener: Callable[[WalletEvent], None]) -> Callable[[], None]:
+        """Tell `listener` every event of this wallet from now on (`sp_scan.wallet.events`): outputs found, spent and
+        rolled back, unconfirmed payments arriving and leaving, the wallet's own sends. It is called after the commit
+        that holds the change, in the thread that made it (a sync's, or the caller of `create_psbt`, `broadcast`,
+        `record_broadcast`, `abandon`); what it raises ends that call.
+
+        Returns:
+            A function that stops telling it.
+        """
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _emit(self, event: WalletEvent) -> None:
+        for listener in list(self._listeners):
+            listener(event)
+
+    def _pending_spend(self, pid: int) -> PendingSpend:
+        return next(p for p in self._store.pending() if p.id == pid)
 
     def outputs(self) -> list[WalletOutput]:
         """Every output found (verified or not: see `WalletOutput.verified`), in block order (height, tx, vout), then
@@ -282,7 +434,15 @@ class Wallet:
         Raises:
             WalletStoreError: an id the wallet does not hold.
         """
-        return self._store.abandon(ids)
+        try:
+            before = {p.id: p for p in self._store.pending()}
+        except WalletStoreError:
+            before = {}  # damaged pending rows: forgotten untold (`abandon()` is their way back)
+        gone = self._store.abandon(ids)
+        for pid in gone:
+            if pid in before:
+                self._emit(PendingSpendChanged(before[pid], "abandoned"))
+        return gone
 
     def balance(self) -> Balance:
         """The unspent coins' satoshis by state (see `Balance`).
@@ -427,8 +587,12 @@ class Wallet:
             change = planned.outputs[planned.change].amount if planned.change is not None else 0
             pays_sp = any(r.sp is not None for r in planned.outputs)
             replaces = () if options.get("replaces") is None else (options["replaces"],)
+            before = {p.id: p for p in self._store.pending()}
             pid = self._store.add_pending([(c.outpoint36, c.amount) for c in planned.coins], planned.fee, planned.change, change, pays_sp, replaces=replaces)
             planned = dataclasses.replace(planned, pending=pid)
+            for old in replaces:
+                self._emit(PendingSpendChanged(before[old], "replaced"))
+            self._emit(PendingSpendChanged(self._pending_spend(pid), "reserved"))
         return built, planned
 
     def record_broadcast(self, tx: bytes | Psbt) -> PendingSpend | None:
@@ -480,9 +644,11 @@ class Wallet:
         spent = {op for op, _ in ours}
         holders = [p for p in self.pending() if spent & {op for op, _ in p.coins}]
         if len(holders) == 1 and {op for op, _ in holders[0].coins} == spent:
+            recorded = dataclasses.replace(holders[0], txid32=parsed.txid32, tx=raw)
             if not dry and holders[0].txid32 != parsed.txid32:
                 self._store.set_broadcast(holders[0].id, parsed.txid32, raw)
-            return dataclasses.replace(holders[0], txid32=parsed.txid32, tx=raw)
+                self._emit(PendingSpendChanged(recorded, "broadcast"))
+            return recorded
         for p in holders:
             if p.pays_sp and proven is None:
                 raise SpendError(
@@ -500,4 +666,8 @@ class Wallet:
                 if info is not None and info[:33] == self.scan_pubkey33 and m.get(field_key(OUT_SP_V0_LABEL)) == struct.pack("<I", CHANGE_LABEL):
                     change_vout, change = i, parsed.outputs[i].amount
         pid = self._store.add_pending(ours, max(fee, 0), change_vout, change, pays_sp, parsed.txid32, raw, replaces=[p.id for p in holders])
-        return next(p for p in self.pending() if p.id == pid)
+        for p in holders:
+            self._emit(PendingSpendChanged(p, "replaced"))
+        recorded = self._pending_spend(pid)
+        self._emit(PendingSpendChanged(recorded, "broadcast"))
+        return recorded

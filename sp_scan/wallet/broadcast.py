@@ -1,24 +1,24 @@
 """Broadcasting a signed transaction: through a node's RPC, a BlindBit server's /forward-tx, or an Electrum server.
 
-Each function takes the raw transaction, returns its txid32 (internal order) once the far side
-accepted it, and raises `NodeError` with the far side's reason otherwise. Only the standard
-library is used. A transaction is public data: an Electrum server's ssl:// certificate is not
-checked (they are usually self-signed), so that channel guards the connection from being read,
-not from being answered by someone else.
+`Broadcaster(url, network)` is the channel a URL names, checked to be on the wallet's network before it sends
+anything; it is what `Wallet.broadcast`'s `via` takes (raw tx -> txid32, internal order, once the far side
+accepted it; `NodeError` with the far side's reason otherwise). `via_rpc` and `via_forward_tx` are its
+transports. An Electrum server's ssl:// certificate is checked against the system's authorities, as the
+wallet's Electrum sources check it.
 """
 
 from __future__ import annotations
 
 import json
-import socket
-import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 
-from ..errors import NodeError
+from ..errors import NodeError, SourceURLError, WrongNetworkError
 from ..node import RpcNode
 from ..wire import parse_tx
+from .sources.base import endpoint
 
 TIMEOUT = 60.0
 MAX_REPLY = 1 << 20
@@ -75,52 +75,79 @@ def via_forward_tx(url: str, raw_tx: bytes, timeout: float = TIMEOUT) -> bytes:
     return txid32
 
 
-def via_electrum(url: str, raw_tx: bytes, timeout: float = TIMEOUT) -> bytes:
-    """`blockchain.transaction.broadcast` on an Electrum server (tcp://HOST:PORT or ssl://HOST:PORT), after `server.version`.
+class Broadcaster:
+    """The channel a URL names, for a wallet of `network`: raw tx -> txid32 (`Wallet.broadcast`'s `via`).
+
+    Args:
+        url: `rpc+http://HOST:PORT` (a node's sendrawtransaction; https too), `http://HOST:PORT` (a BlindBit server's
+            POST /forward-tx; https too) or `tcp://HOST:PORT`, `ssl://HOST:PORT` (an Electrum server's
+            blockchain.transaction.broadcast).
+        network: the wallet's chain (Core's name).
+        cookie_file, user, password: the node's RPC credentials (rpc+http:// only).
+        timeout: seconds to wait for the far side.
 
     Raises:
-        MalformedDataError: raw_tx is not a transaction.
-        NodeError: a bad URL, the server refuses it (its message) or cannot be reached.
+        SourceURLError: another URL, or credentials for a channel that is not a node.
     """
-    txid32 = _txid(raw_tx)
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("tcp", "ssl") or not parts.hostname or parts.port is None:
-        raise NodeError("an Electrum URL looks like tcp://host:port or ssl://host:port")
-    hello = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "server.version", "params": ["sp-scan", "1.4"]}).encode() + b"\n"
-    request = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "blockchain.transaction.broadcast", "params": [raw_tx.hex()]}).encode() + b"\n"
-    try:
-        with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
-            conn = sock
-            if parts.scheme == "ssl":
-                context = ssl.create_default_context()
-                context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-                conn = context.wrap_socket(sock, server_hostname=parts.hostname)
-            conn.sendall(hello)
-            _line(conn)  # the version handshake servers ask for first
-            conn.sendall(request)
-            reply = _line(conn)
-    except OSError as exc:
-        raise NodeError(f"cannot reach the Electrum server at {url}: {exc.strerror or exc}") from None
-    try:
-        answer = json.loads(reply)
-    except ValueError:
-        raise NodeError(f"the Electrum server at {url} did not answer JSON") from None
-    if not isinstance(answer, dict) or answer.get("id") != 1:
-        raise NodeError(f"the Electrum server at {url} did not answer the request")
-    if answer.get("error"):
-        error = answer["error"]
-        raise NodeError(f"the Electrum server refused the transaction: {error.get('message', error) if isinstance(error, dict) else error}")
-    return _check(txid32, answer.get("result"), "the Electrum server")
 
+    def __init__(
+        self, url: str, network: str, *, cookie_file: str | None = None, user: str | None = None, password: str | None = None, timeout: float = TIMEOUT,
+    ) -> None:  # fmt: skip
+        self.url, self.network = url, network
+        self._checked = False
+        scheme = url.partition("://")[0]
+        if (cookie_file or user or password) and not scheme.startswith("rpc+"):
+            raise SourceURLError("RPC credentials go with an rpc+http:// broadcaster")
+        self._chain: Callable[[], str]
+        self._send: Callable[[bytes], bytes]
+        if scheme in ("rpc+http", "rpc+https"):
+            node = RpcNode(url.removeprefix("rpc+"), cookie_file, user, password, timeout)
+            self.name = f"the node at {node.url}"
+            self._chain, self._send = node.chain, lambda raw: via_rpc(node, raw)
+        elif scheme in ("http", "https"):
+            from .sources.blindbit import BlindBitSource
 
-def _line(conn: socket.socket) -> bytes:
-    """One newline-terminated answer of at most MAX_REPLY bytes."""
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-        if len(data) > MAX_REPLY:
-            raise NodeError("the Electrum server's answer is too long")
-    return data
+            server = BlindBitSource(url, timeout=timeout)
+            self.name = server.name
+            self._chain, self._send = server.network, lambda raw: via_forward_tx(url, raw, timeout)
+        else:
+            from .sources.electrum import ElectrumClient
+            from .sources.electrum import network as electrum_network
+
+            scheme, host, port = endpoint(url, ("tcp", "ssl"), "a broadcaster (rpc+http://, http:// or tcp://, ssl://)")
+            client = ElectrumClient(host, port, scheme == "ssl", timeout=timeout)
+            self.name = f"the Electrum server at {client.url}"
+            self._chain = lambda: electrum_network(client)
+            self._send = lambda raw: _check(_txid(raw), client.call("blockchain.transaction.broadcast", [raw.hex()]), self.name)
+            self._client = client
+
+    def __call__(self, raw_tx: bytes) -> bytes:
+        """Send `raw_tx`, once the channel said it is on the wallet's network (asked once).
+
+        Returns:
+            Its txid32.
+
+        Raises:
+            WrongNetworkError: the channel is on another network (nothing is sent).
+            MalformedDataError: raw_tx is not a transaction.
+            NodeError: the far side refuses it (its reason) or cannot be reached.
+            SourceError: the far side's answer about its network does not parse.
+        """
+        if not self._checked:
+            chain = self._chain()
+            if chain != self.network:
+                raise WrongNetworkError(f"{self.name} is on {chain}, the wallet on {self.network}: nothing was sent")
+            self._checked = True
+        return self._send(bytes(raw_tx))
+
+    def close(self) -> None:
+        """Close its connection (an Electrum server's)."""
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+
+    def __enter__(self) -> Broadcaster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

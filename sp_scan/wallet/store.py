@@ -10,7 +10,8 @@ in the same transaction as the rows, so that a row deleted or added by hand is d
   key is never stored), `spend_pubkey` (33), `labels` (u32 LE each, the change label 0 first),
   `birthday` (the first height scanned), `format`; optionally `change_spend_pubkey` (33 bytes:
   B_0 = B_spend + ℓ_0·G, the change label's spend key, public) and `spend_origin` (where B_spend
-  comes from: fingerprint4 ‖ LE32 path steps, as BIP376's PSBT_IN_SP_SPEND_BIP32_DERIVATION);
+  comes from: fingerprint4 ‖ LE32 path steps, as BIP376's PSBT_IN_SP_SPEND_BIP32_DERIVATION) and
+  `label_spend_pubkeys` (m LE32 ‖ B_m 33 bytes per label, ascending m: each label's spend key, public);
   `tip` (height LE64 ‖ hash32 of the synced tip) and the `rows.<table>` counts.
 - `blocks(height, hash, bits)`: the synced chain's last `KEEP_HASHES` block hashes, heights in a row up
   to `tip`, with the header's nBits when the source gave headers (the chain work of a fork is
@@ -35,8 +36,6 @@ raised as `WalletStoreError` naming the file.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import functools
 import os
 import sqlite3
 import struct
@@ -47,6 +46,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import sqlitefile
 from ..crc import crc_row
 from ..errors import SpendError, WalletStoreError
 from ..network import NETWORKS
@@ -69,7 +69,7 @@ _COUNTED = ("blocks", "outputs", "unconfirmed", "pending", "reserved")
 """The tables whose row count and sum of sums meta holds (`rows.<table>`)."""
 _SEEDS = {name: zlib.crc32(name.encode()) for name in _TABLES}
 _IDENTITY = ("network", "scan_pubkey", "spend_pubkey", "labels", "birthday", "format")
-_OPTIONAL = ("change_spend_pubkey", "spend_origin")
+_OPTIONAL = ("change_spend_pubkey", "spend_origin", "label_spend_pubkeys")
 _LAST_PENDING = "last_pending"
 _PENDING_META = ("rows.pending", "rows.reserved", _LAST_PENDING)
 _SCHEMA = (
@@ -190,21 +190,8 @@ class PendingSpend:
         return sum(amount for _, amount in self.coins)
 
 
-def _checked(method):
-    """Raise sqlite3 failures of a store method as WalletStoreError naming the file."""
-
-    @functools.wraps(method)
-    def wrapper(self: WalletStore, *args, **kwargs):
-        try:
-            with self._lock:
-                return method(self, *args, **kwargs)
-        except sqlite3.Error as exc:
-            text = str(exc)
-            if "not a database" in text or "malformed" in text or "no such" in text:
-                text = f"not a readable sp-scan wallet ({text})"
-            raise WalletStoreError(f"{self.path}: {text}") from None
-
-    return wrapper
+_checked = sqlitefile.guarded(WalletStoreError, "wallet")
+"""Raise sqlite3 failures of a store method as WalletStoreError naming the file (and hold the store's lock)."""
 
 
 def _labels_blob(labels: Sequence[int]) -> bytes:
@@ -228,11 +215,20 @@ class WalletStore:
     """
 
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        """Take over `conn`, open on `path`, and the writer lock's descriptor (open until `close`: see `sp_scan.sqlitefile`)."""
         self.path = path
         self._conn = conn
         self._lock = threading.RLock()
-        self._writer_fd: int | None = None
         self._open_tx = False
+        self._file_lock = sqlitefile.FileLock(path)
+        try:
+            self._read_identity()
+        except BaseException:
+            self._file_lock.close()
+            raise
+
+    def _read_identity(self) -> None:
+        conn = self._conn
         meta = {}
         for key, value, stored in conn.execute("SELECT key, value, sum FROM meta"):
             if key in (*_IDENTITY, *_OPTIONAL) and _sum("meta", (key, value)) != stored:
@@ -269,34 +265,29 @@ class WalletStore:
             raise WalletStoreError(f"unknown network {network!r} (one of {', '.join(NETWORKS)})")
         if path.exists():
             raise WalletStoreError(f"{path} already exists")
-        scratch = path.with_name(f".{path.name}.{os.getpid()}.new")
         try:
-            os.close(os.open(scratch, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))  # your payments: readable by you only
-            conn = sqlite3.connect(scratch, isolation_level=None)
-            try:
-                conn.execute("BEGIN")
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                meta = {"network": network, "scan_pubkey": scan_pubkey33, "spend_pubkey": spend_pubkey33, "labels": _labels_blob(labels), "birthday": birthday, "format": FORMAT_VERSION}
-                meta.update(extra_meta or {})
-                meta.update({f"rows.{t}": _ROWS.pack(0, 0) for t in _COUNTED})
-                _insert(conn, "meta", meta.items())
-                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-                conn.execute("COMMIT")
-                conn.execute("PRAGMA journal_mode = WAL")
-            finally:
-                conn.close()
-            try:
-                os.link(scratch, path)
-            except FileExistsError:
-                raise WalletStoreError(f"{path} already exists") from None
+            with sqlitefile.built_aside(path) as scratch:
+                os.close(os.open(scratch, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))  # your payments: readable by you only
+                conn = sqlite3.connect(scratch, isolation_level=None)
+                try:
+                    conn.execute("BEGIN")
+                    for statement in _SCHEMA:
+                        conn.execute(statement)
+                    meta = {"network": network, "scan_pubkey": scan_pubkey33, "spend_pubkey": spend_pubkey33, "labels": _labels_blob(labels), "birthday": birthday, "format": FORMAT_VERSION}
+                    meta.update(extra_meta or {})
+                    meta.update({f"rows.{t}": _ROWS.pack(0, 0) for t in _COUNTED})
+                    _insert(conn, "meta", meta.items())
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+                    conn.execute("COMMIT")
+                    conn.execute("PRAGMA journal_mode = WAL")
+                finally:
+                    conn.close()
+                sqlitefile.place(scratch, path, WalletStoreError)
         except sqlite3.Error as exc:
             raise WalletStoreError(f"{path}: cannot create the wallet ({exc})") from None
         except OSError as exc:
             raise WalletStoreError(f"{path}: cannot create the wallet ({exc.strerror or exc})") from None
-        finally:
-            scratch.unlink(missing_ok=True)
         return cls.open(path)
 
     @classmethod
@@ -308,17 +299,8 @@ class WalletStore:
                 birthday damaged.
         """
         path = Path(path)
-        if not path.is_file():
-            raise WalletStoreError(f"no wallet at {path}")
+        conn, version = sqlitefile.open_checked(path, APPLICATION_ID, "wallet", WalletStoreError)
         try:
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout = 10000")
-            app_id, version = (conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("application_id", "user_version"))
-        except sqlite3.Error as exc:
-            raise WalletStoreError(f"{path}: not a readable sp-scan wallet ({exc})") from None
-        try:
-            if app_id != APPLICATION_ID:
-                raise WalletStoreError(f"{path} is not an sp-scan wallet")
             problem = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
             if problem != "ok":
                 raise WalletStoreError(f"{path} is damaged: SQLite's quick_check says {problem!r}; {_RECREATE}")
@@ -339,10 +321,8 @@ class WalletStore:
         """Close the file: an open batch is committed first; the writer lock is released."""
         if self._open_tx:
             self.commit()
-        if self._writer_fd is not None:
-            os.close(self._writer_fd)
-            self._writer_fd = None
         self._conn.close()
+        self._file_lock.close()
 
     def lock_writer(self) -> None:
         """Become the only process syncing this wallet until `close`.
@@ -350,15 +330,8 @@ class WalletStore:
         Raises:
             WalletStoreError: another process is syncing it.
         """
-        if self._writer_fd is not None:
-            return
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise WalletStoreError(f"{self.path} is being synced by another process") from None
-        self._writer_fd = fd
+        if not self._file_lock.acquire():
+            raise WalletStoreError(f"{self.path} is being synced by another process")
 
     # ---- damage ----
 

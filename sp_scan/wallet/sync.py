@@ -16,8 +16,13 @@ the native batch scan (`sp_scan.scan.scan_tweaks_packed`), then the block's spen
 unspent outputs are asked for (outputs found in the block included) and checked to be outputs the
 wallet asked about. The block then goes into the store's open batch with its hash as the new tip;
 a batch commits at once when the block changed the wallet, else every `COMMIT_SECONDS`, and
-always when the loop ends, fails or is interrupted: a killed sync resumes from its last commit.
-The per-output callback runs after the commit that holds the output (found, then spent).
+always when the loop ends, fails, is interrupted or cancelled: a killed sync resumes from its last commit.
+The events (`sp_scan.wallet.events`) of what a commit changed are told after it: outputs found and spent,
+those a fork rolled back, unconfirmed payments arriving and leaving, pending spends a block settled.
+
+A cancel token (a `threading.Event`) is checked before every block and round, wakes every wait (the
+follow interval, a retry's backoff: `sp_scan.index.sync.stopping`), and ends the sync as if it were done:
+what it finished is committed and its stats returned (`SyncStats.cancelled`).
 
 Outputs found in a block its source proves (`SourceBlock.proven`) are stored as verified; those a
 BlindBit server alone vouches for are proven at once by the `Prover` given (`--verify-with`), the
@@ -33,6 +38,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import struct
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,9 +46,13 @@ from dataclasses import dataclass, field
 from .. import scan as sp_scan
 from ..errors import HeightError, InvalidKeyError, NodeError, SourceError, WalletStoreError
 from ..headers import Header, meets, work
+from ..index.sync import stopping
 from ..network import get as get_network
 from ..scan import Receiver
 from .sources import MAX_BLOCK_TXS, BlockTxs, Keys0, Prover, Source, SourceBlock
+from .events import (
+    OutputFound, OutputRolledBack, OutputSpent, PendingSpendChanged, SpendRolledBack, UnconfirmedArrived, UnconfirmedLeft, WalletEvent,
+)  # fmt: skip
 from .store import KEEP_HASHES, Found, WalletOutput, WalletStore
 
 COMMIT_SECONDS = 1.0
@@ -66,6 +76,7 @@ class SyncStats:
         settled: pending spends a block ended (mined, or a conflicting spend mined).
         unverified: outputs found that only the source's word holds (BlindBit without a prover).
         proven, refuted: unverified outputs of earlier syncs the prover proved, and those it showed do not exist.
+        cancelled: True when the cancel token ended the sync.
     """
 
     height: int | None = None
@@ -82,6 +93,7 @@ class SyncStats:
     unverified: int = 0
     proven: int = 0
     refuted: int = 0
+    cancelled: bool = False
     began: float = field(default_factory=time.monotonic)
 
 
@@ -166,15 +178,18 @@ class Syncer:
         *,
         threads: int = 1,
         progress: Callable[[SyncStats], None] | None = None,
-        on_output: Callable[[WalletOutput], None] | None = None,
+        emit: Callable[[WalletEvent], None] | None = None,
         prover: Prover | None = None,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.store, self.source, self.receiver, self.threads = store, source, receiver, threads
         self.prover: Prover | None = prover or (source if source.proves else None)
         self.progress = progress or (lambda stats: None)
-        self.on_output = on_output or (lambda output: None)
+        self.emit = emit or (lambda event: None)
+        self.cancel = cancel or threading.Event()
         self.stats = SyncStats()
         self._unspent: dict[bytes, WalletOutput] = {}
+        self._unconfirmed: dict[bytes, WalletOutput] = {}
         self.pow = get_network(store.network).pow
         self._checkpoint32 = bytes.fromhex(self.pow.checkpoint[1])[::-1]
 
@@ -189,8 +204,19 @@ class Syncer:
             HeightError: stop is beyond the source's tip (without follow).
             NodeError: the source fails (after the retries it makes itself), or is behind the wallet (without follow).
             SourceError: an answer the checks refuse (a tweak that is not a point among them).
-            Every error's message ends with the height the wallet is at and where the next sync resumes.
+            Every error's message ends with the height the wallet is at and where the next sync resumes. A request
+            the cancel token cut short raises nothing: the stats are returned.
         """
+        try:
+            with stopping(self.cancel):
+                return self._run(stop, follow, interval, mempool, rescan_from)
+        except NodeError:
+            if not self.cancel.is_set():
+                raise
+            self.stats.cancelled = True
+            return self.stats
+
+    def _run(self, stop: int | None, follow: bool, interval: float, mempool: bool, rescan_from: int | None) -> SyncStats:
         try:
             network = self.source.network()
             if network != self.store.network:
@@ -202,7 +228,9 @@ class Syncer:
                 self._rescan(rescan_from)
             if self.prover is not None:
                 self._settle()
-            self._unspent = {o.outpoint36: o for o in self.store.outputs(unspent=True) if o.height is not None}
+            self._unspent, self._unconfirmed = {}, {}
+            for o in self.store.outputs(unspent=True):
+                (self._unspent if o.height is not None else self._unconfirmed)[o.outpoint36] = o
             tip = self.store.tip()
             self.stats.height = tip[0] if tip else None
             self.stats.start = tip[0] + 1 if tip else self.store.birthday
@@ -215,7 +243,27 @@ class Syncer:
         keep = max(height, self.store.birthday) - 1
         tip = self.store.hashes(keep + 1, 1)
         anchor = None if keep < self.store.birthday or (tip and tip[0][0] == keep) else self.source.block_hash(keep)
-        self.stats.rolled_back += self.store.rollback_to(keep, anchor)
+        self._forget_above(keep, anchor)
+
+    def _forget_above(self, keep: int, anchor32: bytes | None = None) -> None:
+        """Roll the store back to height `keep` (see `WalletStore.rollback_to`), then tell what that undid (nothing
+        when a row is damaged: a rescan repairing it cannot tell what the damaged rows held)."""
+        try:
+            before = self.store.outputs()
+        except WalletStoreError:
+            before = []
+        self.stats.rolled_back += self.store.rollback_to(keep, anchor32)
+        events: list[WalletEvent] = []
+        for o in before:
+            if o.height is None:
+                events.append(UnconfirmedLeft(o, "reorg"))
+            elif o.height > keep:
+                events.append(OutputRolledBack(o))
+            elif o.spent_height is not None and o.spent_height > keep:
+                events.append(SpendRolledBack(o))
+        self._unspent = {o.outpoint36: o for o in self.store.outputs(unspent=True) if o.height is not None}
+        self._unconfirmed = {}
+        self._tell(events)
 
     def _settle(self) -> None:
         """Show the wallet's unverified outputs to the prover (see the module docstring)."""
@@ -240,6 +288,8 @@ class Syncer:
                     refuted.append(o.outpoint36)
         if proven or refuted:
             self.store.settle_outputs(proven, refuted)
+            gone = set(refuted)
+            self._tell([OutputRolledBack(o) for outputs in by_block.values() for o in outputs if o.outpoint36 in gone])
         self.stats.proven, self.stats.refuted = len(proven), len(refuted)
 
     def _prove(self, block: SourceBlock, found: list[Found]) -> None:
@@ -272,11 +322,14 @@ class Syncer:
     def _wait(self, interval: float) -> None:
         self.stats.waiting = True
         self.progress(self.stats)
-        time.sleep(interval)
+        self.cancel.wait(interval)
 
     def _loop(self, stop: int | None, follow: bool, interval: float, mempool: bool) -> SyncStats:
         unlinked = 0
         while True:
+            if self.cancel.is_set():
+                self.stats.cancelled = True
+                return self.stats
             source_tip = self.source.tip_height()
             tip = self.store.tip()
             if stop is not None and stop > source_tip and not follow:
@@ -327,9 +380,8 @@ class Syncer:
         theirs = self.source.work(keep + 1, source_tip) if bits is not None else None
         if theirs is not None and theirs <= sum(map(work, bits)):
             raise _LessWork(f"{self.source.name}'s chain leaves the wallet's above block {keep} with no more work than the wallet's {len(bits)} block(s)")
-        self.stats.rolled_back += self.store.rollback_to(keep)
+        self._forget_above(keep)
         self.stats.reorgs += 1
-        self._unspent = {o.outpoint36: o for o in self.store.outputs(unspent=True) if o.height is not None}
         tip = self.store.tip()
         self.stats.height = tip[0] if tip else None
 
@@ -343,6 +395,8 @@ class Syncer:
         expected, last_commit, done = start, time.monotonic(), []
         try:
             for block in blocks:
+                if self.cancel.is_set():
+                    break
                 if block.height != expected:
                     raise SourceError(f"{self.source.name} gave block {block.height} where {expected} was asked for")
                 if len(block.hash32) != 32 or (block.prev32 is not None and len(block.prev32) != 32):
@@ -354,12 +408,15 @@ class Syncer:
                 verified = block.proven or not found or self.prover is not None
                 if found and not block.proven and self.prover is not None:
                     self._prove(block, found)
+                pending = {p.id: p for p in self.store.pending()} if spends else {}
                 ended = self.store.append(block.height, block.hash32, found, [(s.outpoint36, s.txid32) for s in spends], bits=bits, verified=verified)
                 self.stats.settled += len(ended)
                 outputs = [WalletOutput(block.height, f.txid32, f.vout, f.amount, f.output32, f.tweak32, f.label, block.hash32, verified=verified) for f in found]
                 self._unspent.update((o.outpoint36, o) for o in outputs)
-                spent = [self._spent(s.outpoint36, s.txid32, block.height) for s in spends]
-                done.extend(outputs + spent)
+                done.extend(UnconfirmedLeft(self._unconfirmed.pop(o.outpoint36), "confirmed") for o in outputs if o.outpoint36 in self._unconfirmed)
+                done.extend(OutputFound(o) for o in outputs)
+                done.extend(OutputSpent(self._spent(s.outpoint36, s.txid32, block.height)) for s in spends)
+                done.extend(PendingSpendChanged(pending[pid], "settled") for pid in ended if pid in pending)
                 if done or time.monotonic() - last_commit >= COMMIT_SECONDS:
                     self._commit(done)
                     last_commit = time.monotonic()
@@ -395,12 +452,15 @@ class Syncer:
             raise SourceError(f"{what}'s hash {block.hash32[::-1].hex()} is above the network's proof-of-work limit: no block has it")
         return None
 
-    def _commit(self, done: list[WalletOutput]) -> None:
-        """Commit the open batch, then tell the callback of the outputs it found or spent."""
+    def _commit(self, done: list[WalletEvent]) -> None:
+        """Commit the open batch, then tell the events of what it changed."""
         self.store.commit()
-        for output in done:
-            self.on_output(output)
-        done.clear()
+        self._tell(done)
+
+    def _tell(self, events: list[WalletEvent]) -> None:
+        for event in events:
+            self.emit(event)
+        events.clear()
 
     def _spent(self, outpoint36: bytes, txid32: bytes | None, height: int) -> WalletOutput:
         return dataclasses.replace(self._unspent.pop(outpoint36), spent_height=height, spent_txid32=txid32)
@@ -450,4 +510,14 @@ class Syncer:
             raise SourceError(f"the mempool of {self.source.name}: transactions without tweaks")
         found = scan_txs(txs, self.receiver, self.threads)
         self.store.set_unconfirmed(found)
+        now = {o.outpoint36: o for o in self.store.outputs() if o.height is None}
+        by_key = {o.output32: o for o in now.values()}
+        events: list[WalletEvent] = []
+        for op, o in self._unconfirmed.items():
+            if op not in now:
+                replacement = by_key.get(o.output32)
+                events.append(UnconfirmedLeft(o, "replaced", replacement) if replacement is not None else UnconfirmedLeft(o, "evicted"))
+        events.extend(UnconfirmedArrived(o) for op, o in now.items() if op not in self._unconfirmed)
+        self._unconfirmed = now
+        self._tell(events)
         self.stats.unconfirmed = len(found)

@@ -156,7 +156,7 @@ class Store(Reader):
         if self.readonly:
             raise IndexStoreError(f"{self.path} is open read-only")
         if not self._writer:
-            file.lock_writer(self._fd, self.path)
+            file.lock_writer(self._file_lock, self.path)
             self._writer = True
 
     @checked

@@ -1,62 +1,29 @@
-"""The index file's life: made aside and linked into place, opened with checks, one writer at a time.
-
-Nothing here knows the rows: SQLite connections, the file's length against its header, the writer lock
-(an exclusive `flock` of the file itself, which readers probe with a shared one, each through a
-descriptor kept open as long as the store), and SQLite's failures said in a user's words.
+"""The index file's life, the index's words for it: the generic part (made aside and linked into place,
+opened with checks, the writer lock) is `sp_scan.sqlitefile`, which the wallet's store uses too; here are
+what only an index has (a reader's URI in a read-only directory) and the index's errors.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import sqlite3
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
+from ... import sqlitefile
 from ...errors import IndexStoreError
+from ...sqlitefile import FileLock, built_aside, file_size, wal_of
 
-_WRITER_LOCK_TRIES = 100  # a reader's liveness probe holds a shared lock for microseconds: retry 1 ms apart
-
-
-def file_size(path: Path) -> int:
-    """The size of `path` in bytes; 0 when it does not exist."""
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def wal_of(path: Path) -> Path:
-    """The write-ahead log beside an index file."""
-    return Path(f"{path}-wal")
+__all__ = ["FileLock", "built_aside", "damage", "file_size", "lock_writer", "place", "reader_uri", "reason", "refuse_truncated", "truncated", "wal_of"]
 
 
 def refuse_truncated(path: Path) -> None:
-    """Raise IndexStoreError when the SQLite header's page count needs more bytes than the file and its
-    WAL hold: read before SQLite parses the schema, which fails as "malformed" when a table's root
-    page is cut off."""
-    try:
-        with open(path, "rb") as f:
-            header = f.read(100)
-    except OSError:
-        return  # SQLite's own open says why
-    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
-        return
-    page_size = int.from_bytes(header[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    if page_size < 512 or page_size & (page_size - 1):
-        return  # not a header SQLite wrote: its open says "not a database"
-    pages = int.from_bytes(header[28:32], "big")
-    truncated(path, pages, page_size)
+    """Raise IndexStoreError when the file is shorter than its SQLite header says (`sqlitefile.refuse_truncated`)."""
+    sqlitefile.refuse_truncated(path, IndexStoreError)
 
 
 def truncated(path: Path, pages: int, page_size: int) -> None:
     """Raise IndexStoreError when `pages` pages of `page_size` bytes need more than the file and its WAL hold."""
-    size = file_size(path)
-    if pages * page_size > size + file_size(wal_of(path)):
-        raise IndexStoreError(f"{path} is truncated: its {pages:,} pages of {page_size:,} bytes need {pages * page_size:,}, the file has {size:,}")
+    sqlitefile.truncated(path, pages, page_size, IndexStoreError)
 
 
 def reader_uri(path: Path) -> str:
@@ -84,44 +51,19 @@ def reader_uri(path: Path) -> str:
     )
 
 
-def lock_writer(fd: int, path: Path) -> None:
-    """Take the exclusive writer lock of `path` through `fd`, an open descriptor of it kept for the store's life
-    (closing a descriptor of the file would drop every POSIX lock the process holds on it, SQLite's included).
+def lock_writer(lock: FileLock, path: Path) -> None:
+    """Take the exclusive writer lock of `path` (its `FileLock`, open for the store's life).
 
     Raises:
         IndexStoreError: another process (a sync) holds it.
     """
-    for _ in range(_WRITER_LOCK_TRIES):
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            time.sleep(0.001)
-    raise IndexStoreError(f"{path} is being written by another process (a sync is running)")
-
-
-def writer_active(fd: int) -> bool:
-    """True while some process holds the writer lock of the file `fd` (a descriptor that holds none) is open on."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    return False
+    if not lock.acquire():
+        raise IndexStoreError(f"{path} is being written by another process (a sync is running)")
 
 
 def reason(exc: sqlite3.Error) -> str:
     """What a SQLite failure means for an index file, in a user's words."""
-    text = str(exc)
-    if "not a database" in text or "malformed" in text or "no such table" in text or "no such column" in text:
-        return f"not a readable sp-scan index ({text})"
-    if "locked" in text or "busy" in text:
-        return f"{text} (another process is writing it)"
-    if "readonly" in text or "unable to open" in text:
-        return f"{text} (the file or its directory is read-only: the index can be read there, not synced)"
-    if "full" in text:
-        return f"{text} (free some space: the index is intact up to its last committed block)"
-    return text
+    return sqlitefile.reason(exc, "index")
 
 
 def damage(path: Path, what: str) -> IndexStoreError:
@@ -129,39 +71,10 @@ def damage(path: Path, what: str) -> IndexStoreError:
     return IndexStoreError(f"{path} is damaged: {what} (`sp-scan index info --check` checks the whole file)")
 
 
-def scratch_of(path: Path) -> Path:
-    """Where a new file for `path` is built before it takes its name (this process's own)."""
-    return path.with_name(f".{path.name}.{os.getpid()}.new")
-
-
 def place(scratch: Path, path: Path, replace: bool = False) -> None:
-    """Give the finished file `scratch` the name `path`: never replacing a file another process put there,
-    unless `replace` (an upgrade taking the place of the file it was made from).
+    """Give the finished file `scratch` the name `path` (`sqlitefile.place`).
 
     Raises:
         IndexStoreError: `path` exists and not `replace`.
     """
-    if replace:
-        os.replace(scratch, path)
-        return
-    try:
-        os.link(scratch, path)  # fails if path exists, where a rename would replace it
-    except FileExistsError:
-        raise IndexStoreError(f"{path} already exists") from None
-    except OSError:  # a filesystem without hard links: the check before building is all there is
-        if path.exists():
-            raise IndexStoreError(f"{path} already exists") from None
-        os.rename(scratch, path)
-
-
-@contextlib.contextmanager
-def built_aside(path: Path) -> Iterator[Path]:
-    """A scratch path beside `path` to build a file at; it is removed unless the block moved it into place."""
-    scratch = scratch_of(path)
-    for leftover in (scratch, wal_of(scratch), Path(f"{scratch}-shm")):
-        leftover.unlink(missing_ok=True)
-    try:
-        yield scratch
-    finally:
-        for leftover in (scratch, wal_of(scratch), Path(f"{scratch}-shm")):
-            leftover.unlink(missing_ok=True)
+    sqlitefile.place(scratch, path, IndexStoreError, replace)

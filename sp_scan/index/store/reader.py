@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ...errors import HeightError, IndexStoreError
+from ... import sqlitefile
 from ...network import NETWORKS
 from . import file
 from .rows import BLOCK_FIELDS, FIELDS, OUTPUT_FIELDS, SPENT_FIELDS, bits_sum, crc, meta_sum, row_problem, seed, unpack_marks, unpack_outputs, unpack_sums
@@ -31,18 +31,8 @@ _BOUNDS = (
 )
 
 
-def checked(method):
-    """Raise sqlite3 failures of a store method as IndexStoreError naming the file (and hold the store's lock)."""
-
-    @functools.wraps(method)
-    def wrapper(self: Reader, *args, **kwargs):
-        try:
-            with self._lock:
-                return method(self, *args, **kwargs)
-        except sqlite3.Error as exc:
-            raise IndexStoreError(f"{self.path}: {file.reason(exc)}") from None
-
-    return wrapper
+checked = sqlitefile.guarded(IndexStoreError, "index")
+"""Raise sqlite3 failures of a store method as IndexStoreError naming the file (and hold the store's lock)."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -87,7 +77,7 @@ class Reader:
         self.readonly = readonly
         self._conn = conn
         self._lock = threading.RLock()
-        self._fd = os.open(path, os.O_RDONLY)  # the writer lock's, open as long as the store (see `file.lock_writer`)
+        self._file_lock = file.FileLock(path)  # open as long as the store (see `sp_scan.sqlitefile`)
         self._writer = False
         self._pending: Pending | None = None  # the marks above the fold height, as of the file state in its key
         try:
@@ -99,19 +89,17 @@ class Reader:
             if self.network not in NETWORKS:
                 raise self._damaged(f"its network is {self.network!r}")
         except BaseException:
-            os.close(self._fd)
+            self._file_lock.close()
             raise
 
     def close(self) -> None:
         """Close the file (and release the writer lock)."""
         self._conn.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file_lock.close()
 
     def writer_active(self) -> bool:
         """True while a writer (this store or another process's) holds the file's writer lock."""
-        return self._writer or file.writer_active(self._fd)
+        return self._writer or self._file_lock.busy()
 
     # ---- reading: every row checked against its sums ----
 

@@ -47,9 +47,9 @@ def upgrade(path: Path, version: int) -> None:
     Raises:
         IndexStoreError: another process writes the file, or it is damaged (then it stays as it was).
     """
-    fd = os.open(path, os.O_RDONLY)  # closed once no connection to the file is left (see `file.lock_writer`)
+    lock = file.FileLock(path)  # closed once no connection to the file is left (see `sp_scan.sqlitefile`)
     try:
-        file.lock_writer(fd, path)
+        file.lock_writer(lock, path)
         for stale in path.parent.glob(f".{path.name}.*.new*"):  # a killed upgrade's (the lock keeps any other away)
             stale.unlink(missing_ok=True)
         with file.built_aside(path) as scratch:
@@ -70,7 +70,7 @@ def upgrade(path: Path, version: int) -> None:
     except IndexStoreError as exc:
         raise IndexStoreError(f"{path} stays at format version {version}, not upgraded to {FORMAT_VERSION}: {exc}") from None
     finally:
-        os.close(fd)
+        lock.close()
 
 
 def _convert(old: sqlite3.Connection, path: Path, version: int, scratch: Path) -> None:

@@ -36,7 +36,7 @@ from sp_scan.index.filters import matches, spent_hashes
 from sp_scan.index.sync import Retry, time_left
 from sp_scan.network import NETWORKS
 
-from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, Ahead, BlockTxs, Keys0, Spend
+from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, Ahead, BlockTxs, Closes, Keys0, Spend
 
 MAX_BODY = 64 << 20
 """The largest answer read (after gunzip): a mainnet block's /utxos is a few MB."""
@@ -248,7 +248,7 @@ class BlindBitBlock:
         return bool(items) and bool(self._matches(filter_bytes, items, width))
 
 
-class BlindBitSource:
+class BlindBitSource(Closes):
     """A BlindBit Oracle v1 server as a wallet's source.
 
     Args:

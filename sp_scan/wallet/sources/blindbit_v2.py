@@ -27,7 +27,7 @@ from sp_scan.errors import ConfigError, NodeConfigError, NodeError, SourceError
 from sp_scan.index.sync import Retry, time_left
 from sp_scan.network import NETWORKS
 
-from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Keys0, Spend
+from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Closes, Keys0, Spend, endpoint
 
 SERVICE = "/blindbit.oracle.v1.OracleService/"
 MAX_MESSAGE = 64 << 20
@@ -107,21 +107,24 @@ class V2Block:
         return [Spend(op) for op, key in zip(outpoints36, outputs32) if key[:8] in self.spent]
 
 
-class BlindBitV2Source:
+class BlindBitV2Source(Closes):
     """A BlindBit Oracle v2 gRPC server as a wallet's source (needs grpcio: the serve extra).
 
     Args:
-        target: "host:port" of the server.
-        tls: connect with TLS (the system's certificate authorities) instead of plain HTTP/2.
+        url: `grpc://HOST:PORT`, or `grpcs://HOST:PORT` to connect with TLS (the system's certificate authorities)
+            instead of plain HTTP/2.
         dust_limit: ask for txs whose largest taproot output is >= this many sats only.
         cut_through: ask for txs with an unspent taproot output only.
         retry: how a failing call is tried again.
 
     Raises:
+        SourceURLError: another URL.
         ConfigError: grpcio is not installed.
     """
 
-    def __init__(self, target: str, *, tls: bool = False, dust_limit: int = 0, cut_through: bool = False, retry: Retry = RETRY, timeout: float = TIMEOUT) -> None:
+    def __init__(self, url: str, *, dust_limit: int = 0, cut_through: bool = False, retry: Retry = RETRY, timeout: float = TIMEOUT) -> None:
+        scheme, host, port = endpoint(url, ("grpc", "grpcs"), "a BlindBit v2 server")
+        target, tls = f"[{host}]:{port}" if ":" in host else f"{host}:{port}", scheme == "grpcs"
         try:
             import grpc
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from sp_scan.errors import NodeError, SourceError
 from sp_scan.index.sync import Retry
 
-from . import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Keys0, Spend, taproot_outputs
+from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Keys0, Spend, taproot_outputs
 from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, hex_bytes, integer, proven_txs
 
 TWEAKS = "blockchain.tweaks.subscribe"
@@ -125,14 +125,18 @@ class CakeSource(ElectrumSource):
     """Cake Wallet's electrs (or `sp-scan serve --electrum-port`) streaming tweaks to the wallet.
 
     Args:
-        host, port: the Electrum server.
-        tls: connect with TLS.
+        url: `cake+tcp://HOST:PORT`, or `cake+ssl://HOST:PORT` to connect with TLS.
         retry: how a failing request is tried again.
         ahead: blocks asked for ahead of the one being scanned.
+
+    Raises:
+        SourceURLError: another URL.
     """
 
-    def __init__(self, host: str, port: int, *, tls: bool = False, retry: Retry = RETRY, ahead: int = AHEAD, timeout: float = TIMEOUT) -> None:
-        super().__init__("Cake's electrs", host, port, tls, (TWEAKS,), retry, timeout)
+    KIND, LISTEN, SCHEMES = "Cake's electrs", (TWEAKS,), ("cake+tcp", "cake+ssl")
+
+    def __init__(self, url: str, *, retry: Retry = RETRY, ahead: int = AHEAD, timeout: float = TIMEOUT) -> None:
+        super().__init__(url, retry=retry, timeout=timeout)
         self.ahead = ahead
         self._streamed: dict[int, object] = {}
 

@@ -35,7 +35,7 @@ from sp_scan.index.sync import Retry, answered, time_left
 from sp_scan.network import BY_GENESIS
 from sp_scan.network import get as get_network
 
-from . import MAX_BLOCK_TXS, BlockTxs, Spend, taproot_outputs
+from .base import MAX_BLOCK_TXS, RETRY, BlockTxs, Closes, Spend, endpoint, taproot_outputs
 
 CLIENT = "sp-scan wallet"
 PROTOCOL = ["1.4", "1.4.2"]
@@ -291,19 +291,29 @@ class Headers:
         return fetched
 
 
-class ElectrumSource:
+class ElectrumSource(Closes):
     """What the Electrum sources share: the chain as the server's headers name it (checked), every call retried; a
     `Prover` (a transaction and its merkle proof under a checked header), alone what `--verify-with tcp://…` uses.
 
     Args:
-        kind: names the server in messages ("Frigate").
-        listen: the notification methods the source reads.
+        url: `tcp://HOST:PORT`, or `ssl://HOST:PORT` (TLS, the certificate checked against the system's authorities).
         retry: how a failing request is tried again.
+        timeout: seconds to wait for the server.
+
+    Raises:
+        SourceURLError: another URL.
     """
 
-    def __init__(self, kind: str, host: str, port: int, tls: bool, listen: Iterable[str], retry: Retry, timeout: float) -> None:
-        self.client = ElectrumClient(host, port, tls, listen=listen, timeout=timeout)
-        self.name = f"{kind} at {self.client.url}"
+    KIND = "the Electrum server"
+    """How messages name the server ("Frigate")."""
+    LISTEN: tuple[str, ...] = ()
+    """The notification methods the source reads."""
+    SCHEMES = ("tcp", "ssl")
+
+    def __init__(self, url: str, *, retry: Retry = RETRY, timeout: float = TIMEOUT) -> None:
+        scheme, host, port = endpoint(url, self.SCHEMES, self.KIND)
+        self.client = ElectrumClient(host, port, scheme.endswith("ssl"), listen=self.LISTEN, timeout=timeout)
+        self.name = f"{self.KIND} at {self.client.url}"
         self.retry = retry
         self._network: str | None = None
         self._headers: Headers | None = None

@@ -33,7 +33,7 @@ from sp_scan.errors import SourceError
 from sp_scan.index.sync import Retry
 from sp_scan.network import get as get_network
 
-from . import MAX_BLOCK_TXS, RETRY, BlockTxs, Keys0, Spend, taproot_outputs
+from .base import MAX_BLOCK_TXS, RETRY, BlockTxs, Keys0, Spend, taproot_outputs
 from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, hex_bytes, integer, parsed_tx, proven_txs
 
 SUBSCRIBE = "blockchain.silentpayments.subscribe"
@@ -73,26 +73,28 @@ class FrigateSource(ElectrumSource):
     """A Frigate (or `sp-scan serve --electrum-port`) server scanning for the wallet.
 
     Args:
-        host, port: the Electrum server.
+        url: `tcp://HOST:PORT`, or `ssl://HOST:PORT` to connect with TLS.
         scan_key32: b_scan, sent to the server (the caller has the user's consent).
         spend_pubkey33: B_spend.
         labels: the wallet's labels (the change label 0 is always scanned; at most MAX_LABELS others).
-        tls: connect with TLS.
         retry: how a failing request is tried again.
         window: heights subscribed at a time.
 
     Raises:
+        SourceURLError: another URL.
         SourceError: more labels than Frigate scans.
     """
 
+    KIND, LISTEN = "Frigate", (SUBSCRIBE,)
+
     def __init__(
-        self, host: str, port: int, scan_key32: bytes, spend_pubkey33: bytes, labels: Sequence[int] = (), *, tls: bool = False,
-        retry: Retry = RETRY, window: int = WINDOW, timeout: float = TIMEOUT,
+        self, url: str, *, scan_key32: bytes, spend_pubkey33: bytes, labels: Sequence[int] = (), retry: Retry = RETRY, window: int = WINDOW,
+        timeout: float = TIMEOUT,
     ) -> None:  # fmt: skip
         self.labels = sorted({m for m in labels if m})
         if len(self.labels) > MAX_LABELS:
             raise SourceError(f"Frigate scans at most {MAX_LABELS} labels besides change; this wallet has {len(self.labels)}")
-        super().__init__("Frigate", host, port, tls, (SUBSCRIBE,), retry, timeout)
+        super().__init__(url, retry=retry, timeout=timeout)
         self._keys = [bytes(scan_key32).hex(), bytes(spend_pubkey33).hex()]
         self._scan_pub33 = PrivateKey(bytes(scan_key32)).public_key.format()
         self._spend33 = bytes(spend_pubkey33)

@@ -20,7 +20,7 @@ from sp_scan.errors import HeightError, NodeError
 from sp_scan.index import Index, Partition
 from sp_scan.index.filters import spent_hashes
 
-from . import BlockTxs, Keys0, Spend
+from .base import BlockTxs, Closes, Keys0, Spend
 
 PARTITION_BLOCKS = 50
 """Blocks read together."""
@@ -62,11 +62,11 @@ def _slice(p: Partition, b: int) -> BlockTxs:
     return BlockTxs(p.txids[32 * t0 : 32 * t1], p.tweaks33[33 * t0 : 33 * t1], 33, p.counts[4 * t0 : 4 * t1], p.outputs32[32 * o0 : 32 * o1], p.vouts[4 * o0 : 4 * o1], p.values[8 * o0 : 8 * o1])
 
 
-class IndexSource:
+class IndexSource(Closes):
     """A tweak index file as a wallet's source, and a `Prover` (every eligible tx of a block).
 
     Args:
-        path: the index file (opened read-only).
+        path: the index file (opened read-only): the `url` of the sources' constructor shape, a local file.
 
     Raises:
         IndexStoreError: as `Index.open`.

@@ -18,12 +18,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from sp_scan import block, wire
-from sp_scan.errors import NodeError, SPError
+from sp_scan.errors import NodeError, SourceURLError, SPError
 from sp_scan.index.sync import Retry
 from sp_scan.node import RestNode, RpcNode
 from sp_scan.types import BlockData
 
-from . import RETRY, Ahead, BlockTxs, Keys0, Spend, taproot_outputs
+from .base import DEADLINE, RETRY, Ahead, BlockTxs, Closes, Keys0, Spend, endpoint, taproot_outputs
 
 AHEAD = 8
 """Blocks fetched ahead of the one being scanned."""
@@ -58,15 +58,32 @@ class NodeBlock:
         return [Spend(op, by.get(op)) for op in sorted(hits)]
 
 
-class NodeSource:
-    """A Core node (RestNode or RpcNode) as a wallet's source, and a `Prover` (whole blocks).
+class NodeSource(Closes):
+    """A Core node as a wallet's source, and a `Prover` (whole blocks).
 
     Args:
-        node: the client.
+        url: `rest+http://HOST:PORT` (its REST interface: Core 30+ with -rest) or `rpc+http://HOST:PORT` (its JSON-RPC;
+            https too).
+        cookie_file, user, password: RPC credentials (Core's .cookie, or rpcuser/rpcpassword).
         retry: how a failing call is tried again.
+        timeout: seconds a request may wait for the node.
+
+    Raises:
+        SourceURLError: another URL; credentials given for REST.
     """
 
-    def __init__(self, node: RestNode | RpcNode, retry: Retry = RETRY) -> None:
+    def __init__(
+        self, url: str, *, cookie_file: str | None = None, user: str | None = None, password: str | None = None, retry: Retry = RETRY,
+        timeout: float = DEADLINE,
+    ) -> None:  # fmt: skip
+        kind, _, plain = url.partition("+")
+        endpoint(plain if kind in ("rest", "rpc") else url, ("http", "https"), "a node (rest+http:// or rpc+http://)")
+        if kind == "rest":
+            if cookie_file or user or password:
+                raise SourceURLError("RPC credentials go with rpc+http://, not a node's REST interface")
+            node: RestNode | RpcNode = RestNode(plain, timeout)
+        else:
+            node = RpcNode(plain, cookie_file, user, password, timeout)
         self.node, self.retry = node, retry
         self.name = f"the node at {node.url}"
         self.received = 0
@@ -136,6 +153,3 @@ class NodeSource:
     def work(self, lo: int, hi: int) -> None:
         """None: the node gives its best chain, checked by itself."""
         return None
-
-    def close(self) -> None:
-        pass
