@@ -176,3 +176,38 @@ def test_a_version_1_file_is_upgraded_when_opened_its_outputs_unverified_until_a
         assert w.tip()[0] == kc.SAMPLE_TIP
 
 
+
+
+def test_a_reader_sees_each_commit_of_a_sync_whole_never_as_damage(tmp_path):
+    """Another process (here another connection) reading while a sync commits block after block reads one
+    state of the file per call: the tip and the highest block row agree, and the row counts match."""
+    import threading
+
+    from coincurve import PrivateKey
+
+    key = PrivateKey(b"\x01" * 32).public_key.format()
+    writer = wallet_store.WalletStore.create(tmp_path / "r.wallet", "regtest", key, key, [], 0)
+    reader = wallet_store.WalletStore.open(tmp_path / "r.wallet")
+    enough = threading.Event()  # the reader has seen 30 tips: the reads overlapped that many commits
+
+    def sync_blocks():
+        height = 0
+        while not enough.is_set() and height < 100_000:
+            writer.append(height, height.to_bytes(32, "little"), [], [])
+            writer.commit()
+            height += 1
+
+    thread = threading.Thread(target=sync_blocks)
+    thread.start()
+    seen = set()
+    try:
+        while thread.is_alive() and len(seen) < 30:
+            tip = reader.tip()
+            seen.add(tip[0] if tip else -1)
+            reader.check()
+    finally:
+        enough.set()
+        thread.join()
+        reader.close()
+        writer.close()
+    assert len(seen) >= 30

@@ -36,6 +36,7 @@ raised as `WalletStoreError` naming the file.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import struct
@@ -192,6 +193,24 @@ class PendingSpend:
 
 _checked = sqlitefile.guarded(WalletStoreError, "wallet")
 """Raise sqlite3 failures of a store method as WalletStoreError naming the file (and hold the store's lock)."""
+
+
+def _snapshot(method):
+    """Run a reading method in one read transaction unless the store has one open: its SELECTs then see one
+    state of the file, not a sync's commit between two of them (which would read as damage)."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if self._conn.in_transaction:
+            return method(self, *args, **kwargs)
+        self._conn.execute("BEGIN")
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            if self._conn.in_transaction:
+                self._conn.execute("COMMIT")
+
+    return wrapper
 
 
 def _labels_blob(labels: Sequence[int]) -> bytes:
@@ -410,6 +429,7 @@ class WalletStore:
             _insert(self._conn, "meta", [(key, value)])
 
     @_checked
+    @_snapshot
     def tip(self) -> tuple[int, bytes] | None:
         """(height, hash32) of the last synced block; None before the first.
 
@@ -425,6 +445,7 @@ class WalletStore:
         return rows[0][0], rows[0][1]
 
     @_checked
+    @_snapshot
     def hashes(self, below: int, count: int) -> list[tuple[int, bytes]]:
         """Up to `count` stored (height, hash32) below height `below`, highest first.
 
@@ -438,6 +459,7 @@ class WalletStore:
         return [(h, hash32) for h, hash32, _ in rows]
 
     @_checked
+    @_snapshot
     def bits(self, above: int) -> list[int] | None:
         """The nBits of every stored block above height `above` (lowest first); None when one has none
         (a source without headers stored it) or the rows do not reach down to `above` + 1."""
@@ -447,6 +469,7 @@ class WalletStore:
         return [b for _, _, b in rows]
 
     @_checked
+    @_snapshot
     def outputs(self, unspent: bool = False) -> list[WalletOutput]:
         """The confirmed outputs in block order (height, tx position, vout), then the unconfirmed ones.
 
@@ -489,6 +512,7 @@ class WalletStore:
         return out
 
     @_checked
+    @_snapshot
     def pending(self) -> list[PendingSpend]:
         """The pending spends, oldest first.
 
@@ -513,12 +537,14 @@ class WalletStore:
         return out
 
     @_checked
+    @_snapshot
     def counts(self) -> tuple[int, int]:
         """(outputs found, of them spent)."""
         found = [o for o in self.outputs() if o.height is not None]
         return len(found), sum(o.spent for o in found)
 
     @_checked
+    @_snapshot
     def check(self) -> dict[str, int]:
         """Read every row and check it, and that the tables hold the rows the wallet wrote, the block rows in a row
         up to the tip.
