@@ -1,5 +1,5 @@
 """`--blindbit URL`: a BlindBit Oracle v1 HTTP server as a wallet's source, used as spdk's
-`backend-blindbit-v1` uses it (`../shared/SERVING.md` §1 and §5).
+`backend-blindbit-v1` uses it (the routes: docs/serving.md, "BlindBit Oracle v1").
 
 Per block, many blocks in flight: the tweaks (`/tweak-index/:h`, or `/tweaks/:h` with cut-through,
 with `dustLimit`) and both filters (`/filter/new-utxos/:h`, `/filter/spent/:h`); the block hash is

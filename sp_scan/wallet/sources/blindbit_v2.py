@@ -1,4 +1,4 @@
-"""`--grpc HOST:PORT`: a BlindBit Oracle v2 gRPC server as a wallet's source (`../shared/SERVING.md` §3, §5).
+"""`--grpc HOST:PORT`: a BlindBit Oracle v2 gRPC server as a wallet's source (docs/serving.md, "BlindBit Oracle v2").
 
 Blocks come from one `StreamBlockScanDataShort(start, end, dustlimit, cut_through)` per round, the
 only call spdk's blindbit-v2 client makes: per block its hash, its eligible txs (txid, tweak, the
