@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import base64
-import importlib
-import importlib.util
 import json
 import socket
 import struct
-import sys
 import threading
 import time
 import urllib.parse

@@ -145,7 +145,7 @@ def test_a_node_whose_next_block_does_not_link_to_its_own_is_asked_again_then_re
         hashes = (BRANCH.blocks[9].hash_hex, BRANCH.blocks[8].hash_hex, CHAIN.blocks[8].hash_hex)
         assert f"block 9 ({hashes[0]}) names {hashes[1]} as its parent, but its block 8 is {hashes[2]}; seen 3 times" in str(info.value)
         assert "intact up to height 8" in str(info.value)
-        assert server.requests.count(f"/rest/blockhashbyheight/9.hex" if kind == "rest" else "getblockhash") >= 3
+        assert server.requests.count("/rest/blockhashbyheight/9.hex" if kind == "rest" else "getblockhash") >= 3
     assert content(tmp_path / "u.db") == before
 
 

@@ -4,7 +4,6 @@ proxy that can hold, drop or rewrite answers), and over BlindBit's own recorded 
 
 from __future__ import annotations
 
-import json
 import struct
 
 import pytest

@@ -19,7 +19,6 @@ So `spends[T]` = the marks naming T of T itself and of every block at or below t
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable
 
 from ... import backend
 
