@@ -2,7 +2,7 @@
 
 The C stages are used when the extension loaded (`native.ENABLED`); SP_SCAN_BACKEND=reference (read
 when `sp_scan.native` is first imported) or a missing extension selects the pure-Python reference.
-The stage modules (`extract`, `summary`, `scan`, `send`, `dleq`, `block`, `index.filters`) take
+The stage modules (`extract`, `summary`, `scan`, `send`, `dleq`, `block`, `filters`) take
 their functions from here and nothing rebinds them. Where the C computes only the secret half of a
 step (BIP374 proof generation), the composition below finishes it with the one `verify_proof`.
 """

@@ -38,6 +38,9 @@ class Pow:
     bip94: bool = False
 
 
+TAPROOT_ACTIVATION = 709_632
+"""Mainnet's first height with taproot: where an index or wallet starts by default on main (others start at 0)."""
+
 _EASY = (1 << 224) - 1  # 00000000ffff…ff: main's and the testnets' powLimit
 # Checkpoints: Core's defaultAssumeValid blocks (hash, and the height its comment names) in bitcoin/bitcoin's
 # src/kernel/chainparams.cpp at commit 284c42a3ceb98587895935139984c52e9958005d; regtest's is its genesis block.

@@ -20,7 +20,7 @@ from coincurve import PrivateKey, PublicKey
 
 from serving import ok
 from sp_scan.crypto import ser32, tagged_hash
-from sp_scan.index.filters import new_utxos_filter
+from sp_scan.filters import new_utxos_filter
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "vectors" / "blindbit"

@@ -19,7 +19,8 @@ from coincurve import PrivateKey, PublicKey
 
 import blockfactory as bf
 from cli_support import Chain, NodeServer
-from sp_scan.index import BlockFiles, Index, filters
+from sp_scan import filters
+from sp_scan.index import BlockFiles, Index
 from sp_scan.index.store import rows
 from sp_scan.scan import Receiver
 

@@ -13,7 +13,7 @@ from conftest import ROOT
 from gcsdecode import GolombSet, block_key16
 from sp_scan import native, reference
 from sp_scan.errors import MalformedDataError
-from sp_scan.index import filters
+from sp_scan import filters
 
 BIP158 = json.loads((ROOT / "vectors/bip158/testnet-19.json").read_text())[1:]
 SIGNET = (200000, 200001, 295125, 295147)

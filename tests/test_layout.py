@@ -11,12 +11,12 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "sp_scan"
 
 LAYERS = [
-    ["", "errors", "network", "workers", "crc", "sqlitefile"],
+    ["", "errors", "network", "workers", "crc", "sqlitefile", "retry"],
     ["crypto", "_checks"],
     ["types", "wire", "formats", "address", "headers", "proto", "proto.*"],
     ["native", "native.*", "reference", "reference.*"],
     ["backend"],
-    ["extract", "summary", "scan", "send", "dleq", "block"],
+    ["extract", "summary", "scan", "send", "dleq", "block", "filters"],
     ["psbt", "psbt.*", "descriptor", "node"],
     ["index", "index.*"],
     ["wallet", "wallet.*"],

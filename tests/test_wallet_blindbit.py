@@ -13,7 +13,7 @@ import kernelchain as kc
 import serving
 from blindbit_support import INFLATED, INVENTED, Proxy, Recorded, height_of, inflate, invent
 from index_support import wait_until
-from sp_scan.index import filters
+from sp_scan import filters
 from sp_scan.scan import Receiver
 from sp_scan.wallet import Wallet
 from sp_scan.wallet.sources import MAX_BLOCK_TXS, Spend

@@ -15,7 +15,8 @@ from sp_scan.index import NETWORKS, BlockFiles, Index, Retry, SyncStats
 from sp_scan.index import corefiles
 from sp_scan.index.scan import DASK_PARTITION_BLOCKS, DEFAULT_PARTITION_BLOCKS
 from sp_scan.errors import NodeError
-from sp_scan.index.sync import TAPROOT_ACTIVATION, network_of
+from sp_scan.index.sync import network_of
+from sp_scan.network import TAPROOT_ACTIVATION
 from sp_scan.workers import signals_held
 
 from . import output, sources, wallets

@@ -13,7 +13,8 @@ from sp_scan import network as sp_network
 from sp_scan import psbt as sp_psbt
 from sp_scan.errors import MalformedDataError, PSBTError
 from sp_scan.formats import from_hex
-from sp_scan.index import NETWORKS, Retry
+from sp_scan.index import NETWORKS
+from sp_scan.retry import Retry
 from sp_scan.types import FoundOutput, IndexMatch
 from sp_scan.wallet import SyncStats, Wallet, WalletOutput
 from sp_scan.wallet import broadcast as sp_broadcast

@@ -23,7 +23,8 @@ read of a malformed row (never a wrong answer).
 
 from .scan import Partition, scan_partition, scan_partition_wallets
 from .store import NETWORKS
-from .sync import BlockFiles, Retry, SyncStats
+from ..retry import Retry
+from .sync import BlockFiles, SyncStats
 from .tweak_index import Index
 
 __all__ = ["NETWORKS", "BlockFiles", "Index", "Partition", "Retry", "SyncStats", "scan_partition", "scan_partition_wallets"]

@@ -127,7 +127,7 @@ class MempoolFollower:
     Args:
         store: the index being synced (its writer).
         source: the node.
-        retry: how failing node calls are retried (a sync.Retry).
+        retry: how failing node calls are retried (`sp_scan.retry.Retry`).
         zmq_url: Core's -zmqpubsequence endpoint, e.g. tcp://127.0.0.1:28332, or None to poll.
         log: where one-line notices go (a ZMQ connection that drops or comes back, a tx skipped).
 

@@ -25,24 +25,21 @@ its `start`) or `BlockFiles` below. It is pickled to the workers.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
 from .. import block, wire, workers
-from ..errors import HeightError, IndexStoreError, NodeConfigError, NodeError, SPError
+from ..errors import HeightError, IndexStoreError, NodeError, SPError
+from ..network import TAPROOT_ACTIVATION
+from ..retry import Retry
 from ..types import BlockData
-from . import filters
+from .. import filters
 from .corefiles import CoreBlocks
 from .store import NETWORKS, BlockRow, Store, block_row
-
-TAPROOT_ACTIVATION = 709_632
-"""The default first height on mainnet; other networks start at 0."""
 
 
 class Source(Protocol):
@@ -115,97 +112,6 @@ class BlockFiles:
 
     def block(self, hash_hex: str) -> tuple[bytes, bytes]:
         return self._by_hash[hash_hex].load()
-
-
-@dataclass(frozen=True)
-class Retry:
-    """How often a failing node call is tried again: `attempts` retries, waiting `delay` s, doubling.
-
-    `report`, when given (a picklable function: workers retry too), is told of each retry in a line.
-    `deadline`, when given, bounds a call with its retries: no retry starts once `deadline` seconds
-    passed since the call began or since its last answer (`answered`), and the transports that read
-    `time_left` wait no longer than that for a connection or a byte.
-    """
-
-    attempts: int = 5
-    delay: float = 0.5
-    report: Callable[[str], None] | None = None
-    deadline: float | None = None
-
-    def call(self, fn: Callable, *args: object, stop: threading.Event | None = None):
-        """fn(*args), retried on NodeError; the last NodeError is raised, a NodeConfigError at once, and at
-        once too (no retry, no report) once `stop` (default: the `stopping` event this runs under) is set: work
-        its caller gave up on neither waits out its retries nor reports them. A call within a call keeps the
-        outer one's deadline."""
-        stop = _STOP.get() if stop is None else stop
-        deadline, token = _DEADLINE.get(), None
-        if deadline is None and self.deadline is not None:
-            deadline = _Deadline(self.deadline)
-            token = _DEADLINE.set(deadline)
-        try:
-            wait, left = self.delay, self.attempts
-            while True:
-                try:
-                    return fn(*args)
-                except NodeConfigError:
-                    raise
-                except NodeError as exc:
-                    if left == 0 or (stop is not None and stop.is_set()):
-                        raise
-                    if deadline is not None and deadline.end - time.monotonic() <= wait:
-                        raise NodeError(f"{exc} (no answer for {deadline.seconds:g} s, retries included)") from None
-                    if self.report is not None:
-                        self.report(f"{exc}; retry {self.attempts - left + 1} of {self.attempts} in {wait:g} s")
-                    if stop is None:
-                        time.sleep(wait)
-                    elif stop.wait(wait):
-                        raise
-                    wait, left = 2 * wait, left - 1
-        finally:
-            if token is not None:
-                _DEADLINE.reset(token)
-
-
-class _Deadline:
-    """When the `Retry.call` running in this context gives up: `seconds` after it began or after its last answer."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.end = time.monotonic() + seconds
-
-
-_DEADLINE: contextvars.ContextVar[_Deadline | None] = contextvars.ContextVar("sp_scan_retry_deadline", default=None)
-
-
-_STOP: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("sp_scan_retry_stop", default=None)
-
-
-@contextlib.contextmanager
-def stopping(event: threading.Event | None) -> Iterator[None]:
-    """Within the block, `Retry.call`s made in this thread without a `stop` of their own give up once `event` is set
-    (a wallet sync's cancel token)."""
-    token = _STOP.set(event)
-    try:
-        yield
-    finally:
-        _STOP.reset(token)
-
-
-def time_left(timeout: float) -> float:
-    """How long a transport may wait for a connection or a byte: `timeout`, or less as the deadline of the
-    `Retry.call` it runs in nears (a thousandth of a second once it passed: the wait then times out)."""
-    deadline = _DEADLINE.get()
-    if deadline is None:
-        return timeout
-    return max(min(timeout, deadline.end - time.monotonic()), 0.001)
-
-
-def answered() -> None:
-    """Tell the `Retry.call` this runs in that an answer came: its deadline counts again from now (a stream of
-    answers that keeps coming is not given up on)."""
-    deadline = _DEADLINE.get()
-    if deadline is not None:
-        deadline.end = time.monotonic() + deadline.seconds
 
 
 @dataclass(frozen=True)

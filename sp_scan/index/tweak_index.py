@@ -11,10 +11,11 @@ from pathlib import Path
 from ..errors import HeightError, IndexStoreError
 from ..scan import Receiver
 from ..types import IndexMatch, MempoolTx, MempoolView, Utxo
-from . import filters
+from .. import filters
 from .scan import DEFAULT_PARTITION_BLOCKS, Partition, scan_partition, scan_partition_wallets
 from .store import Store
-from .sync import Retry, Source, Syncer, SyncStats
+from ..retry import Retry
+from .sync import Source, Syncer, SyncStats
 
 FILTER_KINDS = ("new-utxos", "spent")
 _PARTITION_COLUMNS = ("n_tx", "txids", "tweaks33", "out_counts", "out_keys", "out_vouts", "out_values")

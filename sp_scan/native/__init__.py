@@ -175,7 +175,7 @@ def sha256_impl() -> str:
 def golomb_set(
     key16: bytes, items: _Sequence[bytes] | bytes, width: int = 0, name: str = "items", p: int = 19, m: int = 784931
 ) -> bytes:
-    """Native `index.filters.golomb_set`: the BIP158 Golomb-coded set, built in C.
+    """Native `filters.golomb_set`: the BIP158 Golomb-coded set, built in C.
 
     SipHash-2-4, the map into [0, N·m), the sort and the Golomb-Rice coding are C; the GIL is
     released for the sort and the coding.
@@ -209,7 +209,7 @@ def golomb_match(key16: bytes, n: int, stream: bytes, items: _Sequence[bytes] | 
 
 
 def spent_hashes(block_hash32: bytes, outpoints36: _Sequence[bytes] | bytes) -> list[bytes]:
-    """Native `index.filters.spent_hashes`: SHA256(outpoint36 ‖ block_hash32)[:8] of each outpoint.
+    """Native `filters.spent_hashes`: SHA256(outpoint36 ‖ block_hash32)[:8] of each outpoint.
 
     Raises:
         MalformedDataError: block_hash32 is not 32 bytes or an outpoint is not 36 bytes.

@@ -48,7 +48,7 @@ from .. import descriptor as sp_descriptor
 from .. import psbt as sp_psbt
 from ..address import SPAddress, encode, labelled_spend_pubkey
 from ..errors import InvalidKeyError, SpendError, WalletStoreError
-from ..index.sync import TAPROOT_ACTIVATION
+from ..network import TAPROOT_ACTIVATION
 from ..network import MAIN, NETWORKS
 from ..network import get as get_network
 from ..psbt import Psbt

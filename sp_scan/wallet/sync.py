@@ -21,7 +21,7 @@ The events (`sp_scan.wallet.events`) of what a commit changed are told after it:
 those a fork rolled back, unconfirmed payments arriving and leaving, pending spends a block settled.
 
 A cancel token (a `threading.Event`) is checked before every block and round, wakes every wait (the
-follow interval, a retry's backoff: `sp_scan.index.sync.stopping`), and ends the sync as if it were done:
+follow interval, a retry's backoff: `sp_scan.retry.stopping`), and ends the sync as if it were done:
 what it finished is committed and its stats returned (`SyncStats.cancelled`).
 
 Outputs found in a block its source proves (`SourceBlock.proven`) are stored as verified; those a
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from .. import scan as sp_scan
 from ..errors import HeightError, InvalidKeyError, NodeError, SourceError, WalletStoreError
 from ..headers import Header, meets, work
-from ..index.sync import stopping
+from ..retry import stopping
 from ..network import get as get_network
 from ..scan import Receiver
 from .sources import MAX_BLOCK_TXS, BlockTxs, Keys0, Prover, Source, SourceBlock

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from sp_scan import wire
 from sp_scan.errors import SourceError, SourceURLError
-from sp_scan.index.sync import Retry
+from sp_scan.retry import Retry
 
 MAX_BLOCK_TXS = 30_000
 """More eligible txs than a 4 MWU block can hold (the smallest has ~110 vB): a bigger answer is refused."""

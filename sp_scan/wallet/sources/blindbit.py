@@ -32,8 +32,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sp_scan.errors import MalformedDataError, NodeError, SourceError
-from sp_scan.index.filters import matches, spent_hashes
-from sp_scan.index.sync import Retry, time_left
+from sp_scan.filters import matches, spent_hashes
+from sp_scan.retry import Retry, time_left
 from sp_scan.network import NETWORKS
 
 from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, Ahead, BlockTxs, Closes, Keys0, Spend

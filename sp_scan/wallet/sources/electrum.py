@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from sp_scan import wire
 from sp_scan.errors import MalformedDataError, NodeError, SourceError
 from sp_scan.headers import Header, HeaderChain
-from sp_scan.index.sync import Retry, answered, time_left
+from sp_scan.retry import Retry, answered, time_left
 from sp_scan.network import BY_GENESIS
 from sp_scan.network import get as get_network
 

@@ -30,7 +30,7 @@ from coincurve import PrivateKey
 
 from sp_scan import address as sp_address
 from sp_scan.errors import SourceError
-from sp_scan.index.sync import Retry
+from sp_scan.retry import Retry
 from sp_scan.network import get as get_network
 
 from .base import MAX_BLOCK_TXS, RETRY, BlockTxs, Keys0, Spend, taproot_outputs

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sp_scan.errors import HeightError, NodeError
 from sp_scan.index import Index, Partition
-from sp_scan.index.filters import spent_hashes
+from sp_scan.filters import spent_hashes
 
 from .base import BlockTxs, Closes, Keys0, Spend
 

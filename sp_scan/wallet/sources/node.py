@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from sp_scan import block, wire
 from sp_scan.errors import NodeError, SourceURLError, SPError
-from sp_scan.index.sync import Retry
+from sp_scan.retry import Retry
 from sp_scan.node import RestNode, RpcNode
 from sp_scan.types import BlockData
 
