@@ -159,7 +159,7 @@ def test_change_below_dust_goes_to_the_fee_only_within_1_sat_per_vb_else_the_coi
     size = sp_spend.vsize(1, [sp_spend.Recipient(0, script=script)])
     most = 3000 * size // 1000  # 2 sat/vB asked: at most 3 sat/vB paid
 
-    def pay(amount: int) -> sp_spend.Spend:
+    def pay(amount: int) -> sp_spend.SpendPlan:
         return sp_spend.plan_spend([coin], [sp_spend.Recipient(amount, script=script)], 2000, change_to(), select=False)
 
     changeless = pay(100_000 - most)

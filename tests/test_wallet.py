@@ -302,7 +302,7 @@ def test_a_node_whose_next_block_does_not_link_to_its_own_is_asked_again_then_re
 
 def test_work_a_closed_source_left_in_flight_gives_up_its_retries_at_once():
     from sp_scan.index import Retry
-    from sp_scan.wallet.sources import Ahead
+    from sp_scan.wallet.sources import AheadPool
 
     reported = []
     retry = Retry(attempts=50, delay=3600.0, report=reported.append)  # an hour between tries: only `stop` ends it
@@ -310,7 +310,7 @@ def test_work_a_closed_source_left_in_flight_gives_up_its_retries_at_once():
     def failing(stop):
         raise NodeError("the server went away")
 
-    pool = Ahead(2, "test-ahead")
+    pool = AheadPool(2, "test-ahead")
     future = pool.submit(lambda stop: retry.call(failing, stop, stop=stop), pool.stop)
     wait_until(lambda: reported, what="the first retry")
     pool.close()

@@ -311,8 +311,8 @@ def refuse_key_like(blocks: tuple[str, ...]) -> None:
 
 
 @dataclass(frozen=True)
-class Wallet:
-    """A wallet to scan for.
+class ScanTarget:
+    """A wallet to scan for (keys or a descriptor, not a wallet file).
 
     Attributes:
         receiver: makes the Receiver (reading the scan key then, so a bad argument never waits on stdin).
@@ -339,14 +339,14 @@ def key_options_typed(scan_key_file: str | None, labels: tuple[int, ...]) -> boo
     return bool(scan_key_file or labels or typed_spend)
 
 
-def wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file) -> Wallet:
+def wallet_of(scan_key_file, spend_pubkey, labels, descriptor_file) -> ScanTarget:
     """The wallet of the key options or of --descriptor-file (read here)."""
     if descriptor_file is None:
-        return Wallet(functools.partial(receiver_of_keys, scan_key_file, spend_pubkey, labels))
+        return ScanTarget(functools.partial(receiver_of_keys, scan_key_file, spend_pubkey, labels))
     if key_options_typed(scan_key_file, labels):
         raise click.UsageError("give --descriptor-file or --scan-key-file/--spend-pubkey/--label, not both")
     wallet = read_descriptor(descriptor_file)
-    return Wallet(wallet.receiver, wallet.birthday_height, wallet.network)
+    return ScanTarget(wallet.receiver, wallet.birthday_height, wallet.network)
 
 
 def check_network(family: str | None, chain: str, what: str) -> None:

@@ -20,7 +20,7 @@ from . import output
 from .options import EXIT_INTERRUPTED
 from .sources import FileBlock, NodeBlock
 
-Source = FileBlock | NodeBlock
+BlockInput = FileBlock | NodeBlock
 
 
 class Terminated(Exception):
@@ -69,7 +69,7 @@ class Interrupted(Exception):
         self.resume = resume
 
 
-def work(source: Source, mode: str, receiver: Receiver | None, fmt: output.Emitter) -> str:
+def work(source: BlockInput, mode: str, receiver: Receiver | None, fmt: output.Emitter) -> str:
     """Load one block and compute its records, formatted by `fmt`: "tweaks", "scan" (needs receiver) or "extract".
 
     Workers format their own lines, so the parent only writes them.
@@ -104,7 +104,7 @@ def _init_worker(mode: str, receiver: Receiver | None, as_json: bool) -> None:
     _worker_args = (mode, receiver, output.Emitter(mode, as_json))
 
 
-def _pool_work(source: Source) -> str:
+def _pool_work(source: BlockInput) -> str:
     return work(source, *_worker_args)
 
 
@@ -146,7 +146,7 @@ class Progress:
             self.drawn = False
 
 
-def run(sources: Sequence[Source], mode: str, receiver: Receiver | None, jobs: int, emit: output.Emitter) -> None:
+def run(sources: Sequence[BlockInput], mode: str, receiver: Receiver | None, jobs: int, emit: output.Emitter) -> None:
     """Compute every source's records and emit them in source order.
 
     With jobs > 1, blocks are fetched and processed in that many worker

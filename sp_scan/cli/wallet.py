@@ -16,7 +16,7 @@ from sp_scan.formats import from_hex
 from sp_scan.index import NETWORKS
 from sp_scan.retry import Retry
 from sp_scan.types import FoundOutput, IndexMatch
-from sp_scan.wallet import SyncStats, Wallet, WalletOutput
+from sp_scan.wallet import WalletSyncStats, Wallet, WalletOutput
 from sp_scan.wallet import broadcast as sp_broadcast
 from sp_scan.wallet import sources
 from sp_scan.wallet.sources import DEADLINE
@@ -131,7 +131,7 @@ def _host_port(text: str, option: str) -> str:
 
 
 def _show(progress: Progress):
-    def show(stats: SyncStats) -> None:
+    def show(stats: WalletSyncStats) -> None:
         progress.total = max(stats.target - stats.start + 1, stats.blocks)
         label = f"height {stats.height}  {stats.found} found, {stats.spent} spent" + ("  (waiting for blocks)" if stats.waiting else "")
         progress.update(stats.blocks, label)

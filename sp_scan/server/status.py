@@ -27,7 +27,7 @@ RATE_WINDOW = 10
 """Seconds of request counts the req/s figure averages."""
 
 
-class Server(Protocol):
+class ServerView(Protocol):
     """What the operator's view reads of `service.Server`."""
 
     view: ChainView
@@ -114,7 +114,7 @@ class RateMeter:
         return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
 
 
-def status(server: Server) -> dict:
+def status(server: ServerView) -> dict:
     """The /status document."""
     view, cache, gate = server.view, server.cache, server.gate
     tip = view.tip
@@ -153,7 +153,7 @@ def status(server: Server) -> dict:
     }
 
 
-def _cluster(server: Server) -> dict | None:
+def _cluster(server: ServerView) -> dict | None:
     """The Dask cluster of the Electrum subscriptions (`passes.ScanService.cluster_status`), None without one."""
     electrum = server.electrum
     state = electrum.state if electrum is not None else None
@@ -163,7 +163,7 @@ def _cluster(server: Server) -> dict | None:
 class _Collector:
     """A prometheus_client collector reading `server`'s counters at scrape time."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: ServerView) -> None:
         self.server = server
 
     def collect(self):
@@ -212,7 +212,7 @@ class _Collector:
 class StatusApp:
     """The `http.Handler` of the status listener."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: ServerView) -> None:
         self.server = server
         self._registry = None
 

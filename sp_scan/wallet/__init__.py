@@ -59,14 +59,14 @@ from . import spend
 from .events import (
     OutputFound, OutputRolledBack, OutputSpent, PendingSpendChanged, SpendRolledBack, UnconfirmedArrived, UnconfirmedLeft, WalletEvent,
 )  # fmt: skip
-from .sources import Prover, Source
-from .spend import Recipient, Spend
+from .sources import Prover, WalletSource
+from .spend import Recipient, SpendPlan
 from .store import PendingSpend, WalletOutput, WalletStore
-from .sync import SyncStats, Syncer
+from .sync import WalletSyncStats, WalletSyncer
 
 __all__ = [
-    "Balance", "OutputFound", "OutputRolledBack", "OutputSpent", "PendingSpend", "PendingSpendChanged", "Recipient", "Spend",
-    "SpendRolledBack", "SyncStats", "UnconfirmedArrived", "UnconfirmedLeft", "Wallet", "WalletEvent", "WalletOutput", "default_birthday",
+    "Balance", "OutputFound", "OutputRolledBack", "OutputSpent", "PendingSpend", "PendingSpendChanged", "Recipient", "SpendPlan",
+    "SpendRolledBack", "WalletSyncStats", "UnconfirmedArrived", "UnconfirmedLeft", "Wallet", "WalletEvent", "WalletOutput", "default_birthday",
 ]  # fmt: skip
 
 CHANGE_SPEND_PUBKEY, SPEND_ORIGIN, LABEL_SPEND_PUBKEYS = "change_spend_pubkey", "spend_origin", "label_spend_pubkeys"
@@ -307,7 +307,7 @@ class Wallet:
 
     def sync(
         self,
-        source: Source,
+        source: WalletSource,
         scan_key32: bytes,
         *,
         stop: int | None = None,
@@ -315,11 +315,11 @@ class Wallet:
         interval: float = 10.0,
         mempool: bool = False,
         threads: int = 1,
-        progress: Callable[[SyncStats], None] | None = None,
+        progress: Callable[[WalletSyncStats], None] | None = None,
         rescan_from: int | None = None,
         verify_with: Prover | None = None,
         cancel: threading.Event | None = None,
-    ) -> SyncStats:
+    ) -> WalletSyncStats:
         """Bring the wallet to the source's tip (or `stop`), following forks; with `follow`, keep polling.
 
         Args:
@@ -356,10 +356,10 @@ class Wallet:
         """
         receiver = self.receiver(scan_key32)
         self._record_label_keys(scan_key32)
-        syncer = Syncer(self._store, source, receiver, threads=threads, progress=progress, emit=self._emit, prover=verify_with, cancel=cancel)
+        syncer = WalletSyncer(self._store, source, receiver, threads=threads, progress=progress, emit=self._emit, prover=verify_with, cancel=cancel)
         return syncer.run(stop, follow, interval, mempool, rescan_from)
 
-    async def sync_async(self, source: Source, scan_key32: bytes, **options) -> SyncStats:
+    async def sync_async(self, source: WalletSource, scan_key32: bytes, **options) -> WalletSyncStats:
         """`sync` in a worker thread (`asyncio.to_thread`), for programs built on asyncio: the event loop runs on.
         Cancelling the awaiting task sets the sync's cancel token and waits for the sync to commit and return
         (the task then ends with CancelledError). The listeners are called in the worker thread: hand events to
@@ -504,7 +504,7 @@ class Wallet:
         max_fee_rate: str | float | Decimal | None = None,
         allow_unverified: bool = False,
         replaces: int | None = None,
-    ) -> Spend:
+    ) -> SpendPlan:
         """Plan a spend of the wallet's unspent coins (see `sp_scan.wallet.spend`); coins a pending spend holds are
         left alone, but for the one it `replaces`.
 
@@ -570,7 +570,7 @@ class Wallet:
             spend.check_replacement(planned, replaced.fee)
         return planned
 
-    def create_psbt(self, recipients: Sequence[tuple[str, int]], fee_rate: str | float | Decimal, *, reserve: bool = True, **options) -> tuple[Psbt, Spend]:
+    def create_psbt(self, recipients: Sequence[tuple[str, int]], fee_rate: str | float | Decimal, *, reserve: bool = True, **options) -> tuple[Psbt, SpendPlan]:
         """The PSBT version 2 of a spend (BIP370 with BIP375's silent-payment outputs and BIP376's input fields), its
         coins reserved by a pending spend until `abandon`, a broadcast of another spend of them, or a block that
         spends one of them.

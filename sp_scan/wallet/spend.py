@@ -135,7 +135,7 @@ def _sat_vb(rate_kvb: int) -> str:
     return f"{Decimal(rate_kvb).scaleb(-3).normalize():f}"
 
 
-def check_fee(planned: Spend, max_fee_rate_kvb: int | None) -> None:
+def check_fee(planned: SpendPlan, max_fee_rate_kvb: int | None) -> None:
     """Refuse a spend whose fee is more than the amount it sends (its outputs but the change), unless the caller
     gave its own fee-rate ceiling.
 
@@ -147,7 +147,7 @@ def check_fee(planned: Spend, max_fee_rate_kvb: int | None) -> None:
         raise SpendError(f"the fee of {planned.fee:,} sats is more than the {sent:,} sats sent; --max-fee-rate allows it")
 
 
-def check_replacement(planned: Spend, replaced_fee: int) -> None:
+def check_replacement(planned: SpendPlan, replaced_fee: int) -> None:
     """Refuse a replacement that does not pay the fee it replaces plus Core's incremental relay fee for its own size
     (BIP125's rules 3 and 4, which Core's mempool applies).
 
@@ -202,7 +202,7 @@ def vsize(n_inputs: int, outputs: Sequence[Recipient]) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Spend:
+class SpendPlan:
     """A planned spend.
 
     Attributes:
@@ -269,7 +269,7 @@ def _search(coins: Sequence[WalletOutput], outputs: Sequence[Recipient], rate_kv
 
 def plan_spend(
     candidates: Sequence[WalletOutput], outputs: Sequence[Recipient], rate_kvb: int, change: Recipient, *, select: bool = True, locktime: int = 0
-) -> Spend:
+) -> SpendPlan:
     """Choose coins (or take them all, `select=False`), the change and the fee of a spend.
 
     Args:
@@ -323,7 +323,7 @@ def plan_spend(
         raise SpendError(f"{len(chosen)} inputs make a transaction of {weight:,} weight units, above Core's standard limit of {MAX_STANDARD_TX_WEIGHT:,}")
     if base_size(len(chosen), final) < MIN_STANDARD_TX_NONWITNESS_SIZE:
         raise SpendError(f"the transaction would be {base_size(len(chosen), final)} bytes without witness, below Core's minimum of {MIN_STANDARD_TX_NONWITNESS_SIZE}")
-    return Spend(tuple(chosen), tuple(final), change_index, fee_paid, size, locktime)
+    return SpendPlan(tuple(chosen), tuple(final), change_index, fee_paid, size, locktime)
 
 
 def _shortfall(coins: Sequence[WalletOutput], outputs: Sequence[Recipient], change: Recipient, rate_kvb: int, select: bool) -> str:
@@ -353,7 +353,7 @@ def _sp_order(outputs: list[Recipient]) -> list[Recipient]:
     return out
 
 
-def build_psbt(spend: Spend, spend_pubkey33: bytes, origin: tuple[bytes, Sequence[int]] | None = None) -> Psbt:
+def build_psbt(spend: SpendPlan, spend_pubkey33: bytes, origin: tuple[bytes, Sequence[int]] | None = None) -> Psbt:
     """The PSBT version 2 of a planned spend (BIP370 Constructor, BIP376 and BIP375 Updater).
 
     Each input: PSBT_IN_PREVIOUS_TXID, OUTPUT_INDEX, SEQUENCE, WITNESS_UTXO, PSBT_IN_SP_TWEAK and, with

@@ -22,7 +22,7 @@ those a fork rolled back, unconfirmed payments arriving and leaving, pending spe
 
 A cancel token (a `threading.Event`) is checked before every block and round, wakes every wait (the
 follow interval, a retry's backoff: `sp_scan.retry.stopping`), and ends the sync as if it were done:
-what it finished is committed and its stats returned (`SyncStats.cancelled`).
+what it finished is committed and its stats returned (`WalletSyncStats.cancelled`).
 
 Outputs found in a block its source proves (`SourceBlock.proven`) are stored as verified; those a
 BlindBit server alone vouches for are proven at once by the `Prover` given (`--verify-with`), the
@@ -49,7 +49,7 @@ from ..headers import Header, meets, work
 from ..retry import stopping
 from ..network import get as get_network
 from ..scan import Receiver
-from .sources import MAX_BLOCK_TXS, BlockTxs, Keys0, Prover, Source, SourceBlock
+from .sources import MAX_BLOCK_TXS, BlockTxs, Keys0, Prover, WalletSource, SourceBlock
 from .events import (
     OutputFound, OutputRolledBack, OutputSpent, PendingSpendChanged, SpendRolledBack, UnconfirmedArrived, UnconfirmedLeft, WalletEvent,
 )  # fmt: skip
@@ -62,7 +62,7 @@ MAX_UNLINKED = 5
 
 
 @dataclass
-class SyncStats:
+class WalletSyncStats:
     """What a wallet sync did so far (given to the progress callback after every block and while waiting).
 
     Attributes:
@@ -167,17 +167,17 @@ class _LessWork(Exception):
     """The source's branch has no more chain work than the wallet's: not followed."""
 
 
-class Syncer:
+class WalletSyncer:
     """One sync run of a wallet store from a source (see `run`)."""
 
     def __init__(
         self,
         store: WalletStore,
-        source: Source,
+        source: WalletSource,
         receiver: Receiver,
         *,
         threads: int = 1,
-        progress: Callable[[SyncStats], None] | None = None,
+        progress: Callable[[WalletSyncStats], None] | None = None,
         emit: Callable[[WalletEvent], None] | None = None,
         prover: Prover | None = None,
         cancel: threading.Event | None = None,
@@ -187,13 +187,13 @@ class Syncer:
         self.progress = progress or (lambda stats: None)
         self.emit = emit or (lambda event: None)
         self.cancel = cancel or threading.Event()
-        self.stats = SyncStats()
+        self.stats = WalletSyncStats()
         self._unspent: dict[bytes, WalletOutput] = {}
         self._unconfirmed: dict[bytes, WalletOutput] = {}
         self.pow = get_network(store.network).pow
         self._checkpoint32 = bytes.fromhex(self.pow.checkpoint[1])[::-1]
 
-    def run(self, stop: int | None, follow: bool, interval: float, mempool: bool, rescan_from: int | None = None) -> SyncStats:
+    def run(self, stop: int | None, follow: bool, interval: float, mempool: bool, rescan_from: int | None = None) -> WalletSyncStats:
         """Sync to `stop` (default: the source's tip, re-read every round); with `follow`, keep polling.
 
         Args:
@@ -216,7 +216,7 @@ class Syncer:
             self.stats.cancelled = True
             return self.stats
 
-    def _run(self, stop: int | None, follow: bool, interval: float, mempool: bool, rescan_from: int | None) -> SyncStats:
+    def _run(self, stop: int | None, follow: bool, interval: float, mempool: bool, rescan_from: int | None) -> WalletSyncStats:
         try:
             network = self.source.network()
             if network != self.store.network:
@@ -324,7 +324,7 @@ class Syncer:
         self.progress(self.stats)
         self.cancel.wait(interval)
 
-    def _loop(self, stop: int | None, follow: bool, interval: float, mempool: bool) -> SyncStats:
+    def _loop(self, stop: int | None, follow: bool, interval: float, mempool: bool) -> WalletSyncStats:
         unlinked = 0
         while True:
             if self.cancel.is_set():

@@ -38,7 +38,7 @@ from . import file, mempool_rows, upgrade
 from .check import check_file
 from .checkpoint import Checkpointer
 from .mempool_rows import MEMPOOL_COLUMNS
-from .reader import Reader, checked
+from .reader import StoreReader, checked
 from .rows import APPLICATION_ID, BLOCK_FIELDS, FIELDS, FORMAT_VERSION, SPENT_FIELDS, BlockRow, bits_sum, block_row, pack_marks, sums
 from .schema import PAGE_SIZE, new_file
 from .spends import FOLD_BLOCKS, Pending, Resolver
@@ -51,8 +51,8 @@ _LOAD_BATCH = 256  # blocks read per statement while the writer's output map is 
 _IN_CHUNK = 4096  # values bound in one `IN (...)` (SQLite allows 32,766)
 
 
-class Store(Reader):
-    """An open index file. Build with `Store.create` or `Store.open`; reads come from `Reader`.
+class Store(StoreReader):
+    """An open index file. Build with `Store.create` or `Store.open`; reads come from `StoreReader`.
 
     Attributes:
         path: the file.

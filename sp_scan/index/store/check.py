@@ -15,13 +15,13 @@ from . import mempool_rows
 from .rows import FIELDS, FORMAT_VERSION
 
 if TYPE_CHECKING:
-    from .reader import Reader
+    from .reader import StoreReader
 
 
 class _Walk:
     """The state a pass over the blocks in height order carries from row to row."""
 
-    def __init__(self, store: Reader, folded: int) -> None:
+    def __init__(self, store: StoreReader, folded: int) -> None:
         self.store, self.folded = store, folded
         self.prev: bytes | None = None
         self.outputs: dict[int, int] = {}  # height -> its taproot outputs Σ
@@ -53,7 +53,7 @@ class _Walk:
                 self.folded_bits[target][ordinal >> 3] |= 1 << (ordinal & 7)
 
 
-def check_file(store: Reader, batch: int) -> int:
+def check_file(store: StoreReader, batch: int) -> int:
     """Check the file `store` holds (see the module doc): SQLite's quick_check, then every row, in one read.
 
     Returns:
@@ -67,7 +67,7 @@ def check_file(store: Reader, batch: int) -> int:
         return _check_rows(store, batch)
 
 
-def _check_rows(store: Reader, batch: int) -> int:
+def _check_rows(store: StoreReader, batch: int) -> int:
     damaged = store._damaged
     for key in ("network", "format"):
         if store._meta(key) is None:

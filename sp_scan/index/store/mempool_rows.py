@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ...crc import crc_row
 
 if TYPE_CHECKING:
-    from .reader import Reader
+    from .reader import StoreReader
 
 MEMPOOL_COLUMNS = ("txid", "tweak33", "out_vouts", "out_keys", "out_values")
 SCHEMA = (
@@ -36,23 +36,23 @@ def _row_ok(row: Sequence) -> bool:
     return (len(txid), len(tweak33)) == (32, 33) and k >= 1 and (len(vouts), len(keys), len(values)) == (4 * k, 32 * k, 8 * k)
 
 
-def version(store: Reader) -> int:
+def version(store: StoreReader) -> int:
     """The table's version (0 before any change)."""
     return int(store._meta("mempool_version") or 0)
 
 
-def _bump(store: Reader) -> int:
+def _bump(store: StoreReader) -> int:
     new = version(store) + 1
     store._set_meta("mempool_version", new)
     return new
 
 
-def empty(store: Reader) -> bool:
+def empty(store: StoreReader) -> bool:
     """True when the table has no row."""
     return store._conn.execute("SELECT 1 FROM mempool LIMIT 1").fetchone() is None
 
 
-def delete(store: Reader, txids: bytes) -> int:
+def delete(store: StoreReader, txids: bytes) -> int:
     """Delete the rows of these txids (n × 32 bytes), bumping the version when any went; returns how many."""
     if empty(store):
         return 0  # (a sync without --mempool: the IN list's cost saved)
@@ -67,7 +67,7 @@ def delete(store: Reader, txids: bytes) -> int:
     return gone
 
 
-def update(store: Reader, added: Sequence[Sequence[bytes]], removed: Sequence[bytes], clear: bool) -> int:
+def update(store: StoreReader, added: Sequence[Sequence[bytes]], removed: Sequence[bytes], clear: bool) -> int:
     """Change the table and bump its version; returns the new version.
 
     Args:
@@ -86,7 +86,7 @@ def update(store: Reader, added: Sequence[Sequence[bytes]], removed: Sequence[by
     return _bump(store)
 
 
-def read(store: Reader) -> list[tuple] | None:
+def read(store: StoreReader) -> list[tuple] | None:
     """Every row in MEMPOOL_COLUMNS order, oldest first; None when one is malformed (a damaged index)."""
     rows = store._conn.execute(f"SELECT {', '.join(MEMPOOL_COLUMNS)}, sum FROM mempool ORDER BY seq").fetchall()
     if any(crc_row(row[:-1], 0) != row[-1] or not _row_ok(row[:-1]) for row in rows):

@@ -1,6 +1,6 @@
 """Reading an index file: every value checked against its row's checksums, every height there.
 
-`Reader` is the read half of `Store` (its front door, in the package's `__init__`): it holds the SQLite
+`StoreReader` is the read half of `Store` (its front door, in the package's `__init__`): it holds the SQLite
 connection and the descriptor of the file's writer lock, and reads rows (`_rows`) with all their checks:
 each value against its sum, `outs` unpacked, widths, the spends bitmap against its sum with the pending
 marks set (`spends.Pending`), and every height from the first to the tip present.
@@ -61,7 +61,7 @@ def _rows_sql(columns: tuple[str, ...], spent: bool) -> tuple[tuple[str, ...], t
     return block, spent_fields, f"SELECT {', '.join(select)} FROM blocks b{joins} WHERE b.height BETWEEN ? AND ? ORDER BY b.height"
 
 
-class Reader:
+class StoreReader:
     """An open index file, for reading; `Store` adds opening and writing.
 
     Attributes:

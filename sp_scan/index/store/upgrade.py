@@ -21,7 +21,7 @@ from pathlib import Path
 from ...errors import IndexStoreError
 from ...network import NETWORKS
 from . import check, file
-from .reader import Reader
+from .reader import StoreReader
 from .rows import FORMAT_VERSION, bits_sum, crc, meta_sum, pack_marks, pack_outputs, sums
 from .schema import new_file
 
@@ -125,7 +125,7 @@ def _convert(old: sqlite3.Connection, path: Path, version: int, scratch: Path) -
             new.execute("INSERT INTO meta VALUES (?, ?, ?)", (key, value, meta_sum(key, value)))
         new.execute("COMMIT")
         new.execute("PRAGMA journal_mode = WAL")
-        reader = Reader(scratch, new, readonly=True)
+        reader = StoreReader(scratch, new, readonly=True)
         try:
             check.check_file(reader, _BATCH)
         except IndexStoreError as exc:  # said of the old file: what it holds is what the check found wrong

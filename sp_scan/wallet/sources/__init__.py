@@ -3,7 +3,7 @@
 
 A source only answers; the sync loop (`sp_scan.wallet.sync`) checks the answers, scans and writes.
 
-`Source` (the chain as one server or node sees it):
+`WalletSource` (the chain as one server or node sees it):
 - `name`: how messages name it ("BlindBit at http://…"); `received`: bytes read off the wire so far.
 - `network()`: Core's chain name (main, test, testnet4, signet, regtest).
 - `tip_height()`, `block_hash(height)` -> hash32 (internal order): how the loop finds forks. Before
@@ -88,19 +88,19 @@ from pathlib import Path
 from sp_scan.errors import SourceURLError
 
 from .base import (
-    DEADLINE, MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, Ahead, BlockTxs, Closes, Keys0, Prover, Source, SourceBlock, Spend, endpoint,
+    DEADLINE, MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, AheadPool, BlockTxs, Closes, Keys0, Prover, WalletSource, SourceBlock, Spend, endpoint,
     taproot_outputs,
 )  # fmt: skip
 
 __all__ = [
-    "DEADLINE", "MAX_BLOCK_OUTPUTS", "MAX_BLOCK_TXS", "MAX_MONEY", "RETRY", "Ahead", "BlockTxs", "Closes", "Keys0", "Prover", "Source",
+    "DEADLINE", "MAX_BLOCK_OUTPUTS", "MAX_BLOCK_TXS", "MAX_MONEY", "RETRY", "AheadPool", "BlockTxs", "Closes", "Keys0", "Prover", "WalletSource",
     "SourceBlock", "Spend", "endpoint", "open", "open_prover", "taproot_outputs",
 ]  # fmt: skip
 
 _SCHEMES = ("rest+http", "rest+https", "rpc+http", "rpc+https", "http", "https", "grpc", "grpcs", "tcp", "ssl", "cake+tcp", "cake+ssl")
 
 
-def open(url: str | Path, **options) -> Source:
+def open(url: str | Path, **options) -> WalletSource:
     """The source `url` names (see the table in the module docstring), built with `options`.
 
     Args:

@@ -1,4 +1,4 @@
-"""What every wallet source shares: the answer types, the interfaces (`Source`, `Prover`, `SourceBlock`), the
+"""What every wallet source shares: the answer types, the interfaces (`WalletSource`, `Prover`, `SourceBlock`), the
 read-ahead threads and the URL parsing; `sp_scan.wallet.sources` describes them.
 """
 
@@ -167,7 +167,7 @@ class SourceBlock(Protocol):
     def spends(self, outpoints36: Sequence[bytes], outputs32: Sequence[bytes]) -> list[Spend]: ...
 
 
-class Source(Protocol):
+class WalletSource(Protocol):
     """A chain the wallet syncs from (see the module docstring)."""
 
     name: str
@@ -195,7 +195,7 @@ class Prover(Protocol):
     def close(self) -> None: ...
 
 
-class Ahead:
+class AheadPool:
     """Work a source's `blocks` does ahead of the loop, in daemon threads: `submit` gives a Future; `close`
     (the generator's `finally`) cancels what has not started and sets `stop`, which running work passes
     to `Retry.call` so that it gives up instead of retrying. Nothing waits for a server: not the

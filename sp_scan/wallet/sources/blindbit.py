@@ -36,7 +36,7 @@ from sp_scan.filters import matches, spent_hashes
 from sp_scan.retry import Retry, time_left
 from sp_scan.network import NETWORKS
 
-from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, Ahead, BlockTxs, Closes, Keys0, Spend
+from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, AheadPool, BlockTxs, Closes, Keys0, Spend
 
 MAX_BODY = 64 << 20
 """The largest answer read (after gunzip): a mainnet block's /utxos is a few MB."""
@@ -349,7 +349,7 @@ class BlindBitSource(Closes):
             SourceError: an answer the checks refuse.
         """
         near = (self.tip_height() if self._tip is None else self._tip) - REORG_WINDOW
-        pool = Ahead(self.connections, "sp-scan-blindbit")
+        pool = AheadPool(self.connections, "sp-scan-blindbit")
         ahead: deque = deque()
         heights = iter(range(start, stop + 1))
         try:

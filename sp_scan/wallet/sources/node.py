@@ -23,7 +23,7 @@ from sp_scan.retry import Retry
 from sp_scan.node import RestNode, RpcNode
 from sp_scan.types import BlockData
 
-from .base import DEADLINE, RETRY, Ahead, BlockTxs, Closes, Keys0, Spend, endpoint, taproot_outputs
+from .base import DEADLINE, RETRY, AheadPool, BlockTxs, Closes, Keys0, Spend, endpoint, taproot_outputs
 
 AHEAD = 8
 """Blocks fetched ahead of the one being scanned."""
@@ -31,7 +31,7 @@ THREADS = 4
 
 
 @dataclass(frozen=True, slots=True)
-class NodeBlock:
+class NodeSourceBlock:
     """One block from the node (a `SourceBlock`), computed."""
 
     height: int
@@ -103,14 +103,14 @@ class NodeSource(Closes):
         raw, spent = self.retry.call(self.node.block, hash_hex, stop=stop)
         return hash_hex, raw, spent
 
-    def blocks(self, start: int, stop: int) -> Iterator[NodeBlock]:
-        """Heights start..stop, AHEAD blocks fetched in THREADS threads (`Ahead`) ahead of the one given.
+    def blocks(self, start: int, stop: int) -> Iterator[NodeSourceBlock]:
+        """Heights start..stop, AHEAD blocks fetched in THREADS threads (`AheadPool`) ahead of the one given.
 
         Raises:
             NodeError: the node fails after the retries, or serves a block of another hash than it named.
             MalformedDataError, PrevoutsError: a block or its spent outputs do not parse.
         """
-        pool = Ahead(THREADS, "sp-scan-wallet-node")
+        pool = AheadPool(THREADS, "sp-scan-wallet-node")
         ahead: deque = deque()
         try:
             for height in range(start, stop + 1):
@@ -122,7 +122,7 @@ class NodeSource(Closes):
         finally:
             pool.close()
 
-    def _block(self, height: int, future: concurrent.futures.Future) -> NodeBlock:
+    def _block(self, height: int, future: concurrent.futures.Future) -> NodeSourceBlock:
         hash_hex, raw, spent = future.result()
         self.received += len(raw) + len(spent)
         try:
@@ -131,7 +131,7 @@ class NodeSource(Closes):
             raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
         if data.hash32[::-1].hex() != hash_hex:
             raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
-        return NodeBlock(height, data.hash32, data.prev32, data, raw)
+        return NodeSourceBlock(height, data.hash32, data.prev32, data, raw)
 
     def mempool(self) -> BlockTxs | None:
         """None: a node gives no prevouts for mempool txs (see the module docstring)."""
