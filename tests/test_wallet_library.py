@@ -241,3 +241,15 @@ def test_a_broadcaster_sends_nothing_through_a_channel_on_another_network(kernel
     with pytest.raises(SourceURLError, match="go with an rpc"):
         Broadcaster("http://127.0.0.1:1", "regtest", user="u")
 
+
+
+def test_a_source_on_another_network_is_refused_with_its_own_error_before_a_block_is_read(kernel_index, tmp_path):
+    from sp_scan.index import Index
+
+    Index.create(tmp_path / "signet.db", "signet").close()
+    with _wallet(tmp_path / "w") as w, sources.open(tmp_path / "signet.db") as signet:
+        with pytest.raises(WrongNetworkError, match="is a wallet for regtest; .* is on signet"):
+            w.sync(signet, W.scan_key32)
+        with sources.open(kernel_index) as regtest, pytest.raises(WrongNetworkError, match="is on signet"):
+            w.sync(regtest, W.scan_key32, verify_with=signet)
+        assert w.tip() is None

@@ -347,7 +347,8 @@ class Wallet:
 
         Raises:
             InvalidKeyError: the scan key is not this wallet's.
-            WalletStoreError: the source is on another network, or another process syncs the wallet.
+            WrongNetworkError: the source (or verify_with) is on another network.
+            WalletStoreError: another process syncs the wallet.
             HeightError: stop is beyond the source's tip (without follow).
             NodeError: the source fails (after the retries it makes itself: see its `retry`), or is behind the wallet (without follow).
             SourceError: an answer the checks refuse, a tweak that is not a point among them, an output the

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import scan as sp_scan
-from ..errors import HeightError, InvalidKeyError, NodeError, SourceError, WalletStoreError
+from ..errors import HeightError, InvalidKeyError, NodeError, SourceError, WalletStoreError, WrongNetworkError
 from ..headers import Header, meets, work
 from ..retry import stopping
 from ..network import get as get_network
@@ -200,7 +200,8 @@ class WalletSyncer:
             rescan_from: first forget every block from this height up (damaged rows among them), then sync them again.
 
         Raises:
-            WalletStoreError: the source is on another network, or another process syncs the wallet.
+            WrongNetworkError: the source (or verify_with) is on another network.
+            WalletStoreError: another process syncs the wallet.
             HeightError: stop is beyond the source's tip (without follow).
             NodeError: the source fails (after the retries it makes itself), or is behind the wallet (without follow).
             SourceError: an answer the checks refuse (a tweak that is not a point among them).
@@ -220,9 +221,9 @@ class WalletSyncer:
         try:
             network = self.source.network()
             if network != self.store.network:
-                raise WalletStoreError(f"{self.store.path} is a wallet for {self.store.network}; {self.source.name} is on {network}")
+                raise WrongNetworkError(f"{self.store.path} is a wallet for {self.store.network}; {self.source.name} is on {network}")
             if self.prover is not None and self.prover is not self.source and self.prover.network() != network:
-                raise WalletStoreError(f"{self.store.path} is a wallet for {network}; {self.prover.name} is on {self.prover.network()}")
+                raise WrongNetworkError(f"{self.store.path} is a wallet for {network}; {self.prover.name} is on {self.prover.network()}")
             self.store.lock_writer()
             if rescan_from is not None:
                 self._rescan(rescan_from)
