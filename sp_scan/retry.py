@@ -33,12 +33,12 @@ class Retry:
     report: Callable[[str], None] | None = None
     deadline: float | None = None
 
-    def call(self, fn: Callable, *args: object, stop: threading.Event | None = None):
+    def call(self, fn: Callable, *args: object, cancel: threading.Event | None = None):
         """fn(*args), retried on NodeError; the last NodeError is raised, a NodeConfigError at once, and at
-        once too (no retry, no report) once `stop` (default: the `stopping` event this runs under) is set: work
+        once too (no retry, no report) once `cancel` (default: the `stopping` event this runs under) is set: work
         its caller gave up on neither waits out its retries nor reports them. A call within a call keeps the
         outer one's deadline."""
-        stop = _STOP.get() if stop is None else stop
+        cancel = _CANCEL.get() if cancel is None else cancel
         deadline, token = _DEADLINE.get(), None
         if deadline is None and self.deadline is not None:
             deadline = _Deadline(self.deadline)
@@ -51,15 +51,15 @@ class Retry:
                 except NodeConfigError:
                     raise
                 except NodeError as exc:
-                    if left == 0 or (stop is not None and stop.is_set()):
+                    if left == 0 or (cancel is not None and cancel.is_set()):
                         raise
                     if deadline is not None and deadline.end - time.monotonic() <= wait:
                         raise NodeError(f"{exc} (no answer for {deadline.seconds:g} s, retries included)") from None
                     if self.report is not None:
                         self.report(f"{exc}; retry {self.attempts - left + 1} of {self.attempts} in {wait:g} s")
-                    if stop is None:
+                    if cancel is None:
                         time.sleep(wait)
-                    elif stop.wait(wait):
+                    elif cancel.wait(wait):
                         raise
                     wait, left = 2 * wait, left - 1
         finally:
@@ -78,18 +78,18 @@ class _Deadline:
 _DEADLINE: contextvars.ContextVar[_Deadline | None] = contextvars.ContextVar("sp_scan_retry_deadline", default=None)
 
 
-_STOP: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("sp_scan_retry_stop", default=None)
+_CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("sp_scan_retry_cancel", default=None)
 
 
 @contextlib.contextmanager
 def stopping(event: threading.Event | None) -> Iterator[None]:
-    """Within the block, `Retry.call`s made in this thread without a `stop` of their own give up once `event` is set
+    """Within the block, `Retry.call`s made in this thread without a `cancel` of their own give up once `event` is set
     (a wallet sync's cancel token)."""
-    token = _STOP.set(event)
+    token = _CANCEL.set(event)
     try:
         yield
     finally:
-        _STOP.reset(token)
+        _CANCEL.reset(token)
 
 
 def time_left(timeout: float) -> float:

@@ -311,7 +311,7 @@ def test_work_a_closed_source_left_in_flight_gives_up_its_retries_at_once():
         raise NodeError("the server went away")
 
     pool = AheadPool(2, "test-ahead")
-    future = pool.submit(lambda stop: retry.call(failing, stop, stop=stop), pool.stop)
+    future = pool.submit(lambda stop: retry.call(failing, stop, cancel=stop), pool.stop)
     wait_until(lambda: reported, what="the first retry")
     pool.close()
     assert isinstance(future.exception(timeout=300), NodeError)  # the bound only turns a hang into a failure

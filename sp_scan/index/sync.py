@@ -134,8 +134,8 @@ def fetch(source: Source, height: int, retry: Retry, stop: threading.Event | Non
         MalformedDataError, PrevoutsError: the block or its spent outputs are bad (message names the height).
     """
     start = time.perf_counter()
-    hash_hex = retry.call(source.block_hash, height, stop=stop)
-    raw, spent = retry.call(source.block, hash_hex, stop=stop)
+    hash_hex = retry.call(source.block_hash, height, cancel=stop)
+    raw, spent = retry.call(source.block, hash_hex, cancel=stop)
     fetched = time.perf_counter()
     try:
         data = block.block_index(raw, spent)

@@ -164,7 +164,7 @@ class _Client:
             NodeError: unreachable or an error status after the retries.
             SourceError: an oversized body, or not JSON.
         """
-        body = self.retry.call(self._once, path, stop=stop)
+        body = self.retry.call(self._once, path, cancel=stop)
         try:
             return json.loads(body)
         except (ValueError, UnicodeDecodeError):

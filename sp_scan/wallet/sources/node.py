@@ -99,8 +99,8 @@ class NodeSource(Closes):
         return bytes.fromhex(self.retry.call(self.node.block_hash, height))[::-1]
 
     def _fetch(self, height: int, stop: threading.Event) -> tuple[str, bytes, bytes]:
-        hash_hex = self.retry.call(self.node.block_hash, height, stop=stop)
-        raw, spent = self.retry.call(self.node.block, hash_hex, stop=stop)
+        hash_hex = self.retry.call(self.node.block_hash, height, cancel=stop)
+        raw, spent = self.retry.call(self.node.block, hash_hex, cancel=stop)
         return hash_hex, raw, spent
 
     def blocks(self, start: int, stop: int) -> Iterator[NodeSourceBlock]:
