@@ -7,7 +7,8 @@ Both clients give the same four calls: `chain()` (Core's chain name),
 `mempool_txids()`, `transactions(txids32)` and `utxos(outpoints36)`, batched: REST
 pipelined over a few kept-alive connections, RPC as JSON-RPC batch requests.
 Only the standard library is used. Every failure raises `NodeError`;
-credentials never appear in messages.
+credentials never appear in messages. `fetch_block` and `block_data` are how the index's sync and the
+wallet's node source take a block from any such source (Core's block files included), retried and checked.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import formats, wire
-from .errors import MalformedDataError, NodeConfigError, NodeError
+from . import block, formats, wire
+from .errors import MalformedDataError, NodeConfigError, NodeError, SPError
+from .retry import Retry
+from .types import BlockData
 
 DEFAULT_TIMEOUT = 120.0
 MAX_GETUTXOS_OUTPOINTS = 15
@@ -46,6 +49,34 @@ _REST_HINT = " (is the node started with -rest? spenttxouts needs Core 30+)"
 _PRUNED_HINT = " (the node has pruned this block: scan it from an unpruned node, or keep more blocks with a larger -prune)"
 # Nodes are reached directly: proxy settings from the environment are not applied.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def fetch_block(source, height: int, retry: Retry, cancel: threading.Event | None = None) -> tuple[str, bytes, bytes]:
+    """A source's block at `height`: (hash hex, block bytes, spent outputs bytes), each call retried by `retry`
+    (not once `cancel` is set). `source` has `block_hash(height)` and `block(hash_hex)`: a node, Core's block files.
+
+    Raises:
+        NodeError: the source fails after the retries.
+    """
+    hash_hex = retry.call(source.block_hash, height, cancel=cancel)
+    raw, spent = retry.call(source.block, hash_hex, cancel=cancel)
+    return hash_hex, raw, spent
+
+
+def block_data(height: int, hash_hex: str, raw: bytes, spent: bytes) -> BlockData:
+    """`block.block_index` of a block fetched as `hash_hex` at `height`, checked to be that block.
+
+    Raises:
+        NodeError: the block's hash is another.
+        MalformedDataError, PrevoutsError: the block or its spent outputs are bad (the message names the height).
+    """
+    try:
+        data = block.block_index(raw, spent)
+    except SPError as exc:
+        raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
+    if data.hash32[::-1].hex() != hash_hex:
+        raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
+    return data
 
 
 def _split_url(url: str) -> tuple[str, tuple[str, str] | None]:

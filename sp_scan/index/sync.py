@@ -32,9 +32,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
-from .. import block, wire, workers
+from .. import wire, workers
 from ..errors import HeightError, IndexStoreError, NodeError, SPError
 from ..network import TAPROOT_ACTIVATION
+from ..node import block_data, fetch_block
 from ..retry import Retry
 from ..types import BlockData
 from .. import filters
@@ -134,15 +135,9 @@ def fetch(source: Source, height: int, retry: Retry, stop: threading.Event | Non
         MalformedDataError, PrevoutsError: the block or its spent outputs are bad (message names the height).
     """
     start = time.perf_counter()
-    hash_hex = retry.call(source.block_hash, height, cancel=stop)
-    raw, spent = retry.call(source.block, hash_hex, cancel=stop)
+    hash_hex, raw, spent = fetch_block(source, height, retry, stop)
     fetched = time.perf_counter()
-    try:
-        data = block.block_index(raw, spent)
-    except SPError as exc:
-        raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
-    if data.hash32[::-1].hex() != hash_hex:
-        raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
+    data = block_data(height, hash_hex, raw, spent)
     return Fetched(height, index_row(height, data), fetched - start, time.perf_counter() - fetched)
 
 

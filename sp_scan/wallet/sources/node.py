@@ -12,15 +12,14 @@ and sync the wallet from that index).
 from __future__ import annotations
 
 import concurrent.futures
-import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from sp_scan import block, wire
-from sp_scan.errors import NodeError, SourceURLError, SPError
+from sp_scan import wire
+from sp_scan.errors import SourceURLError
 from sp_scan.retry import Retry
-from sp_scan.node import RestNode, RpcNode
+from sp_scan.node import RestNode, RpcNode, block_data, fetch_block
 from sp_scan.types import BlockData
 
 from .base import DEADLINE, RETRY, AheadPool, BlockTxs, Closes, Keys0, Spend, endpoint, taproot_outputs
@@ -98,11 +97,6 @@ class NodeSource(Closes):
     def block_hash(self, height: int) -> bytes:
         return bytes.fromhex(self.retry.call(self.node.block_hash, height))[::-1]
 
-    def _fetch(self, height: int, stop: threading.Event) -> tuple[str, bytes, bytes]:
-        hash_hex = self.retry.call(self.node.block_hash, height, cancel=stop)
-        raw, spent = self.retry.call(self.node.block, hash_hex, cancel=stop)
-        return hash_hex, raw, spent
-
     def blocks(self, start: int, stop: int) -> Iterator[NodeSourceBlock]:
         """Heights start..stop, AHEAD blocks fetched in THREADS threads (`AheadPool`) ahead of the one given.
 
@@ -114,7 +108,7 @@ class NodeSource(Closes):
         ahead: deque = deque()
         try:
             for height in range(start, stop + 1):
-                ahead.append((height, pool.submit(self._fetch, height, pool.stop)))
+                ahead.append((height, pool.submit(fetch_block, self.node, height, self.retry, pool.stop)))
                 if len(ahead) > AHEAD:
                     yield self._block(*ahead.popleft())
             while ahead:
@@ -125,12 +119,7 @@ class NodeSource(Closes):
     def _block(self, height: int, future: concurrent.futures.Future) -> NodeSourceBlock:
         hash_hex, raw, spent = future.result()
         self.received += len(raw) + len(spent)
-        try:
-            data = block.block_index(raw, spent)
-        except SPError as exc:
-            raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
-        if data.hash32[::-1].hex() != hash_hex:
-            raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
+        data = block_data(height, hash_hex, raw, spent)
         return NodeSourceBlock(height, data.hash32, data.prev32, data, raw)
 
     def mempool(self) -> BlockTxs | None:
