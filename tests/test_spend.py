@@ -183,14 +183,14 @@ def test_a_fee_rate_above_cores_maxfeerate_or_a_fee_above_the_amount_sent_is_ref
     with fabricated_wallet(tmp_path, coins, change_spend_pubkey33=change33) as w:
         to = [(OTHER_ADDRESS, 20_000)]
         with pytest.raises(SpendError, match="fee rate 10000.001 sat/vB is above 10000 sat/vB, Core's default maxfeerate"):
-            w.spend(to, "10000.001")
+            w.plan_spend(to, "10000.001")
         with pytest.raises(SpendError, match=r"the fee of [0-9,]+ sats is more than the 20,000 sats sent; --max-fee-rate allows it"):
-            w.spend(to, "200")
-        assert w.spend(to, "100").fee < 20_000  # 100 sat/vB: within both
-        planned = w.spend(to, "20000", max_fee_rate="20000")
+            w.plan_spend(to, "200")
+        assert w.plan_spend(to, "100").fee < 20_000  # 100 sat/vB: within both
+        planned = w.plan_spend(to, "20000", max_fee_rate="20000")
         assert planned.fee > 2_000_000
         with pytest.raises(SpendError, match="above 15000 sat/vB, the --max-fee-rate given"):
-            w.spend(to, "20000", max_fee_rate="15000")
+            w.plan_spend(to, "20000", max_fee_rate="15000")
 
 
 def test_addresses_of_another_network_or_kind_are_refused():
@@ -220,18 +220,18 @@ def test_coin_selection_never_takes_unconfirmed_coins_unless_asked_and_from_spen
     change33 = labelled_spend_pubkey(W.scan_key32, W.spend_pubkey33, 0)
     with fabricated_wallet(tmp_path, small, [big], change_spend_pubkey33=change33) as w:
         to = [(OTHER_ADDRESS, 30_000)]
-        planned = w.spend(to, 1)
+        planned = w.plan_spend(to, 1)
         assert big not in planned.coins and len(planned.coins) == 2
-        planned = w.spend(to, 1, unconfirmed=True)
+        planned = w.plan_spend(to, 1, unconfirmed=True)
         assert [c.outpoint36 for c in planned.coins] == [big.outpoint36]
-        planned = w.spend(to, 1, coins=[(c.txid32, c.vout) for c in small])
+        planned = w.plan_spend(to, 1, coins=[(c.txid32, c.vout) for c in small])
         assert [c.outpoint36 for c in planned.coins] == [c.outpoint36 for c in small]
         change = planned.outputs[planned.change]
         assert change.sp.spend_pubkey33 == change33 and change.label == 0
         with pytest.raises(SpendError, match="holds no unspent coin"):
-            w.spend(to, 1, coins=[(b"\x07" * 32, 0)])
+            w.plan_spend(to, 1, coins=[(b"\x07" * 32, 0)])
         with pytest.raises(SpendError, match="hold 60,000 sats"):
-            w.spend([(OTHER_ADDRESS, 70_000)], 1)
+            w.plan_spend([(OTHER_ADDRESS, 70_000)], 1)
 
 
 def test_a_wallet_that_does_not_know_its_change_key_yet_asks_for_a_sync_or_a_change_address(tmp_path):

@@ -25,7 +25,7 @@ block spends; a source never writes the wallet. The **sync** (`sync`) checks eve
 with the native batch scan the index uses, and commits each block (or a run of empty ones) in one
 transaction with the new tip; forks are found by comparing stored hashes with the source's. The
 scan private key is never stored: `sync` takes it each time and refuses one whose public key is
-not the wallet's. Spending (`create_psbt`, `spend`) needs only public data: the tweaks, the
+not the wallet's. Spending (`create_psbt`, `plan_spend`) needs only public data: the tweaks, the
 change label's spend key B_0 (stored at creation, or by the first sync) and, when known, the
 spend key's origin for PSBT_IN_SP_SPEND_BIP32_DERIVATION. Models: spdk's scanner behind its ChainBackend, bdk-sp's oracles beside its
 wallet, Electrum's synchronizer / wallet_db split.
@@ -80,7 +80,7 @@ class Balance:
     """The wallet's satoshis by state (each coin counted once).
 
     Attributes:
-        confirmed: mined coins a source proved, unspent, not in a pending spend: what `spend` selects from.
+        confirmed: mined coins a source proved, unspent, not in a pending spend: what `plan_spend` selects from.
         unverified: mined coins only a server's word holds (BlindBit), unspent, not in a pending spend.
         reserved: coins of pending spends not broadcast yet (a PSBT written), freed by `abandon`.
         outgoing: coins the wallet's broadcast transactions spend, until a block spends them.
@@ -494,7 +494,7 @@ class Wallet:
             **dataclasses.asdict(self.balance()),
         }
 
-    def spend(
+    def plan_spend(
         self,
         recipients: Sequence[tuple[str, int]],
         fee_rate: str | float | Decimal,
@@ -576,13 +576,13 @@ class Wallet:
         coins reserved by a pending spend until `abandon`, a broadcast of another spend of them, or a block that
         spends one of them.
 
-        Args and raises: as `spend` (options: coins, change, unconfirmed, max_fee_rate, allow_unverified, replaces);
+        Args and raises: as `plan_spend` (options: coins, change, unconfirmed, max_fee_rate, allow_unverified, replaces);
             reserve: False plans and builds without holding the coins.
 
         Returns:
             (the PSBT to sign with `sp_scan.psbt.sign_sp_inputs`, the planned spend, its `pending` id set).
         """
-        planned = self.spend(recipients, fee_rate, **options)
+        planned = self.plan_spend(recipients, fee_rate, **options)
         built = spend.build_psbt(planned, self.spend_pubkey33, self.spend_origin)
         if reserve:
             change = planned.outputs[planned.change].amount if planned.change is not None else 0
