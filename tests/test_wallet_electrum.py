@@ -504,3 +504,15 @@ def test_tls_checks_the_servers_certificate(kernel_index, electrumx, tmp_path, m
         result = sync(path, "--cake", f"localhost:{server.port}", "--tls", "--to", "3")
         assert result.exit_code == 0, result.output
         assert wallet_tip(path) == 3
+
+
+@pytest.mark.parametrize("value", ["0a  ", "0a 0", " 0a0", "0g0a", "0a0a0a", 10, None])
+def test_every_source_takes_hex_of_hex_digits_only_and_of_its_width(value):
+    """One validator for every source's answers: bytes.fromhex alone takes spaces ("0a  " would be 1 byte
+    passed off as 2)."""
+    from sp_scan.errors import SourceError
+    from sp_scan.wallet.sources.base import hex_bytes
+
+    assert hex_bytes("0A0b", 2, "x") == b"\x0a\x0b"
+    with pytest.raises(SourceError, match="x is not 2 bytes of hex"):
+        hex_bytes(value, 2, "x")

@@ -29,6 +29,44 @@ DEADLINE = 60.0
 RETRY = Retry(deadline=DEADLINE)
 
 
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+def hex_bytes(value: object, nbytes: int | None, what: str) -> bytes:
+    """The bytes of a hex string, lowercase or uppercase (of nbytes bytes when given); nothing but hex digits
+    (bytes.fromhex alone would take spaces).
+
+    Raises:
+        SourceError: not a string of hex digits of that width.
+    """
+    if not isinstance(value, str) or len(value) % 2 or (nbytes is not None and len(value) != 2 * nbytes) or not _HEX_DIGITS.issuperset(value):
+        raise SourceError(f"{what} is not {'hex' if nbytes is None else f'{nbytes} bytes of hex'}")
+    return bytes.fromhex(value)
+
+
+def integer(value: object, lo: int, hi: int, what: str) -> int:
+    """value when it is an integer from lo to hi (not a bool). Raises SourceError otherwise."""
+    if type(value) is not int or not lo <= value <= hi:
+        raise SourceError(f"{what} is not an integer from {lo} to {hi}")
+    return value
+
+
+def json_field(body: object, key: str, what: str) -> object:
+    """body[key] of a JSON object. Raises SourceError when body is not an object or lacks key."""
+    if not isinstance(body, dict) or key not in body:
+        raise SourceError(f"{what}: no `{key}`")
+    return body[key]
+
+
+def json_list(body: object, limit: int, what: str) -> list:
+    """body when it is a JSON array of at most `limit` items. Raises SourceError otherwise."""
+    if not isinstance(body, list):
+        raise SourceError(f"{what}: not a JSON array")
+    if len(body) > limit:
+        raise SourceError(f"{what}: {len(body):,} items, more than a block holds")
+    return body
+
+
 @dataclass(frozen=True, slots=True)
 class BlockTxs:
     """Transactions of one block (or of the mempool) with their taproot outputs, packed little-endian.

@@ -36,7 +36,7 @@ from sp_scan.filters import matches, spent_hashes
 from sp_scan.retry import Retry, time_left
 from sp_scan.network import NETWORKS
 
-from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, AheadPool, BlockTxs, Closes, Keys0, Spend
+from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, AheadPool, BlockTxs, Closes, Keys0, Spend, hex_bytes, integer, json_field, json_list
 
 MAX_BODY = 64 << 20
 """The largest answer read (after gunzip): a mainnet block's /utxos is a few MB."""
@@ -50,44 +50,12 @@ MAX_SPENT = 200_000
 REORG_WINDOW = 6
 """Blocks this close to the server's tip are read between two /block-hash answers (see `_stable`)."""
 _STABLE_TRIES = 3
-_HEX = frozenset("0123456789abcdefABCDEF")
 _ROUTES = {  # (dust limit > 0, cut-through) -> the /info flag that says the route is filled
     (False, False): "tweaks_full_basic",
     (True, False): "tweaks_full_with_dust_filter",
     (False, True): "tweaks_cut_through_with_dust_filter",
     (True, True): "tweaks_cut_through_with_dust_filter",
 }
-
-
-def _hex(value: object, nbytes: int | None, what: str) -> bytes:
-    """The bytes of a hex string (of nbytes bytes when given).
-
-    Raises:
-        SourceError: not a string of hex digits of that width.
-    """
-    if not isinstance(value, str) or len(value) % 2 or (nbytes is not None and len(value) != 2 * nbytes) or not _HEX.issuperset(value):
-        raise SourceError(f"{what} is not {'hex' if nbytes is None else f'{nbytes} bytes of hex'}")
-    return bytes.fromhex(value)
-
-
-def _int(value: object, lo: int, hi: int, what: str) -> int:
-    if type(value) is not int or not lo <= value <= hi:
-        raise SourceError(f"{what} is not an integer from {lo} to {hi}")
-    return value
-
-
-def _field(body: object, key: str, what: str) -> object:
-    if not isinstance(body, dict) or key not in body:
-        raise SourceError(f"{what}: no `{key}`")
-    return body[key]
-
-
-def _list(body: object, limit: int, what: str) -> list:
-    if not isinstance(body, list):
-        raise SourceError(f"{what}: not a JSON array")
-    if len(body) > limit:
-        raise SourceError(f"{what}: {len(body):,} items, more than a block holds")
-    return body
 
 
 class _Client:
@@ -187,7 +155,7 @@ class BlindBitBlock:
     proven: bool = False
 
     def _named(self, body: object, what: str) -> None:
-        if _hex(_field(body, "block_hash", what), 32, f"{what}: block_hash")[::-1] != self.hash32:
+        if hex_bytes(json_field(body, "block_hash", what), 32, f"{what}: block_hash")[::-1] != self.hash32:
             raise SourceError(f"{what}: block_hash is not the filters' {self.hash32[::-1].hex()}")
 
     def txs(self, keys0: Keys0 | None) -> BlockTxs:
@@ -200,17 +168,17 @@ class BlindBitBlock:
         if keys0 is None or not keys0.keys32 or not self._hit(self.new_filter, keys0.keys32, 32):
             return BlockTxs()
         what = f"BlindBit /utxos/{self.height}"
-        rows = _list(self.client.get(f"/utxos/{self.height}"), MAX_BLOCK_OUTPUTS, what)
+        rows = json_list(self.client.get(f"/utxos/{self.height}"), MAX_BLOCK_OUTPUTS, what)
         txs: dict[bytes, list[tuple[int, bytes, int]]] = {}
         seen: set[tuple[bytes, int]] = set()
         for row in rows:
             self._named(row, what)
-            script = _hex(_field(row, "scriptpubkey", what), 34, f"{what}: scriptpubkey")
+            script = hex_bytes(json_field(row, "scriptpubkey", what), 34, f"{what}: scriptpubkey")
             if script[:2] != b"\x51\x20":
                 raise SourceError(f"{what}: an output that is not taproot")
-            txid32 = _hex(_field(row, "txid", what), 32, f"{what}: txid")[::-1]
-            vout = _int(_field(row, "vout", what), 0, 2**32 - 1, f"{what}: vout")
-            value = _int(_field(row, "value", what), 0, MAX_MONEY, f"{what}: value")
+            txid32 = hex_bytes(json_field(row, "txid", what), 32, f"{what}: txid")[::-1]
+            vout = integer(json_field(row, "vout", what), 0, 2**32 - 1, f"{what}: vout")
+            value = integer(json_field(row, "value", what), 0, MAX_MONEY, f"{what}: value")
             if (txid32, vout) in seen:
                 raise SourceError(f"{what}: an output listed twice")
             seen.add((txid32, vout))
@@ -232,7 +200,7 @@ class BlindBitBlock:
         what = f"BlindBit /spent-index/{self.height}"
         body = self.client.get(f"/spent-index/{self.height}")
         self._named(body, what)
-        listed = [_hex(h, 8, f"{what}: data") for h in _list(_field(body, "data", what), MAX_SPENT, what)]
+        listed = [hex_bytes(h, 8, f"{what}: data") for h in json_list(json_field(body, "data", what), MAX_SPENT, what)]
         if len(self._matches(self.spent_filter, b"".join(listed), 8)) != len(listed):
             raise SourceError(f"BlindBit's spent filter of block {self.height} does not hold a hash its /spent-index lists")
         spent = set(listed)
@@ -288,7 +256,7 @@ class BlindBitSource(Closes):
         if self._info is None:
             body = self.client.get("/info")
             for key in ("network", "height", *set(_ROUTES.values()), "tweaks_only"):
-                _field(body, key, "BlindBit /info")
+                json_field(body, key, "BlindBit /info")
             if body["network"] not in NETWORKS:
                 raise SourceError(f"BlindBit /info: network {str(body['network'])[:20]!r} is not one of {', '.join(NETWORKS)}")
             flag = _ROUTES[(self.dust_limit > 0, self.cut_through)]
@@ -298,26 +266,26 @@ class BlindBitSource(Closes):
         return self._info["network"]
 
     def tip_height(self) -> int:
-        self._tip = _int(_field(self.client.get("/block-height"), "block_height", "BlindBit /block-height"), 0, 2**32 - 1, "BlindBit /block-height")
+        self._tip = integer(json_field(self.client.get("/block-height"), "block_height", "BlindBit /block-height"), 0, 2**32 - 1, "BlindBit /block-height")
         return self._tip
 
     def block_hash(self, height: int, stop: threading.Event | None = None) -> bytes:
         body = self.client.get(f"/block-hash/{height}", stop)
-        return _hex(_field(body, "block_hash", f"BlindBit /block-hash/{height}"), 32, f"BlindBit /block-hash/{height}")[::-1]
+        return hex_bytes(json_field(body, "block_hash", f"BlindBit /block-hash/{height}"), 32, f"BlindBit /block-hash/{height}")[::-1]
 
     def _tweaks(self, height: int, stop: threading.Event | None = None) -> bytes:
         route = "tweaks" if self.cut_through else "tweak-index"
         what = f"BlindBit /{route}/{height}"
-        listed = _list(self.client.get(f"/{route}/{height}?dustLimit={self.dust_limit}", stop), MAX_BLOCK_TXS, what)
-        return b"".join(_hex(t, 33, f"{what}: a tweak") for t in listed)
+        listed = json_list(self.client.get(f"/{route}/{height}?dustLimit={self.dust_limit}", stop), MAX_BLOCK_TXS, what)
+        return b"".join(hex_bytes(t, 33, f"{what}: a tweak") for t in listed)
 
     def _filter(self, height: int, kind: str, stop: threading.Event | None = None) -> tuple[bytes, bytes]:
         """(block hash32, filter bytes) of /filter/<kind>/height."""
         what = f"BlindBit /filter/{kind}/{height}"
         body = self.client.get(f"/filter/{kind}/{height}", stop)
-        if _field(body, "block_height", what) != height:
+        if json_field(body, "block_height", what) != height:
             raise SourceError(f"{what}: block_height is not {height}")
-        return _hex(_field(body, "block_hash", what), 32, f"{what}: block_hash")[::-1], _hex(_field(body, "data", what), None, f"{what}: data")
+        return hex_bytes(json_field(body, "block_hash", what), 32, f"{what}: block_hash")[::-1], hex_bytes(json_field(body, "data", what), None, f"{what}: data")
 
     def _stable(self, height: int, stop: threading.Event) -> tuple[bytes, bytes, bytes, bytes]:
         """(hash32, tweaks, new-UTXO filter, spent filter) of a block near the tip, read one after the other

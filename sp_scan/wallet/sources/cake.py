@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from sp_scan.errors import NodeError, SourceError
 from sp_scan.retry import Retry
 
-from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Keys0, Spend, taproot_outputs
-from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, hex_bytes, integer, proven_txs
+from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Keys0, Spend, hex_bytes, integer, taproot_outputs
+from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, proven_txs
 
 TWEAKS = "blockchain.tweaks.subscribe"
 AHEAD = 32

@@ -35,7 +35,7 @@ from sp_scan.retry import Retry, answered, time_left
 from sp_scan.network import BY_GENESIS
 from sp_scan.network import get as get_network
 
-from .base import MAX_BLOCK_TXS, RETRY, BlockTxs, Closes, Spend, endpoint, taproot_outputs
+from .base import MAX_BLOCK_TXS, RETRY, BlockTxs, Closes, Spend, endpoint, hex_bytes, integer, taproot_outputs
 
 CLIENT = "sp-scan wallet"
 PROTOCOL = ["1.4", "1.4.2"]
@@ -59,27 +59,6 @@ TAPROOT = b"\x51\x20"
 
 class Refused(NodeError):
     """The server answered a request with an error object (it does not have what was asked, or will not give it)."""
-
-
-def hex_bytes(value: object, nbytes: int | None, what: str) -> bytes:
-    """The bytes of a lowercase or uppercase hex string (of nbytes bytes when given).
-
-    Raises:
-        SourceError: not a hex string of that width.
-    """
-    if not isinstance(value, str) or len(value) % 2 or (nbytes is not None and len(value) != 2 * nbytes):
-        raise SourceError(f"{what} is not {'hex' if nbytes is None else f'{nbytes} bytes of hex'}")
-    try:
-        return bytes.fromhex(value)
-    except ValueError:
-        raise SourceError(f"{what} is not {'hex' if nbytes is None else f'{nbytes} bytes of hex'}") from None
-
-
-def integer(value: object, lo: int, hi: int, what: str) -> int:
-    """value when it is an integer from lo to hi (not a bool). Raises SourceError otherwise."""
-    if type(value) is not int or not lo <= value <= hi:
-        raise SourceError(f"{what} is not an integer from {lo} to {hi}")
-    return value
 
 
 class ElectrumClient:

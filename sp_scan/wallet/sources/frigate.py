@@ -30,11 +30,11 @@ from coincurve import PrivateKey
 
 from sp_scan import address as sp_address
 from sp_scan.errors import SourceError
-from sp_scan.retry import Retry
 from sp_scan.network import get as get_network
+from sp_scan.retry import Retry
 
-from .base import MAX_BLOCK_TXS, RETRY, BlockTxs, Keys0, Spend, taproot_outputs
-from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, hex_bytes, integer, parsed_tx, proven_txs
+from .base import MAX_BLOCK_TXS, RETRY, BlockTxs, Keys0, Spend, hex_bytes, integer, taproot_outputs
+from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, parsed_tx, proven_txs
 
 SUBSCRIBE = "blockchain.silentpayments.subscribe"
 UNSUBSCRIBE = "blockchain.silentpayments.unsubscribe"
