@@ -1,2 +1,4 @@
-"""BlindBit Oracle v2's messages (blindbit_oracle.proto) and their generated module (see generate.py): the wire
-format `sp-scan serve --grpc-port` answers in (`sp_scan.server.v2`) and the wallet's `--grpc` source reads."""
+"""The wire protocols' shapes, one module each, imported by the server that answers them and the wallet source
+that reads them: BlindBit Oracle v1's routes and /info flags (`blindbit_v1`), the Electrum protocol's
+silent-payments methods (`electrum_sp`), and BlindBit Oracle v2's messages (blindbit_oracle.proto and their
+generated module, see generate.py: what `sp-scan serve --grpc-port` answers in and the `--grpc` source reads)."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable
 
 from sp_scan.errors import HeightError, IndexStoreError, NodeError
 
+from ..proto import blindbit_v1
 from . import routes
 from .answers import Answer, AnswerCache, ChainView, Readers, answer, node_call
 from .http import JSON_HEADERS, BadRequest, Request, Response, head_bytes, json_error
@@ -27,11 +28,8 @@ log = logging.getLogger("sp_scan.server")
 PLAIN = JSON_HEADERS + b"Vary: Accept-Encoding\r\n"
 GZIPPED = PLAIN + b"Content-Encoding: gzip\r\n"
 GET, POST = ("GET", "HEAD", "OPTIONS"), ("POST", "OPTIONS")
-ROUTES = {
-    ("info", 0): GET, ("block-height", 0): GET, ("block-hash", 1): GET, ("tweak-index", 1): GET, ("tweaks", 1): GET,
-    ("filter", 2): GET, ("utxos", 1): GET, ("spent-index", 1): GET, ("forward-tx", 0): POST,
-}  # fmt: skip
-"""(first path segment, segments after it) -> the methods the route answers."""
+ROUTES = {route: GET if method == "GET" else POST for route, method in blindbit_v1.ROUTES.items()}
+"""(first path segment, segments after it) -> the methods the route answers (blindbit_v1.ROUTES, with HEAD and OPTIONS)."""
 MAX_TX_HEX = 800_000
 _HEX = re.compile(r"[0-9a-fA-F]+")
 

@@ -15,12 +15,13 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..proto import blindbit_v1
 from .answers import Answer, answer
 
 if TYPE_CHECKING:
     from sp_scan.index import Index
 
-FILTER_KINDS = ("new-utxos", "spent")
+FILTER_KINDS = blindbit_v1.FILTER_KINDS
 FILTER_TYPE = 4
 """BlindBit's `filter_type` for its taproot filters (BIP158 parameters, not a basic filter)."""
 MAX_HEIGHT = 2**32 - 1
@@ -141,16 +142,7 @@ def spent_index_answer(index: Index, height: int, hash32: bytes) -> Answer:
 
 def info_body(network: str, height: int) -> bytes:
     """`/info`: network (spdk's names), tip height, which tweak routes are filled (all of them)."""
-    return dumps(
-        {
-            "network": network,
-            "height": height,
-            "tweaks_only": False,
-            "tweaks_full_basic": True,
-            "tweaks_full_with_dust_filter": True,
-            "tweaks_cut_through_with_dust_filter": True,
-        }
-    )
+    return dumps({"network": network, "height": height, "tweaks_only": False, **dict.fromkeys(blindbit_v1.INFO_FLAGS.values(), True)})
 
 
 def block_height_body(height: int) -> bytes:

@@ -35,6 +35,7 @@ from sp_scan.errors import MalformedDataError, NodeError, SourceError
 from sp_scan.filters import matches, spent_hashes
 from sp_scan.retry import Retry, time_left
 from sp_scan.network import NETWORKS
+from sp_scan.proto import blindbit_v1
 
 from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, AheadPool, BlockTxs, Closes, Keys0, Spend, hex_bytes, integer, json_field, json_list
 
@@ -50,13 +51,6 @@ MAX_SPENT = 200_000
 REORG_WINDOW = 6
 """Blocks this close to the server's tip are read between two /block-hash answers (see `_stable`)."""
 _STABLE_TRIES = 3
-_ROUTES = {  # (dust limit > 0, cut-through) -> the /info flag that says the route is filled
-    (False, False): "tweaks_full_basic",
-    (True, False): "tweaks_full_with_dust_filter",
-    (False, True): "tweaks_cut_through_with_dust_filter",
-    (True, True): "tweaks_cut_through_with_dust_filter",
-}
-
 
 class _Client:
     """GETs of JSON over kept-alive connections (one per thread), gzip accepted, bodies bounded, retried."""
@@ -255,11 +249,11 @@ class BlindBitSource(Closes):
         """
         if self._info is None:
             body = self.client.get("/info")
-            for key in ("network", "height", *set(_ROUTES.values()), "tweaks_only"):
+            for key in blindbit_v1.INFO_KEYS:
                 json_field(body, key, "BlindBit /info")
             if body["network"] not in NETWORKS:
                 raise SourceError(f"BlindBit /info: network {str(body['network'])[:20]!r} is not one of {', '.join(NETWORKS)}")
-            flag = _ROUTES[(self.dust_limit > 0, self.cut_through)]
+            flag = blindbit_v1.INFO_FLAGS[(self.dust_limit > 0, self.cut_through)]
             if body[flag] is not True:
                 raise SourceError(f"BlindBit /info: {flag} is not true: the server does not serve the tweaks this sync asks for")
             self._info = body
@@ -274,9 +268,9 @@ class BlindBitSource(Closes):
         return hex_bytes(json_field(body, "block_hash", f"BlindBit /block-hash/{height}"), 32, f"BlindBit /block-hash/{height}")[::-1]
 
     def _tweaks(self, height: int, stop: threading.Event | None = None) -> bytes:
-        route = "tweaks" if self.cut_through else "tweak-index"
-        what = f"BlindBit /{route}/{height}"
-        listed = json_list(self.client.get(f"/{route}/{height}?dustLimit={self.dust_limit}", stop), MAX_BLOCK_TXS, what)
+        path = blindbit_v1.tweaks_path(height, self.dust_limit, self.cut_through)
+        what = f"BlindBit {path.partition('?')[0]}"
+        listed = json_list(self.client.get(path, stop), MAX_BLOCK_TXS, what)
         return b"".join(hex_bytes(t, 33, f"{what}: a tweak") for t in listed)
 
     def _filter(self, height: int, kind: str, stop: threading.Event | None = None) -> tuple[bytes, bytes]:

@@ -23,12 +23,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sp_scan.errors import NodeError, SourceError
+from sp_scan.proto import electrum_sp
 from sp_scan.retry import Retry
 
 from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Keys0, Spend, hex_bytes, integer, taproot_outputs
 from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, proven_txs
 
-TWEAKS = "blockchain.tweaks.subscribe"
+TWEAKS = electrum_sp.CAKE_TWEAKS_SUBSCRIBE
 AHEAD = 32
 """Blocks asked for ahead of the one being scanned."""
 HEADERS_AHEAD = 2016

@@ -31,13 +31,13 @@ from coincurve import PrivateKey
 from sp_scan import address as sp_address
 from sp_scan.errors import SourceError
 from sp_scan.network import get as get_network
+from sp_scan.proto import electrum_sp
 from sp_scan.retry import Retry
 
 from .base import MAX_BLOCK_TXS, RETRY, BlockTxs, Keys0, Spend, hex_bytes, integer, taproot_outputs
 from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, parsed_tx, proven_txs
 
-SUBSCRIBE = "blockchain.silentpayments.subscribe"
-UNSUBSCRIBE = "blockchain.silentpayments.unsubscribe"
+SUBSCRIBE, UNSUBSCRIBE = electrum_sp.FRIGATE_SUBSCRIBE, electrum_sp.FRIGATE_UNSUBSCRIBE
 MAX_LABELS = 10
 """Frigate scans at most this many labels besides change."""
 WINDOW = 2016
