@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import itertools
 import struct
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from .. import workers
 from ..errors import HeightError, IndexStoreError
 from ..scan import Receiver
 from ..types import IndexMatch, MempoolTx, MempoolView, Utxo
@@ -318,13 +319,11 @@ class Index:
         Raises:
             HeightError: as `partition`.
         """
-        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sp-scan-index-read") as reader:
-            ahead = reader.submit(self.partition, *ranges[0]) if ranges else None
-            for i, (lo, hi) in enumerate(ranges):
-                partition = ahead.result()
-                if i + 1 < len(ranges):
-                    ahead = reader.submit(self.partition, *ranges[i + 1])
-                yield lo, hi, partition
+        reader = workers.Ahead(lambda r: (*r, self.partition(*r)), ranges, 1, threading.Event())
+        try:
+            yield from reader
+        finally:
+            reader.close(wait=True)
 
     def scan(
         self,

@@ -11,11 +11,12 @@ spending txid is not in the index. The mempool is the index's (a running `sp-sca
 
 from __future__ import annotations
 
-import concurrent.futures
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sp_scan import workers
 from sp_scan.errors import HeightError, NodeError
 from sp_scan.index import Index, Partition
 from sp_scan.filters import spent_hashes
@@ -120,17 +121,16 @@ class IndexSource(Closes):
             held = f"holds {first}..{tip[0]}" if tip else "is empty"
             raise HeightError(f"the wallet needs heights {start}..{stop}; {self.name} {held} (sync the index from the wallet's next height)")
         ranges = [(lo, min(lo + PARTITION_BLOCKS - 1, stop)) for lo in range(start, stop + 1, PARTITION_BLOCKS)]
-        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sp-scan-wallet-index") as reader:
-            ahead = reader.submit(self._read, *ranges[0])  # the next partition is read while this one is scanned
-            for i, (lo, hi) in enumerate(ranges):
-                hashes, partition = ahead.result()
-                if i + 1 < len(ranges):
-                    ahead = reader.submit(self._read, *ranges[i + 1])
+        reader = workers.Ahead(lambda r: self._read(*r), ranges, 1, threading.Event())  # the next partition read while this one is scanned
+        try:
+            for (lo, hi), (hashes, partition) in zip(ranges, reader):
                 heights = memoryview(partition.heights).cast("I")
                 if list(heights) != list(range(lo, hi + 1)):
                     raise NodeError(f"{self.name} no longer holds every height {lo}..{hi} (a reorg in progress)")
                 for b, height in enumerate(heights):
                     yield IndexBlock(height, hashes[height], hashes.get(height - 1), _slice(partition, b), self.index)
+        finally:
+            reader.close(wait=True)
 
     def mempool(self) -> BlockTxs | None:
         """The index's mempool txs (oldest first); None when no running sync keeps it."""
