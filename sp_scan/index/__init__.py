@@ -21,9 +21,9 @@ truncated, corrupt, other-version or other-network file raises `IndexStoreError`
 read of a malformed row (never a wrong answer).
 """
 
+from ..retry import Retry
 from .scan import Partition, scan_partition, scan_partition_wallets
 from .store import NETWORKS
-from ..retry import Retry
 from .sync import BlockFiles, SyncStats
 from .tweak_index import Index
 

@@ -32,13 +32,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
-from .. import wire, workers
+from .. import filters, wire, workers
 from ..errors import HeightError, IndexStoreError, NodeError, SPError
 from ..network import TAPROOT_ACTIVATION
 from ..node import block_data, fetch_block
 from ..retry import Retry
 from ..types import BlockData
-from .. import filters
 from .corefiles import CoreBlocks
 from .store import NETWORKS, BlockRow, Store, block_row
 

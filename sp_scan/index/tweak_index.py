@@ -8,14 +8,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from .. import workers
+from .. import filters, workers
 from ..errors import HeightError, IndexStoreError
+from ..retry import Retry
 from ..scan import Receiver
 from ..types import IndexMatch, MempoolTx, MempoolView, Utxo
-from .. import filters
 from .scan import DEFAULT_PARTITION_BLOCKS, Partition, scan_partition, scan_partition_wallets
 from .store import Store
-from ..retry import Retry
 from .sync import Source, Syncer, SyncStats
 
 FILTER_KINDS = ("new-utxos", "spent")

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 
 from sp_scan.errors import MalformedDataError, NodeError, SourceError
 from sp_scan.filters import matches, spent_hashes
-from sp_scan.retry import Retry, time_left
 from sp_scan.network import NETWORKS
 from sp_scan.proto import blindbit_v1
+from sp_scan.retry import Retry, time_left
 
 from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, AheadPool, BlockTxs, Closes, Keys0, Spend, hex_bytes, integer, json_field, json_list
 

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sp_scan.errors import ConfigError, NodeConfigError, NodeError, SourceError
-from sp_scan.retry import Retry, time_left
 from sp_scan.network import NETWORKS
+from sp_scan.retry import Retry, time_left
 
 from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Closes, Keys0, Spend, endpoint
 

@@ -31,9 +31,9 @@ from collections.abc import Iterable, Sequence
 from sp_scan import wire
 from sp_scan.errors import MalformedDataError, NodeError, SourceError
 from sp_scan.headers import Header, HeaderChain
-from sp_scan.retry import Retry, answered, time_left
 from sp_scan.network import BY_GENESIS
 from sp_scan.network import get as get_network
+from sp_scan.retry import Retry, answered, time_left
 
 from .base import MAX_BLOCK_TXS, RETRY, BlockTxs, Closes, Spend, endpoint, hex_bytes, integer, taproot_outputs
 

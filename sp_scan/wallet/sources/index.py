@@ -18,8 +18,8 @@ from pathlib import Path
 
 from sp_scan import workers
 from sp_scan.errors import HeightError, NodeError
-from sp_scan.index import Index, Partition
 from sp_scan.filters import spent_hashes
+from sp_scan.index import Index, Partition
 
 from .base import BlockTxs, Closes, Keys0, Spend
 

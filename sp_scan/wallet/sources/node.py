@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from sp_scan import wire
 from sp_scan.errors import SourceURLError
-from sp_scan.retry import Retry
 from sp_scan.node import RestNode, RpcNode, block_data, fetch_block
+from sp_scan.retry import Retry
 from sp_scan.types import BlockData
 
 from .base import DEADLINE, RETRY, AheadPool, BlockTxs, Closes, Keys0, Spend, endpoint, taproot_outputs
