@@ -26,7 +26,7 @@ import signal
 import sys
 import threading
 
-from sp_scan.errors import NodeError, SPError
+from sp_scan.errors import ServerError, SPError
 from sp_scan.wallet import OutputFound, OutputRolledBack, OutputSpent, UnconfirmedArrived, UnconfirmedLeft, Wallet, WalletEvent, sources
 
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                     wallet.sync(blindbit, scan_key32, verify_with=prover, cancel=stop)
                     if mempool is not None:
                         wallet.sync(mempool, scan_key32, mempool=True, cancel=stop)
-                except NodeError as exc:  # a server down or behind: the next round tries again
+                except ServerError as exc:  # a server down or behind: the next round tries again
                     print(f"merchant: {exc}", file=sys.stderr, flush=True)
                 stop.wait(args.interval)
     except SPError as exc:

@@ -52,12 +52,13 @@ class SpendError(SPError, ValueError):
     out of range, a coin it does not hold, or a transaction Core would not relay."""
 
 
-class NodeError(SPError):
-    """A Bitcoin Core node (or a server a wallet source reads) is unreachable, refuses the request, or answers with an error."""
+class ServerError(SPError):
+    """A server sp-scan reads (a Bitcoin Core node, a BlindBit or Electrum server) is unreachable, refuses the
+    request, or answers with an error: what `sp_scan.retry.Retry` retries."""
 
 
-class NodeConfigError(NodeError):
-    """The node cannot be asked as configured (an RPC cookie file that was never readable): retrying cannot help."""
+class ServerConfigError(ServerError):
+    """The server cannot be asked as configured (an RPC cookie file that was never readable): retrying cannot help."""
 
 
 class IndexStoreError(SPError):

@@ -6,7 +6,7 @@ Both clients give the same four calls: `chain()` (Core's chain name),
 `sp_scan.wire` parses. For the mempool (`sp_scan.index.mempool`) both also give
 `mempool_txids()`, `transactions(txids32)` and `utxos(outpoints36)`, batched: REST
 pipelined over a few kept-alive connections, RPC as JSON-RPC batch requests.
-Only the standard library is used. Every failure raises `NodeError`;
+Only the standard library is used. Every failure raises `ServerError`;
 credentials never appear in messages. `fetch_block` and `block_data` are how the index's sync and the
 wallet's node source take a block from any such source (Core's block files included), retried and checked.
 """
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import block, formats, wire
-from .errors import MalformedDataError, NodeConfigError, NodeError, SPError
+from .errors import MalformedDataError, ServerConfigError, ServerError, SPError
 from .retry import Retry
 from .types import BlockData
 
@@ -56,7 +56,7 @@ def fetch_block(source, height: int, retry: Retry, cancel: threading.Event | Non
     (not once `cancel` is set). `source` has `block_hash(height)` and `block(hash_hex)`: a node, Core's block files.
 
     Raises:
-        NodeError: the source fails after the retries.
+        ServerError: the source fails after the retries.
     """
     hash_hex = retry.call(source.block_hash, height, cancel=cancel)
     raw, spent = retry.call(source.block, hash_hex, cancel=cancel)
@@ -67,7 +67,7 @@ def block_data(height: int, hash_hex: str, raw: bytes, spent: bytes) -> BlockDat
     """`block.block_index` of a block fetched as `hash_hex` at `height`, checked to be that block.
 
     Raises:
-        NodeError: the block's hash is another.
+        ServerError: the block's hash is another.
         MalformedDataError, PrevoutsError: the block or its spent outputs are bad (the message names the height).
     """
     try:
@@ -75,7 +75,7 @@ def block_data(height: int, hash_hex: str, raw: bytes, spent: bytes) -> BlockDat
     except SPError as exc:
         raise type(exc)(f"block {height} ({hash_hex}): {exc}") from None
     if data.hash32[::-1].hex() != hash_hex:
-        raise NodeError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
+        raise ServerError(f"asked for block {hash_hex} at height {height}, got {data.hash32[::-1].hex()}")
     return data
 
 
@@ -83,7 +83,7 @@ def _split_url(url: str) -> tuple[str, tuple[str, str] | None]:
     """Return (url without user info, (user, password) from it or None)."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise NodeError("a node URL must look like http://host:port")
+        raise ServerError("a node URL must look like http://host:port")
     auth = None
     if parts.username is not None:
         auth = (urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or ""))
@@ -97,9 +97,9 @@ def _hash_hex(text: str, what: str) -> str:
     try:
         raw = formats.from_hex(text, what)
     except MalformedDataError as exc:
-        raise NodeError(str(exc)) from None
+        raise ServerError(str(exc)) from None
     if len(raw) != 32:
-        raise NodeError(f"{what}: expected a 32-byte block hash")
+        raise ServerError(f"{what}: expected a 32-byte block hash")
     return raw.hex()
 
 
@@ -110,13 +110,13 @@ def _txids(listed: object, what: str) -> list[bytes]:
             raise MalformedDataError(f"{what}: not a list of txids")
         return [bytes.fromhex(_hash_hex(t if isinstance(t, str) else "", "txid"))[::-1] for t in listed]
     except MalformedDataError as exc:
-        raise NodeError(str(exc)) from None
+        raise ServerError(str(exc)) from None
 
 
 def _tip_height(height: int, what: str) -> int:
     """A node's tip height, refused when negative (Core counts from its genesis block, height 0)."""
     if height < 0:
-        raise NodeError(f"{what} is {height}, not a height")
+        raise ServerError(f"{what} is {height}, not a height")
     return height
 
 
@@ -133,7 +133,7 @@ class RestNode:
         timeout: seconds per request.
 
     Raises:
-        NodeError: the URL is not http(s).
+        ServerError: the URL is not http(s).
     """
 
     def __init__(self, url: str, timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -141,7 +141,7 @@ class RestNode:
         self.timeout = timeout
 
     def get(self, path: str) -> bytes:
-        """GET url + path; raise NodeError unless the node answers 200."""
+        """GET url + path; raise ServerError unless the node answers 200."""
         target = self.url + path
         try:
             with _OPENER.open(target, timeout=self.timeout) as reply:
@@ -149,18 +149,18 @@ class RestNode:
         except urllib.error.HTTPError as exc:
             detail = _first_line(exc.read())
             hint = (_PRUNED_HINT if "pruned" in detail else _REST_HINT) if exc.code == 404 else ""
-            raise NodeError(f"REST {path}: HTTP {exc.code} {detail}{hint}".rstrip()) from None
+            raise ServerError(f"REST {path}: HTTP {exc.code} {detail}{hint}".rstrip()) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise NodeError(f"cannot reach the node at {self.url}: {reason}") from None
+            raise ServerError(f"cannot reach the node at {self.url}: {reason}") from None
 
     def _chaininfo(self, field: str, kind: type) -> object:
         try:
             value = json.loads(self.get("/rest/chaininfo.json"))[field]
         except (ValueError, KeyError, TypeError):
-            raise NodeError("REST /rest/chaininfo.json: unexpected reply") from None
+            raise ServerError("REST /rest/chaininfo.json: unexpected reply") from None
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise NodeError(f"REST /rest/chaininfo.json: `{field}` is not {'an integer' if kind is int else 'a string'}")
+            raise ServerError(f"REST /rest/chaininfo.json: `{field}` is not {'an integer' if kind is int else 'a string'}")
         return value
 
     def chain(self) -> str:
@@ -188,7 +188,7 @@ class RestNode:
         kept-alive connections, each sending PIPELINE requests before reading their replies.
 
         Raises:
-            NodeError: unreachable, or a reply that is not HTTP.
+            ServerError: unreachable, or a reply that is not HTTP.
         """
         if len(paths) <= PIPELINE:
             return self._connection().get_many(paths)
@@ -208,20 +208,20 @@ class RestNode:
 
     def _ok(self, path: str, status: int, body: bytes) -> bytes:
         if status != 200:
-            raise NodeError(f"REST {path}: HTTP {status} {_first_line(body)}".rstrip())
+            raise ServerError(f"REST {path}: HTTP {status} {_first_line(body)}".rstrip())
         return body
 
     def mempool_txids(self) -> list[bytes]:
         """The txids32 (internal order) in the node's mempool (`/rest/mempool/contents.json?verbose=false`).
 
         Raises:
-            NodeError: unreachable, an error reply, or a reply that is not a list of txids.
+            ServerError: unreachable, an error reply, or a reply that is not a list of txids.
         """
         path = "/rest/mempool/contents.json?verbose=false"
         try:
             listed = formats.load_json(self._ok(path, *self._get_many([path])[0]), f"REST {path}")
         except MalformedDataError as exc:
-            raise NodeError(str(exc)) from None
+            raise ServerError(str(exc)) from None
         return _txids(listed, f"REST {path}")
 
     def transactions(self, txids32: Sequence[bytes]) -> dict[bytes, bytes]:
@@ -229,7 +229,7 @@ class RestNode:
         ones with -txindex); a txid it does not have (404) is left out.
 
         Raises:
-            NodeError: unreachable, or another error reply.
+            ServerError: unreachable, or another error reply.
         """
         paths = [f"/rest/tx/{t[::-1].hex()}.bin" for t in txids32]
         return {t: self._ok(path, status, body) for t, path, (status, body) in zip(txids32, paths, self._get_many(paths)) if status != 404}
@@ -239,7 +239,7 @@ class RestNode:
         15 per request, without checkmempool: outputs that mempool txs spend are still given).
 
         Raises:
-            NodeError: unreachable, an error reply, or a reply that does not parse.
+            ServerError: unreachable, an error reply, or a reply that does not parse.
         """
         chunks = [outpoints36[i : i + MAX_GETUTXOS_OUTPOINTS] for i in range(0, len(outpoints36), MAX_GETUTXOS_OUTPOINTS)]
         paths = ["/rest/getutxos/" + "/".join(f"{op[:32][::-1].hex()}-{int.from_bytes(op[32:], 'little')}" for op in ops) + ".bin" for ops in chunks]
@@ -248,7 +248,7 @@ class RestNode:
             try:
                 found += wire.parse_getutxos(self._ok(path, status, body), len(ops))
             except MalformedDataError as exc:
-                raise NodeError(f"REST getutxos: {exc}") from None
+                raise ServerError(f"REST getutxos: {exc}") from None
         return found
 
 
@@ -287,7 +287,7 @@ class _Pipelined:
         again on a new one (GETs are idempotent), as long as each new connection answers one.
 
         Raises:
-            NodeError: unreachable, closed before any answer, or a reply that is not HTTP.
+            ServerError: unreachable, closed before any answer, or a reply that is not HTTP.
         """
         replies: list[tuple[int, bytes]] = []
         host = f"Host: {self.netloc}\r\n\r\n"
@@ -314,8 +314,8 @@ class _Pipelined:
             except (OSError, EOFError) as exc:
                 self.close()
                 if fresh:
-                    raise NodeError(f"cannot reach the node at {self.url}: {exc or 'connection closed'}") from None
-            except NodeError:
+                    raise ServerError(f"cannot reach the node at {self.url}: {exc or 'connection closed'}") from None
+            except ServerError:
                 self.close()
                 raise
         return replies
@@ -325,7 +325,7 @@ class _Pipelined:
 
         Raises:
             EOFError: the connection closed before a whole reply.
-            NodeError: not an HTTP/1.x reply, or one in chunks (Core gives a Content-Length).
+            ServerError: not an HTTP/1.x reply, or one in chunks (Core gives a Content-Length).
         """
         line = self.reader.readline(_MAX_ERROR_TEXT)
         if not line:
@@ -333,7 +333,7 @@ class _Pipelined:
         version, _, rest = line.partition(b" ")
         status = rest[:3]
         if not version.startswith(b"HTTP/1.") or not status.isdigit():
-            raise NodeError(f"REST: not an HTTP reply from {self.url}: {_first_line(line)!r}")
+            raise ServerError(f"REST: not an HTTP reply from {self.url}: {_first_line(line)!r}")
         length, keep = None, version == b"HTTP/1.1"
         for _ in range(_MAX_HEADERS):
             line = self.reader.readline(65536)
@@ -346,11 +346,11 @@ class _Pipelined:
             if name == b"content-length" and value.isdigit():
                 length = int(value)
             elif name == b"transfer-encoding" and value != b"identity":
-                raise NodeError(f"REST: a reply in transfer encoding {value.decode('ascii', 'replace')!r} from {self.url}")
+                raise ServerError(f"REST: a reply in transfer encoding {value.decode('ascii', 'replace')!r} from {self.url}")
             elif name == b"connection":
                 keep = value == b"keep-alive" or (keep and value != b"close")
         else:
-            raise NodeError(f"REST: more than {_MAX_HEADERS} header lines from {self.url}")
+            raise ServerError(f"REST: more than {_MAX_HEADERS} header lines from {self.url}")
         if length is not None:
             body = self.reader.read(length)
             if len(body) != length:
@@ -366,13 +366,13 @@ class RpcNode:
     Args:
         url: e.g. http://127.0.0.1:8332 (user:password@ in it is used as auth).
         cookie_file: path of Core's `.cookie`, read on each request. Core writes it when it starts and
-            deletes it when it stops: a file that cannot be read is a NodeConfigError until it has been
-            read once, then a NodeError (the node restarting), retried like a network fault.
+            deletes it when it stops: a file that cannot be read is a ServerConfigError until it has been
+            read once, then a ServerError (the node restarting), retried like a network fault.
         user, password: rpcuser / rpcpassword.
         timeout: seconds per request.
 
     Raises:
-        NodeError: the URL is not http(s).
+        ServerError: the URL is not http(s).
     """
 
     def __init__(
@@ -397,11 +397,11 @@ class RpcNode:
         """The Authorization header's value, or None without credentials.
 
         Raises:
-            NodeConfigError: the cookie file cannot be read, or is not user:password, and never was.
-            NodeError: so, after it was read once (the node restarting).
+            ServerConfigError: the cookie file cannot be read, or is not user:password, and never was.
+            ServerError: so, after it was read once (the node restarting).
         """
         if self.cookie_file is not None:
-            error = NodeError if self._cookie_read else NodeConfigError
+            error = ServerError if self._cookie_read else ServerConfigError
             try:
                 cookie = Path(self.cookie_file).read_text().strip()
             except (OSError, UnicodeDecodeError) as exc:
@@ -421,24 +421,24 @@ class RpcNode:
         """Call a JSON-RPC method and return its result (floats as Decimal).
 
         Raises:
-            NodeError: unreachable, HTTP error, bad credentials, or an RPC error reply.
+            ServerError: unreachable, HTTP error, bad credentials, or an RPC error reply.
         """
         self._last_id += 1
         body = json.dumps({"jsonrpc": "1.0", "id": self._last_id, "method": method, "params": list(params)}).encode()
         reply_obj = self._post(body, method)
         if not isinstance(reply_obj, dict) or "result" not in reply_obj:
-            raise NodeError(f"RPC {method}: not a JSON-RPC reply")
+            raise ServerError(f"RPC {method}: not a JSON-RPC reply")
         error = reply_obj.get("error")
         if error:
             message = error.get("message", error) if isinstance(error, dict) else error
-            raise NodeError(f"RPC {method}: {message}{_PRUNED_HINT if 'pruned' in str(message) else ''}")
+            raise ServerError(f"RPC {method}: {message}{_PRUNED_HINT if 'pruned' in str(message) else ''}")
         return reply_obj["result"]
 
     def _post(self, body: bytes, method: str) -> object:
         """POST a JSON-RPC request (or batch) and return the parsed reply.
 
         Raises:
-            NodeError: unreachable, bad credentials, an HTTP error without a JSON body, or not JSON.
+            ServerError: unreachable, bad credentials, an HTTP error without a JSON body, or not JSON.
         """
         request = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
         auth = self._authorization()
@@ -449,17 +449,17 @@ class RpcNode:
                 data = reply.read()
         except urllib.error.HTTPError as exc:
             if exc.code == 401:
-                raise NodeError("RPC authentication failed (check --rpc-cookie or --rpc-user)") from None
+                raise ServerError("RPC authentication failed (check --rpc-cookie or --rpc-user)") from None
             data = exc.read()  # Core answers RPC errors with HTTP 404/500 and a JSON body
             if not data.lstrip().startswith(b"{"):
-                raise NodeError(f"RPC {method}: HTTP {exc.code} {_first_line(data)}".rstrip()) from None
+                raise ServerError(f"RPC {method}: HTTP {exc.code} {_first_line(data)}".rstrip()) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise NodeError(f"cannot reach the node at {self.url}: {reason}") from None
+            raise ServerError(f"cannot reach the node at {self.url}: {reason}") from None
         try:
             return formats.load_json(data, f"RPC {method} reply")
         except MalformedDataError as exc:
-            raise NodeError(str(exc)) from None
+            raise ServerError(str(exc)) from None
 
     def batch(self, method: str, params: Sequence[Sequence[object]]) -> list[tuple[object, dict | None]]:
         """Call `method` once per params in JSON-RPC batch requests of RPC_BATCH calls.
@@ -468,7 +468,7 @@ class RpcNode:
             (result, error) per call, in order; error is Core's {"code", "message"} or None.
 
         Raises:
-            NodeError: unreachable, HTTP error, bad credentials, or a reply that is not a batch reply.
+            ServerError: unreachable, HTTP error, bad credentials, or a reply that is not a batch reply.
         """
         out: list[tuple[object, dict | None]] = []
         for lo in range(0, len(params), RPC_BATCH):
@@ -476,7 +476,7 @@ class RpcNode:
             reply = self._post(json.dumps(calls).encode(), method)
             by_id = {r.get("id"): r for r in reply if isinstance(r, dict)} if isinstance(reply, list) else {}
             if len(by_id) != len(calls) or any(c["id"] not in by_id for c in calls):
-                raise NodeError(f"RPC {method}: not a JSON-RPC batch reply")
+                raise ServerError(f"RPC {method}: not a JSON-RPC batch reply")
             for c in calls:
                 error = by_id[c["id"]].get("error")
                 out.append((by_id[c["id"]].get("result"), error if isinstance(error, dict) else ({"message": str(error)} if error else None)))
@@ -486,7 +486,7 @@ class RpcNode:
         """The txids32 (internal order) in the node's mempool (`getrawmempool`).
 
         Raises:
-            NodeError: as `call`, or a reply that is not a list of txids.
+            ServerError: as `call`, or a reply that is not a list of txids.
         """
         return _txids(self.call("getrawmempool"), "RPC getrawmempool")
 
@@ -496,14 +496,14 @@ class RpcNode:
         that is not hex is given as b"" (like any bytes that are not the tx, the caller skips it).
 
         Raises:
-            NodeError: as `call`, or another error.
+            ServerError: as `call`, or another error.
         """
         found = {}
         for txid32, (result, error) in zip(txids32, self.batch("getrawtransaction", [(t[::-1].hex(),) for t in txids32])):
             if error is not None:
                 if error.get("code") == -5:
                     continue
-                raise NodeError(f"RPC getrawtransaction: {error.get('message', error)}")
+                raise ServerError(f"RPC getrawtransaction: {error.get('message', error)}")
             try:
                 found[txid32] = formats.from_hex(result if isinstance(result, str) else "", "getrawtransaction result")
             except MalformedDataError:
@@ -515,17 +515,17 @@ class RpcNode:
         batched: outputs that mempool txs spend are still given).
 
         Raises:
-            NodeError: as `call`, an error, or a result of the wrong shape.
+            ServerError: as `call`, an error, or a result of the wrong shape.
         """
         params = [(op[:32][::-1].hex(), int.from_bytes(op[32:], "little"), False) for op in outpoints36]
         found: list[wire.TxOut | None] = []
         for result, error in self.batch("gettxout", params):
             if error is not None:
-                raise NodeError(f"RPC gettxout: {error.get('message', error)}")
+                raise ServerError(f"RPC gettxout: {error.get('message', error)}")
             try:
                 found.append(None if result is None else formats.json_txout(result, "gettxout result"))
             except MalformedDataError as exc:
-                raise NodeError(str(exc)) from None
+                raise ServerError(str(exc)) from None
         return found
 
     def chain(self) -> str:
@@ -533,14 +533,14 @@ class RpcNode:
         info = self.call("getblockchaininfo")
         chain = info.get("chain") if isinstance(info, dict) else None
         if not isinstance(chain, str):
-            raise NodeError("RPC getblockchaininfo: no `chain` string")
+            raise ServerError("RPC getblockchaininfo: no `chain` string")
         return chain
 
     def tip_height(self) -> int:
         """The height of the node's best block (`getblockcount`)."""
         height = self.call("getblockcount")
         if not isinstance(height, int) or isinstance(height, bool):
-            raise NodeError("RPC getblockcount: not an integer")
+            raise ServerError("RPC getblockcount: not an integer")
         return _tip_height(height, "RPC getblockcount")
 
     def block_hash(self, height: int) -> str:
@@ -552,14 +552,14 @@ class RpcNode:
         """(raw block from `getblock <hash> 0`, spent outputs from `getblock <hash> 3`).
 
         Raises:
-            NodeError: as `call`, or a reply of the wrong shape.
+            ServerError: as `call`, or a reply of the wrong shape.
             PrevoutsError: the node's getblock 3 has no prevouts (Core before 25).
         """
         hash_hex = _hash_hex(hash_hex, "block hash")
         raw = self.call("getblock", hash_hex, 0)
         if not isinstance(raw, str):
-            raise NodeError("RPC getblock 0: not a hex string")
+            raise ServerError("RPC getblock 0: not a hex string")
         try:
             return formats.from_hex(raw, "getblock 0 result"), formats.spent_from_getblock(self.call("getblock", hash_hex, 3))
         except MalformedDataError as exc:
-            raise NodeError(f"RPC getblock: {exc}") from None
+            raise ServerError(f"RPC getblock: {exc}") from None

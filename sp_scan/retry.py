@@ -1,6 +1,6 @@
 """Retrying a failing call to a node or server: how often, how long, and when to give up.
 
-`Retry.call` retries a call on `NodeError` with a doubling wait; a deadline bounds the call with its retries
+`Retry.call` retries a call on `ServerError` with a doubling wait; a deadline bounds the call with its retries
 (`time_left` tells a transport how long it may still wait, `answered` restarts the count); `stopping` gives a
 thread's calls an event that ends their retries at once (a cancelled sync). Used by the index's sync and by
 every wallet source.
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .errors import NodeConfigError, NodeError
+from .errors import ServerConfigError, ServerError
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Retry:
     deadline: float | None = None
 
     def call(self, fn: Callable, *args: object, cancel: threading.Event | None = None):
-        """fn(*args), retried on NodeError; the last NodeError is raised, a NodeConfigError at once, and at
+        """fn(*args), retried on ServerError; the last ServerError is raised, a ServerConfigError at once, and at
         once too (no retry, no report) once `cancel` (default: the `stopping` event this runs under) is set: work
         its caller gave up on neither waits out its retries nor reports them. A call within a call keeps the
         outer one's deadline."""
@@ -48,13 +48,13 @@ class Retry:
             while True:
                 try:
                     return fn(*args)
-                except NodeConfigError:
+                except ServerConfigError:
                     raise
-                except NodeError as exc:
+                except ServerError as exc:
                     if left == 0 or (cancel is not None and cancel.is_set()):
                         raise
                     if deadline is not None and deadline.end - time.monotonic() <= wait:
-                        raise NodeError(f"{exc} (no answer for {deadline.seconds:g} s, retries included)") from None
+                        raise ServerError(f"{exc} (no answer for {deadline.seconds:g} s, retries included)") from None
                     if self.report is not None:
                         self.report(f"{exc}; retry {self.attempts - left + 1} of {self.attempts} in {wait:g} s")
                     if cancel is None:

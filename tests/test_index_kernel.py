@@ -16,7 +16,7 @@ import kernelchain as kc
 from cli_support import ROOT
 from index_support import content, kill_9_then_resume
 from sp_scan import descriptor
-from sp_scan.errors import NodeError
+from sp_scan.errors import ServerError
 from sp_scan.index import Index, Retry
 from sp_scan.node import RestNode, RpcNode
 from test_cli import assert_fails, invoke, json_lines
@@ -150,7 +150,7 @@ def test_kill_9_at_random_points_of_a_sync_then_resume_gives_the_same_index(kern
 def test_a_node_that_stops_answering_mid_sync_loses_nothing(kernel_chain, synced, tmp_path):
     with kc.rest_server(kernel_chain) as rest, Index.create(tmp_path / "stop.db", "regtest") as idx:
         rest.stop_answering(after=150)
-        with pytest.raises(NodeError, match=r"cannot reach the node .*sync again to resume at (\d+)"):
+        with pytest.raises(ServerError, match=r"cannot reach the node .*sync again to resume at (\d+)"):
             idx.sync(RestNode(rest.url), retry=Retry(attempts=1, delay=0.05))
         assert 0 < idx.tip()[0] < kc.SAMPLE_TIP
         rest.resume_answering()

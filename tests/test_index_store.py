@@ -15,7 +15,7 @@ import blockfactory as bf
 from cli_support import Chain, spending_chain
 from index_support import WALLET, as_format3, as_old_version, content, damage, files_of, flip, resum, synced
 from sp_scan import block
-from sp_scan.errors import HeightError, IndexStoreError, NodeError
+from sp_scan.errors import HeightError, IndexStoreError, ServerError
 from sp_scan.index import Index, scan_partition, store
 from sp_scan.index.store import reader, rows, spends
 from sp_scan.types import IndexMatch, Utxo
@@ -164,7 +164,7 @@ def test_block_files_of_a_longer_competing_branch_are_refused_never_rolled_back(
     other = spending_chain(11, CHAIN, fork_height=4, salt=1)
     with synced(tmp_path / "kept.db", CHAIN) as idx:
         before = content(idx.path)
-        with pytest.raises(NodeError, match="block files must extend the index; they never roll it back"):
+        with pytest.raises(ServerError, match="block files must extend the index; they never roll it back"):
             idx.sync(files_of(other))
     assert content(tmp_path / "kept.db") == before
 

@@ -9,7 +9,7 @@ import pytest
 
 from cli_support import Chain, Misreported, NodeServer, RestHandler, RpcHandler, StaleHeights, spending_chain
 from index_support import WALLET, content, files_of, kill_9_then_resume, synced, wait_until
-from sp_scan.errors import HeightError, NodeError
+from sp_scan.errors import HeightError, ServerError
 from sp_scan.index import Index, Retry
 from sp_scan.index.store import checkpoint
 from sp_scan.node import RestNode, RpcNode
@@ -106,7 +106,7 @@ def test_a_node_behind_the_index_is_refused_and_nothing_is_rolled_back(tmp_path,
     before = content(path)
     handler = RestHandler if kind == "rest" else RpcHandler
     with NodeServer(handler, behind, credentials="u:p") as server, Index.open(path) as idx:
-        with pytest.raises(NodeError, match=f"below the index's tip {CHAIN.tip}|is -5, not a height") as info:
+        with pytest.raises(ServerError, match=f"below the index's tip {CHAIN.tip}|is -5, not a height") as info:
             idx.sync(node(kind, server), retry=FAST)
         assert f"intact up to height {CHAIN.tip}" in str(info.value)
     assert content(path) == before
@@ -140,7 +140,7 @@ def test_a_node_whose_next_block_does_not_link_to_its_own_is_asked_again_then_re
     handler = RestHandler if kind == "rest" else RpcHandler
     with NodeServer(handler, stale, credentials="u:p") as server, synced(tmp_path / "u.db", CHAIN, stop=8) as idx:
         before = content(idx.path)
-        with pytest.raises(NodeError) as info:
+        with pytest.raises(ServerError) as info:
             idx.sync(node(kind, server), retry=Retry(attempts=2, delay=0.01))
         hashes = (BRANCH.blocks[9].hash_hex, BRANCH.blocks[8].hash_hex, CHAIN.blocks[8].hash_hex)
         assert f"block 9 ({hashes[0]}) names {hashes[1]} as its parent, but its block 8 is {hashes[2]}; seen 3 times" in str(info.value)
@@ -152,7 +152,7 @@ def test_a_node_whose_next_block_does_not_link_to_its_own_is_asked_again_then_re
 def test_a_node_that_stops_answering_raises_naming_the_height_to_resume_at(tmp_path, rest, reference):
     rest.stop_answering(after=20)
     with Index.create(tmp_path / "n.db", "regtest") as idx:
-        with pytest.raises(NodeError, match=r"cannot reach the node .*intact up to height (\d+); sync again to resume at") as info:
+        with pytest.raises(ServerError, match=r"cannot reach the node .*intact up to height (\d+); sync again to resume at") as info:
             idx.sync(RestNode(rest.url), retry=FAST)
         tip = idx.tip()[0]
         assert f"height {tip}; sync again to resume at {tip + 1}" in str(info.value)
@@ -177,7 +177,7 @@ def test_a_node_on_a_chain_core_does_not_name_is_refused_before_any_block(tmp_pa
             return "testnet"  # BlindBit's own name; Core says "test"
 
     with Index.create(tmp_path / "t.db", "test") as idx:
-        with pytest.raises(NodeError, match="the node's chain 'testnet' is not one of main, test, testnet4, signet, regtest"):
+        with pytest.raises(ServerError, match="the node's chain 'testnet' is not one of main, test, testnet4, signet, regtest"):
             idx.sync(OtherChain())
         assert idx.tip() is None
 
@@ -248,7 +248,7 @@ def test_block_files_that_do_not_extend_the_index_are_refused_and_nothing_is_rol
             (files_of(CHAIN, start=2, stop=CHAIN.tip - 1), "below the index's tip"),
         ]
         for files, needle in refusals:
-            with pytest.raises(NodeError, match=needle) as info:
+            with pytest.raises(ServerError, match=needle) as info:
                 idx.sync(files)
             assert "block files must extend the index; they never roll it back" in str(info.value)
         with pytest.raises(HeightError, match=f"no block file at height {CHAIN.tip + 1}"):

@@ -16,7 +16,7 @@ import kernelchain as kc
 from cli_support import ROOT
 from helpers import load_script
 from sp_scan import block, cli, wire
-from sp_scan.errors import NodeError
+from sp_scan.errors import ServerError
 from sp_scan.node import RestNode, RpcNode
 from sp_scan.wire import TxOut, parse_spent
 
@@ -168,7 +168,7 @@ def test_restnode_reads_the_kernels_bytes_from_the_rest_stand_in(kernel_chain, k
         hash_hex = node.block_hash(h)
         assert hash_hex == kernel_chain.hash_at(h)[::-1].hex()
         assert node.block(hash_hex) == (kernel_chain.block(h), kernel_chain.spent(h))
-    with pytest.raises(NodeError, match="HTTP 404 Block height out of range"):
+    with pytest.raises(ServerError, match="HTTP 404 Block height out of range"):
         node.block_hash(kernel_chain.tip_height + 1)
 
 
@@ -178,7 +178,7 @@ def test_rpcnode_reads_the_same_blocks_and_prevouts_from_the_json_rpc_stand_in(k
         assert node.call("getblockchaininfo")["bestblockhash"] == kernel_chain.tip_hash[::-1].hex()
         for h in (0, 1, 101, 102, 103, 105, kernel_chain.tip_height):
             assert node.block(node.block_hash(h)) == (kernel_chain.block(h), kernel_chain.spent(h))
-        with pytest.raises(NodeError, match="Block height out of range"):
+        with pytest.raises(ServerError, match="Block height out of range"):
             node.block_hash(kernel_chain.tip_height + 1)
 
 
@@ -187,7 +187,7 @@ def test_a_stand_in_told_to_stop_answering_hangs_up_until_resumed(kernel_copy):
         node = RestNode(server.url, timeout=5)
         server.stop_answering(after=1)
         assert node.tip_height() == kc.SAMPLE_TIP
-        with pytest.raises(NodeError, match="cannot reach the node"):
+        with pytest.raises(ServerError, match="cannot reach the node"):
             node.block_hash(1)
         server.resume_answering()
         assert node.block_hash(1) == kernel_copy.hash_at(1)[::-1].hex()

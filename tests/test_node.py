@@ -10,7 +10,7 @@ import pytest
 from cli_support import Chain, NodeServer, RestHandler, RpcHandler, closed_port_url, node_fixtures
 from node_mempool import NodeMempool
 from sp_scan import formats
-from sp_scan.errors import NodeConfigError, NodeError
+from sp_scan.errors import ServerConfigError, ServerError
 from sp_scan.node import PIPELINE, REST_THREADS, RestNode, RpcNode
 
 CHAIN = Chain(length=3, per_block=3)
@@ -33,9 +33,9 @@ def test_both_clients_name_the_nodes_chain(rest, rpc):
 
 
 def test_rest_errors_carry_the_status_and_core_text(rest):
-    with pytest.raises(NodeError, match="HTTP 404 Block height out of range"):
+    with pytest.raises(ServerError, match="HTTP 404 Block height out of range"):
         RestNode(rest.url).block_hash(99)
-    with pytest.raises(NodeError, match="HTTP 404 " + "00" * 32 + " not found"):
+    with pytest.raises(ServerError, match="HTTP 404 " + "00" * 32 + " not found"):
         RestNode(rest.url).block("00" * 32)
 
 
@@ -43,27 +43,27 @@ def test_rest_errors_carry_the_status_and_core_text(rest):
 def test_a_pruned_block_gets_its_own_hint_not_the_rest_one(handler):
     with NodeServer(handler, CHAIN, credentials=f"alice:{PASSWORD}", pruned_below=1) as server:
         node = RestNode(server.url) if handler is RestHandler else RpcNode(server.url, user="alice", password=PASSWORD)
-        with pytest.raises(NodeError, match="not available \\(pruned data\\) \\(the node has pruned this block") as info:
+        with pytest.raises(ServerError, match="not available \\(pruned data\\) \\(the node has pruned this block") as info:
             node.block(CHAIN.blocks[0].hash_hex)
         assert "-rest" not in str(info.value) and "Core 30" not in str(info.value)
         assert node.block(CHAIN.blocks[1].hash_hex) == (CHAIN.blocks[1].raw, CHAIN.blocks[1].spent_bytes)
 
 
 def test_another_rest_404_keeps_the_rest_hint(rest):
-    with pytest.raises(NodeError, match="not found \\(is the node started with -rest\\? spenttxouts needs Core 30\\+\\)"):
+    with pytest.raises(ServerError, match="not found \\(is the node started with -rest\\? spenttxouts needs Core 30\\+\\)"):
         RestNode(rest.url).block("00" * 32)
 
 
 def test_unreachable_nodes_raise_node_error():
-    with pytest.raises(NodeError, match="cannot reach the node"):
+    with pytest.raises(ServerError, match="cannot reach the node"):
         RestNode(closed_port_url()).tip_height()
-    with pytest.raises(NodeError, match="cannot reach the node"):
+    with pytest.raises(ServerError, match="cannot reach the node"):
         RpcNode(closed_port_url(), user="u", password="p").tip_height()
 
 
 @pytest.mark.parametrize("url", ["ftp://host", "127.0.0.1:8332", "http://"])
 def test_a_url_that_is_not_http_is_refused(url):
-    with pytest.raises(NodeError, match="http://host:port"):
+    with pytest.raises(ServerError, match="http://host:port"):
         RestNode(url)
 
 
@@ -84,17 +84,17 @@ def test_rpc_with_a_cookie_file(rpc, tmp_path):
 def test_a_cookie_file_never_read_is_a_config_error_and_one_gone_after_a_read_is_a_node_restarting(rpc, tmp_path):
     cookie = tmp_path / ".cookie"
     node = RpcNode(rpc.url, cookie_file=str(cookie))
-    with pytest.raises(NodeConfigError, match=f"cannot read the RPC cookie file {cookie}: No such file"):
+    with pytest.raises(ServerConfigError, match=f"cannot read the RPC cookie file {cookie}: No such file"):
         node.tip_height()
     cookie.write_text("no colon")
-    with pytest.raises(NodeConfigError, match="is not user:password"):
+    with pytest.raises(ServerConfigError, match="is not user:password"):
         node.tip_height()
     cookie.write_text(f"alice:{PASSWORD}")
     assert node.tip_height() == 2
     cookie.unlink()  # Core deletes it when it stops, and writes a new one when it starts
-    with pytest.raises(NodeError) as info:
+    with pytest.raises(ServerError) as info:
         node.tip_height()
-    assert type(info.value) is NodeError and "cannot read the RPC cookie file" in str(info.value)
+    assert type(info.value) is ServerError and "cannot read the RPC cookie file" in str(info.value)
     cookie.write_text(f"alice:{PASSWORD}")
     assert node.tip_height() == 2
 
@@ -106,22 +106,22 @@ def test_rpc_with_credentials_in_the_url(rpc):
 
 
 def test_rpc_bad_credentials_fail_without_echoing_them(rpc, tmp_path):
-    with pytest.raises(NodeError, match="authentication failed") as info:
+    with pytest.raises(ServerError, match="authentication failed") as info:
         RpcNode(rpc.url, user="alice", password="wrong-one").tip_height()
     assert "wrong-one" not in str(info.value)
-    with pytest.raises(NodeError, match="authentication failed"):
+    with pytest.raises(ServerError, match="authentication failed"):
         RpcNode(rpc.url).tip_height()
-    with pytest.raises(NodeError, match="cookie file"):
+    with pytest.raises(ServerError, match="cookie file"):
         RpcNode(rpc.url, cookie_file=str(tmp_path / "missing")).tip_height()
 
 
 def test_rpc_error_replies_become_node_errors(rpc):
     node = RpcNode(rpc.url, user="alice", password=PASSWORD)
-    with pytest.raises(NodeError, match="RPC getblockhash: Block height out of range"):
+    with pytest.raises(ServerError, match="RPC getblockhash: Block height out of range"):
         node.block_hash(7)
-    with pytest.raises(NodeError, match="RPC getblock: Block not found"):
+    with pytest.raises(ServerError, match="RPC getblock: Block not found"):
         node.block("11" * 32)
-    with pytest.raises(NodeError, match="Method not found"):
+    with pytest.raises(ServerError, match="Method not found"):
         node.call("nosuchmethod")
 
 
@@ -132,9 +132,9 @@ def test_rpc_amounts_stay_exact(rpc):
 
 
 def test_a_hash_argument_must_be_32_bytes_of_hex(rest):
-    with pytest.raises(NodeError, match="block hash"):
+    with pytest.raises(ServerError, match="block hash"):
         RestNode(rest.url).block("zz")
-    with pytest.raises(NodeError, match="32-byte"):
+    with pytest.raises(ServerError, match="32-byte"):
         RestNode(rest.url).block("00" * 31)
 
 

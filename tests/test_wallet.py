@@ -17,7 +17,7 @@ import kernelchain as kc
 import serving
 from cli_support import closed_port_url
 from index_support import wait_until
-from sp_scan.errors import InvalidKeyError, NodeError, WalletStoreError
+from sp_scan.errors import InvalidKeyError, ServerError, WalletStoreError
 from sp_scan.index import Index
 from sp_scan.node import RestNode
 from sp_scan.wallet import OutputFound, OutputSpent, Wallet
@@ -295,7 +295,7 @@ def test_a_node_whose_next_block_does_not_link_to_its_own_is_asked_again_then_re
         with Wallet.create(tmp_path / "s.wallet", "regtest", PrivateKey(scan).public_key.format(), bytes.fromhex(SPEND_HEX), (), 1) as w:  # block 0 is not regtest's genesis
             w.sync(NodeSource(f"rest+{server.url}"), scan, stop=8)
             found = w.outputs()
-            with pytest.raises(NodeError, match=f"block 9 names {branch.blocks[8].hash_hex} as its parent, not the wallet's {chain.blocks[8].hash_hex}.*seen 6 times"):
+            with pytest.raises(ServerError, match=f"block 9 names {branch.blocks[8].hash_hex} as its parent, not the wallet's {chain.blocks[8].hash_hex}.*seen 6 times"):
                 w.sync(NodeSource(f"rest+{server.url}"), scan)
             assert w.tip() == (8, chain.hash_at(8)) and w.outputs() == found != []
 
@@ -308,11 +308,11 @@ def test_work_a_closed_source_left_in_flight_gives_up_its_retries_at_once():
     retry = Retry(attempts=50, delay=3600.0, report=reported.append)  # an hour between tries: only `stop` ends it
 
     def failing(stop):
-        raise NodeError("the server went away")
+        raise ServerError("the server went away")
 
     pool = AheadPool(2, "test-ahead")
     future = pool.submit(lambda stop: retry.call(failing, stop, cancel=stop), pool.stop)
     wait_until(lambda: reported, what="the first retry")
     pool.close()
-    assert isinstance(future.exception(timeout=300), NodeError)  # the bound only turns a hang into a failure
+    assert isinstance(future.exception(timeout=300), ServerError)  # the bound only turns a hang into a failure
     assert len(reported) == 1

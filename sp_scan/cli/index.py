@@ -14,7 +14,7 @@ import click
 from sp_scan.index import NETWORKS, BlockFiles, Index, Retry, SyncStats
 from sp_scan.index import corefiles
 from sp_scan.index.scan import DASK_PARTITION_BLOCKS, DEFAULT_PARTITION_BLOCKS
-from sp_scan.errors import NodeError
+from sp_scan.errors import ServerError
 from sp_scan.index.sync import network_of
 from sp_scan.network import TAPROOT_ACTIVATION
 from sp_scan.workers import signals_held
@@ -50,7 +50,7 @@ def _core_blocks(blocks_dir: str, network: str | None, start: int | None, existi
     if source.floor > first:
         missing = f"blocks {first}..{source.floor - 1} are pruned from {blocks_dir}"
         if tip or start is not None:
-            raise NodeError(f"{missing} (its files start at height {source.floor}): the index cannot go on from there")
+            raise ServerError(f"{missing} (its files start at height {source.floor}): the index cannot go on from there")
         click.echo(f"sp-scan: {missing}; indexing from height {source.floor}", err=True)
         source.start = source.floor
     return source
@@ -76,10 +76,10 @@ def _source(blocks, blocks_dir, network, start, rest_url, rpc_url, rpc_cookie, r
 
 
 def _network(source, retry: Retry, start: int | None) -> str:
-    """The network of a new index's source; a NodeError says that nothing was created and where a new sync starts."""
+    """The network of a new index's source; a ServerError says that nothing was created and where a new sync starts."""
     try:
         return network_of(source, retry)
-    except NodeError as exc:
+    except ServerError as exc:
         first = start if start is not None else f"{TAPROOT_ACTIVATION} on mainnet, 0 on other networks"
         raise type(exc)(f"{exc} (no index was created; sync again to start at height {first})") from None
 

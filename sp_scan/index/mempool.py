@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .. import block, wire
-from ..errors import MalformedDataError, NodeError, SPError
+from ..errors import MalformedDataError, ServerError, SPError
 from ..types import BlockData
 from .store import Store
 
@@ -132,7 +132,7 @@ class MempoolFollower:
         log: where one-line notices go (a ZMQ connection that drops or comes back, a tx skipped).
 
     Raises:
-        NodeError: zmq_url given without pyzmq installed, or not a ZMQ endpoint.
+        ServerError: zmq_url given without pyzmq installed, or not a ZMQ endpoint.
     """
 
     def __init__(self, store: Store, source: MempoolSource, retry, zmq_url: str | None = None, log: Callable[[str], None] | None = None) -> None:
@@ -163,7 +163,7 @@ class MempoolFollower:
         Returns early when a block is (dis)connected (ZMQ), so the loop looks for blocks.
 
         Raises:
-            NodeError: the node fails after the retries.
+            ServerError: the node fails after the retries.
         """
         deadline = time.monotonic() + interval
         zmq = self._zmq
@@ -212,7 +212,7 @@ class MempoolFollower:
         empties the table and starts from nothing).
 
         Raises:
-            NodeError: the node fails after the retries.
+            ServerError: the node fails after the retries.
         """
         first = self._tip is False
         tip = self.store.tip()
@@ -288,7 +288,7 @@ class MempoolFollower:
         try:
             rows = eligible_rows(ready_raws, ready_prevouts)
         except SPError as exc:
-            raise NodeError(f"mempool txs do not compute with the prevouts the node gave ({exc})") from None
+            raise ServerError(f"mempool txs do not compute with the prevouts the node gave ({exc})") from None
         eligible = {r[0] for r in rows}
         for txid32 in ready:
             self.known[txid32] = txid32 in eligible
@@ -354,14 +354,14 @@ class ZmqSequence:
             again and clears it.
 
     Raises:
-        NodeError: pyzmq is not installed, or the URL is not a ZMQ endpoint.
+        ServerError: pyzmq is not installed, or the URL is not a ZMQ endpoint.
     """
 
     def __init__(self, url: str) -> None:
         try:
             import zmq
         except ImportError:
-            raise NodeError("--zmq needs pyzmq: pip install 'sp-scan[zmq]'") from None
+            raise ServerError("--zmq needs pyzmq: pip install 'sp-scan[zmq]'") from None
         self._zmq = zmq
         self.url = url
         self.connected = self.dropped = False
@@ -378,7 +378,7 @@ class ZmqSequence:
             self._sub.connect(url)
         except zmq.ZMQError as exc:
             self.close()
-            raise NodeError(f"--zmq {url}: {exc}") from None
+            raise ServerError(f"--zmq {url}: {exc}") from None
         self._poller = zmq.Poller()
         self._poller.register(self._sub, zmq.POLLIN)
         self._poller.register(self._monitor, zmq.POLLIN)

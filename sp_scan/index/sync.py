@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
 from .. import filters, wire, workers
-from ..errors import HeightError, IndexStoreError, NodeError, SPError
+from ..errors import HeightError, IndexStoreError, ServerError, SPError
 from ..network import TAPROOT_ACTIVATION
 from ..node import block_data, fetch_block
 from ..retry import Retry
@@ -70,7 +70,7 @@ class BlockFiles:
     Raises:
         HeightError: two files at one height, or a gap between heights.
         MalformedBlockError: a block does not parse or states no height.
-        NodeError: a block does not link to the one below it.
+        ServerError: a block does not link to the one below it.
         OSError: a file cannot be read.
     """
 
@@ -92,7 +92,7 @@ class BlockFiles:
             raise HeightError(f"no block file at height {missing} (the files cover {self.heights[0]}..{self.heights[-1]})")
         for h in self.heights[1:]:
             if found[h][2] != found[h - 1][1]:
-                raise NodeError(f"{found[h][0].name} (height {h}) does not link to {found[h - 1][0].name}")
+                raise ServerError(f"{found[h][0].name} (height {h}) does not link to {found[h - 1][0].name}")
         self._by_height = {h: (loader, hash32) for h, (loader, hash32, _) in found.items()}
         self._by_hash = {hash32[::-1].hex(): loader for loader, hash32 in self._by_height.values()}
 
@@ -130,7 +130,7 @@ def fetch(source: Source, height: int, retry: Retry, stop: threading.Event | Non
     is not retried).
 
     Raises:
-        NodeError: the source fails after the retries, or serves a block of another hash.
+        ServerError: the source fails after the retries, or serves a block of another hash.
         MalformedDataError, PrevoutsError: the block or its spent outputs are bad (message names the height).
     """
     start = time.perf_counter()
@@ -186,15 +186,15 @@ def network_of(source: Source, retry: Retry) -> str:
     `chain`), which the index's NETWORKS use as they are.
 
     Raises:
-        NodeError: unreachable, or a chain name that is not one of Core's.
+        ServerError: unreachable, or a chain name that is not one of Core's.
     """
     chain = retry.call(source.chain)
     if chain not in NETWORKS:
-        raise NodeError(f"the node's chain {chain!r} is not one of {', '.join(NETWORKS)}")
+        raise ServerError(f"the node's chain {chain!r} is not one of {', '.join(NETWORKS)}")
     return chain
 
 
-class _Unlinked(NodeError):
+class _Unlinked(ServerError):
     """The node's block at the next height names another parent than the node's own block below it."""
 
 
@@ -228,18 +228,18 @@ class Syncer:
             raise
 
     def _refuse_files(self, what: str) -> NoReturn:
-        raise NodeError(f"{what}: block files must extend the index; they never roll it back")
+        raise ServerError(f"{what}: block files must extend the index; they never roll it back")
 
     def _behind(self, source_tip: int, tip: int, follow: bool) -> None:
         """The source's chain is shorter than the index's: refused, or waited for when following.
 
         Raises:
-            NodeError: block files, or a node without `follow`.
+            ServerError: block files, or a node without `follow`.
         """
         if self._files:
             self._refuse_files(f"the block files end at height {source_tip}, below the index's tip {tip}")
         if not follow:
-            raise NodeError(
+            raise ServerError(
                 f"the node's chain ends at height {source_tip}, below the index's tip {tip} (a node still syncing or "
                 "reindexing, or another node?): nothing is rolled back; --follow waits for it"
             )
@@ -251,7 +251,7 @@ class Syncer:
         Called only when the source's chain is at least as long as the index's (a competing branch).
 
         Raises:
-            NodeError: block files (they never roll the index back).
+            ServerError: block files (they never roll the index back).
         """
         if self._files:
             theirs = self._source_hash(tip[0])
@@ -270,7 +270,7 @@ class Syncer:
         """A fetched block whose parent is not the index's tip: the source switched branches (return) or is inconsistent.
 
         Raises:
-            NodeError: block files that do not link to the tip.
+            ServerError: block files that do not link to the tip.
             _Unlinked: the node's block at tip + 1 does not link to the node's own block at the tip.
         """
         block = f"block {got.height} ({got.row.hash32[::-1].hex()}) names {got.row.prev32[::-1].hex()} as its parent"
@@ -316,15 +316,15 @@ class Syncer:
         Raises:
             IndexStoreError: another network, or a start that contradicts the index's first height.
             HeightError: `stop` is beyond the source's tip (without follow).
-            NodeError: the source fails after the retries, is behind the index (without follow), does not
+            ServerError: the source fails after the retries, is behind the index (without follow), does not
                 link, or is block files that do not extend the index (the message names the height to resume at).
             MalformedDataError, PrevoutsError: a bad block (nothing of it is stored).
             WorkerDiedError: a worker process was killed.
         """
         try:
             network = network_of(self.source, self.retry)
-        except NodeError as exc:
-            raise NodeError(f"{exc} ({self._resume_hint(start)})") from None
+        except ServerError as exc:
+            raise ServerError(f"{exc} ({self._resume_hint(start)})") from None
         if network != self.store.network:
             raise IndexStoreError(f"{self.store.path} is an index of network {self.store.network}; the source is on {network}")
         first = self.store.first_height
@@ -339,8 +339,8 @@ class Syncer:
             self.stats.height = tip[0] if tip else None
             self.stats.start = tip[0] + 1 if tip else begin
             return self._loop(pool, begin, stop, follow, interval)
-        except NodeError as exc:
-            raise NodeError(f"{exc} ({self._resume_hint(begin)})") from None
+        except ServerError as exc:
+            raise ServerError(f"{exc} ({self._resume_hint(begin)})") from None
         finally:
             if pool is not None:
                 pool.close()  # kills the workers whatever they wait for: a stop never waits for the node
@@ -389,7 +389,7 @@ class Syncer:
                 except _Unlinked as exc:
                     unlinked = 1 if self.stats.blocks > committed else unlinked + 1
                     if unlinked > self.retry.attempts:
-                        raise NodeError(f"{exc}; seen {unlinked} times (a stale cache or proxy in front of the node?)") from None
+                        raise ServerError(f"{exc}; seen {unlinked} times (a stale cache or proxy in front of the node?)") from None
                     time.sleep(self.retry.delay * 2 ** (unlinked - 1))
                 continue  # look again: the source may have moved on or switched branches meanwhile
             if not follow or (stop is not None and nxt > stop):

@@ -458,7 +458,7 @@ class Index:
             ValueError: mempool without follow or without a node, or zmq without mempool.
             IndexStoreError: another network, another first height, or another sync is writing the file.
             HeightError: stop is beyond the source's tip (without follow).
-            NodeError: the source fails after the retries, is behind the index (without follow), serves
+            ServerError: the source fails after the retries, is behind the index (without follow), serves
                 blocks that do not link, or is block files that do not extend the index; the message
                 names the height to resume at.
             MalformedDataError, PrevoutsError: a block or its spent outputs do not parse.

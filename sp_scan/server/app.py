@@ -16,7 +16,7 @@ import re
 import urllib.parse
 from collections.abc import Callable, Hashable
 
-from sp_scan.errors import HeightError, IndexStoreError, NodeError
+from sp_scan.errors import HeightError, IndexStoreError, ServerError
 
 from ..proto import blindbit_v1
 from . import routes
@@ -163,7 +163,7 @@ class BlindBitV1:
         tx_hex = _tx_hex(request)
         try:
             txid = await node_call(self.relay.call, "sendrawtransaction", tx_hex)
-        except NodeError as exc:
+        except ServerError as exc:
             return json_error(502, f"the node did not relay the transaction: {exc}")
         return Response(200, json.dumps(txid).encode(), JSON_HEADERS)
 

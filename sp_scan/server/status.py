@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Protocol, TextIO
 
 from sp_scan import native
-from sp_scan.errors import NodeError
+from sp_scan.errors import ServerError
 
 from .answers import AnswerCache, ChainView, node_call
 from .http import JSON_HEADERS, HttpServer, Request, Response, json_error
@@ -75,7 +75,7 @@ class NodeWatch:
     def _read(self) -> tuple[int | None, int | None]:
         try:
             tip = self.node.tip_height()
-        except NodeError:
+        except ServerError:
             return None, None
         try:
             if hasattr(self.node, "call"):
@@ -83,7 +83,7 @@ class NodeWatch:
             else:
                 info = json.loads(self.node.get("/rest/mempool/info.json"))
             mempool = info.get("size") if isinstance(info, dict) else None
-        except (NodeError, ValueError):
+        except (ServerError, ValueError):
             mempool = None
         return tip, mempool if isinstance(mempool, int) else None
 

@@ -350,7 +350,7 @@ class Wallet:
             WrongNetworkError: the source (or verify_with) is on another network.
             WalletStoreError: another process syncs the wallet.
             HeightError: stop is beyond the source's tip (without follow).
-            NodeError: the source fails (after the retries it makes itself: see its `retry`), or is behind the wallet (without follow).
+            ServerError: the source fails (after the retries it makes itself: see its `retry`), or is behind the wallet (without follow).
             SourceError: an answer the checks refuse, a tweak that is not a point among them, an output the
                 prover does not show as the source gave it (the block is not written).
             The message of a failure names the height to resume at.
@@ -622,7 +622,7 @@ class Wallet:
             Its txid32.
 
         Raises:
-            As `record_broadcast`, and whatever `via` raises (NodeError: the far side refused it; nothing is recorded).
+            As `record_broadcast`, and whatever `via` raises (ServerError: the far side refused it; nothing is recorded).
         """
         raw, proven = self._final(tx)
         self._record(raw, proven, dry=True)

@@ -2,7 +2,7 @@
 
 `Broadcaster(url, network)` is the channel a URL names, checked to be on the wallet's network before it sends
 anything; it is what `Wallet.broadcast`'s `via` takes (raw tx -> txid32, internal order, once the far side
-accepted it; `NodeError` with the far side's reason otherwise). `via_rpc` and `via_forward_tx` are its
+accepted it; `ServerError` with the far side's reason otherwise). `via_rpc` and `via_forward_tx` are its
 transports. An Electrum server's ssl:// certificate is checked against the system's authorities, as the
 wallet's Electrum sources check it.
 """
@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
-from ..errors import NodeError, SourceURLError, WrongNetworkError
+from ..errors import ServerError, SourceURLError, WrongNetworkError
 from ..node import RpcNode
 from ..wire import parse_tx
 from .sources.base import endpoint
@@ -32,7 +32,7 @@ def _txid(raw_tx: bytes) -> bytes:
 
 def _check(txid32: bytes, answer: object, who: str) -> bytes:
     if answer != txid32[::-1].hex():
-        raise NodeError(f"{who} answered {str(answer)[:80]!r}, not the transaction's txid {txid32[::-1].hex()}")
+        raise ServerError(f"{who} answered {str(answer)[:80]!r}, not the transaction's txid {txid32[::-1].hex()}")
     return txid32
 
 
@@ -41,7 +41,7 @@ def via_rpc(node: RpcNode, raw_tx: bytes) -> bytes:
 
     Raises:
         MalformedDataError: raw_tx is not a transaction.
-        NodeError: the node refuses it (its reason, e.g. "insufficient fee") or cannot be reached.
+        ServerError: the node refuses it (its reason, e.g. "insufficient fee") or cannot be reached.
     """
     txid32 = _txid(raw_tx)
     return _check(txid32, node.call("sendrawtransaction", raw_tx.hex()), "the node")
@@ -52,12 +52,12 @@ def via_forward_tx(url: str, raw_tx: bytes, timeout: float = TIMEOUT) -> bytes:
 
     Raises:
         MalformedDataError: raw_tx is not a transaction.
-        NodeError: the server answers an error (with its message) or cannot be reached.
+        ServerError: the server answers an error (with its message) or cannot be reached.
     """
     txid32 = _txid(raw_tx)
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise NodeError("a BlindBit URL looks like http://host:port")
+        raise ServerError("a BlindBit URL looks like http://host:port")
     body = json.dumps({"data": raw_tx.hex()}).encode()
     request = urllib.request.Request(url.rstrip("/") + "/forward-tx", data=body, headers={"Content-Type": "application/json"})
     try:
@@ -69,9 +69,9 @@ def via_forward_tx(url: str, raw_tx: bytes, timeout: float = TIMEOUT) -> bytes:
             message = json.loads(text).get("error", "")
         except (ValueError, AttributeError):
             message = text[:200].decode("utf-8", "replace")
-        raise NodeError(f"{url} refused the transaction: HTTP {exc.code} {message}".rstrip()) from None
+        raise ServerError(f"{url} refused the transaction: HTTP {exc.code} {message}".rstrip()) from None
     except (urllib.error.URLError, OSError) as exc:
-        raise NodeError(f"cannot reach {url}: {getattr(exc, 'reason', exc)}") from None
+        raise ServerError(f"cannot reach {url}: {getattr(exc, 'reason', exc)}") from None
     return txid32
 
 
@@ -130,7 +130,7 @@ class Broadcaster:
         Raises:
             WrongNetworkError: the channel is on another network (nothing is sent).
             MalformedDataError: raw_tx is not a transaction.
-            NodeError: the far side refuses it (its reason) or cannot be reached.
+            ServerError: the far side refuses it (its reason) or cannot be reached.
             SourceError: the far side's answer about its network does not parse.
         """
         if not self._checked:

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import scan as sp_scan
-from ..errors import HeightError, InvalidKeyError, NodeError, SourceError, WalletStoreError, WrongNetworkError
+from ..errors import HeightError, InvalidKeyError, ServerError, SourceError, WalletStoreError, WrongNetworkError
 from ..headers import Header, meets, work
 from ..retry import stopping
 from ..network import get as get_network
@@ -203,7 +203,7 @@ class WalletSyncer:
             WrongNetworkError: the source (or verify_with) is on another network.
             WalletStoreError: another process syncs the wallet.
             HeightError: stop is beyond the source's tip (without follow).
-            NodeError: the source fails (after the retries it makes itself), or is behind the wallet (without follow).
+            ServerError: the source fails (after the retries it makes itself), or is behind the wallet (without follow).
             SourceError: an answer the checks refuse (a tweak that is not a point among them).
             Every error's message ends with the height the wallet is at and where the next sync resumes. A request
             the cancel token cut short raises nothing: the stats are returned.
@@ -211,7 +211,7 @@ class WalletSyncer:
         try:
             with stopping(self.cancel):
                 return self._run(stop, follow, interval, mempool, rescan_from)
-        except NodeError:
+        except ServerError:
             if not self.cancel.is_set():
                 raise
             self.stats.cancelled = True
@@ -236,7 +236,7 @@ class WalletSyncer:
             self.stats.height = tip[0] if tip else None
             self.stats.start = tip[0] + 1 if tip else self.store.birthday
             return self._loop(stop, follow, interval, mempool)
-        except (NodeError, SourceError, HeightError) as exc:
+        except (ServerError, SourceError, HeightError) as exc:
             raise type(exc)(f"{exc} ({self.resume_hint()})") from None
 
     def _rescan(self, height: int) -> None:
@@ -297,12 +297,12 @@ class WalletSyncer:
         """Prove what an unproven source found in a block with the prover given.
 
         Raises:
-            NodeError: the prover has another block at that height (the two chains differ: sync again).
+            ServerError: the prover has another block at that height (the two chains differ: sync again).
             SourceError: the prover does not show an output with the key and amount the source gave.
         """
         shown = self.prover.outputs(block.height, block.hash32, sorted({f.txid32 for f in found}))
         if shown is None:
-            raise NodeError(f"{self.prover.name} has another block {block.height} than {self.source.name}'s {block.hash32[::-1].hex()} (a fork: sync again)")
+            raise ServerError(f"{self.prover.name} has another block {block.height} than {self.source.name}'s {block.hash32[::-1].hex()} (a fork: sync again)")
         for f in found:
             real = {vout: (key, amount) for vout, key, amount in shown.get(f.txid32, ())}.get(f.vout)
             if real is None or real[0] != f.output32:
@@ -337,7 +337,7 @@ class WalletSyncer:
                 raise HeightError(f"height {stop} is beyond {self.source.name}'s tip {source_tip}")
             if tip is not None and source_tip < tip[0]:
                 if not follow:
-                    raise NodeError(f"{self.source.name}'s chain ends at height {source_tip}, below the wallet's {tip[0]}: nothing is rolled back; --follow waits for it")
+                    raise ServerError(f"{self.source.name}'s chain ends at height {source_tip}, below the wallet's {tip[0]}: nothing is rolled back; --follow waits for it")
                 self._wait(interval)
                 continue
             if tip is not None and self.source.block_hash(tip[0]) != tip[1]:
@@ -345,7 +345,7 @@ class WalletSyncer:
                     self._roll_back(tip, source_tip)
                 except _LessWork as exc:
                     if not follow:
-                        raise NodeError(f"{exc}: nothing is rolled back; --follow waits for it to have more") from None
+                        raise ServerError(f"{exc}: nothing is rolled back; --follow waits for it to have more") from None
                     self._wait(interval)
                 continue
             nxt = tip[0] + 1 if tip else self.store.birthday
@@ -358,7 +358,7 @@ class WalletSyncer:
                 except _Fork as exc:
                     unlinked = 1 if self.stats.blocks > done else unlinked + 1
                     if unlinked > MAX_UNLINKED:
-                        raise NodeError(f"{exc}, while the wallet's block {tip[0]} is still its own; seen {unlinked} times (a stale cache in front of it?)") from None
+                        raise ServerError(f"{exc}, while the wallet's block {tip[0]} is still its own; seen {unlinked} times (a stale cache in front of it?)") from None
                 continue  # look again: the source may have moved on or switched branches
             if mempool:
                 self._mempool()

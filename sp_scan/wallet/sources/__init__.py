@@ -44,7 +44,7 @@ Every source is built the same way, `Cls(url, *, options)`, and is a context man
 | `cake+tcp://HOST:PORT`, `cake+ssl://` | `cake.CakeSource`: Cake's electrs |
 
 A source retries what its transport allows (a `Retry`: doubling waits, by default within `DEADLINE`
-seconds a request, retries included) before it raises `NodeError` naming the request; the loop does
+seconds a request, retries included) before it raises `ServerError` naming the request; the loop does
 not retry, and what a source raises ends the sync (naming the height to resume at).
 
 `SourceBlock` (what the source says of one height):

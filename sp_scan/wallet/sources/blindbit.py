@@ -17,7 +17,7 @@ included), parsed strictly (hex widths, counts, types), and checked against the 
 must name the height asked for and one hash; /utxos and /spent-index must name that hash, hold only
 taproot outputs, and every key and spent hash they list must be in their filter (a filter that hides
 what its data shows is refused). Refusals raise `SourceError`; an unreachable server or an error
-status raises `NodeError`, tried again `retry.attempts` times with doubling waits first.
+status raises `ServerError`, tried again `retry.attempts` times with doubling waits first.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from sp_scan.errors import MalformedDataError, NodeError, SourceError
+from sp_scan.errors import MalformedDataError, ServerError, SourceError
 from sp_scan.filters import matches, spent_hashes
 from sp_scan.network import NETWORKS
 from sp_scan.proto import blindbit_v1
@@ -58,7 +58,7 @@ class _Client:
     def __init__(self, url: str, retry: Retry, timeout: float) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise NodeError("a BlindBit URL must look like http://host:port")
+            raise ServerError("a BlindBit URL must look like http://host:port")
         self.url = url.rstrip("/")
         self.scheme, self.host, self.port, self.base = parts.scheme, parts.hostname, parts.port, parts.path.rstrip("/")
         self.retry, self.timeout = retry, timeout
@@ -67,7 +67,7 @@ class _Client:
         self._lock = threading.Lock()
 
     def _once(self, path: str) -> bytes:
-        """One GET; the body (gunzipped). NodeError naming the request on a failed connection, a wait past the
+        """One GET; the body (gunzipped). ServerError naming the request on a failed connection, a wait past the
         deadline (`time_left`), or a status other than 200."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
@@ -87,7 +87,7 @@ class _Client:
         except (http.client.HTTPException, OSError) as exc:
             conn.close()
             self._local.conn = None
-            raise NodeError(f"cannot reach BlindBit at {self.url} (GET {path}): {exc or type(exc).__name__}") from None
+            raise ServerError(f"cannot reach BlindBit at {self.url} (GET {path}): {exc or type(exc).__name__}") from None
         with self._lock:
             self.received += len(body)
         if reply.getheader("Content-Encoding", "").lower() == "gzip":
@@ -100,7 +100,7 @@ class _Client:
                 raise SourceError(f"{self.url}{path}: an answer of more than {MAX_BODY:,} bytes")
         if reply.status != 200:
             detail = body[:200].decode("utf-8", "replace").strip().splitlines()
-            raise NodeError(f"BlindBit {path}: HTTP {reply.status} {detail[0] if detail else ''}".rstrip())
+            raise ServerError(f"BlindBit {path}: HTTP {reply.status} {detail[0] if detail else ''}".rstrip())
         return body
 
     def _body(self, conn: http.client.HTTPConnection, reply: http.client.HTTPResponse) -> bytes:
@@ -120,10 +120,10 @@ class _Client:
         return b"".join(parts)
 
     def get(self, path: str, stop: threading.Event | None = None) -> object:
-        """The JSON of GET path, retried on NodeError (given up at once when `stop` is set).
+        """The JSON of GET path, retried on ServerError (given up at once when `stop` is set).
 
         Raises:
-            NodeError: unreachable or an error status after the retries.
+            ServerError: unreachable or an error status after the retries.
             SourceError: an oversized body, or not JSON.
         """
         body = self.retry.call(self._once, path, cancel=stop)
@@ -223,7 +223,7 @@ class BlindBitSource(Closes):
         connections: requests in flight at once.
 
     Raises:
-        NodeError: the URL is not http(s).
+        ServerError: the URL is not http(s).
     """
 
     def __init__(
@@ -286,7 +286,7 @@ class BlindBitSource(Closes):
         between two /block-hash answers; read again while they and the filters do not name one block.
 
         Raises:
-            NodeError: the block kept changing over `_STABLE_TRIES` reads (a reorg in progress).
+            ServerError: the block kept changing over `_STABLE_TRIES` reads (a reorg in progress).
         """
         for _ in range(_STABLE_TRIES):
             before = self.block_hash(height, stop)
@@ -294,7 +294,7 @@ class BlindBitSource(Closes):
             (new_hash32, new_filter), (spent_hash32, spent_filter) = self._filter(height, "new-utxos", stop), self._filter(height, "spent", stop)
             if before == new_hash32 == spent_hash32 == self.block_hash(height, stop):
                 return before, tweaks, new_filter, spent_filter
-        raise NodeError(f"BlindBit's block {height} keeps changing (a reorg in progress)")
+        raise ServerError(f"BlindBit's block {height} keeps changing (a reorg in progress)")
 
     def _parallel(self, height: int, tweaks, new, spent) -> tuple[bytes, bytes, bytes, bytes]:
         (hash32, new_filter), (spent_hash32, spent_filter) = new.result(), spent.result()
@@ -307,7 +307,7 @@ class BlindBitSource(Closes):
         last REORG_WINDOW blocks below the server's tip in one task, `_stable`).
 
         Raises:
-            NodeError: the server fails after the retries, or a block near its tip keeps changing.
+            ServerError: the server fails after the retries, or a block near its tip keeps changing.
             SourceError: an answer the checks refuse.
         """
         near = (self.tip_height() if self._tip is None else self._tip) - REORG_WINDOW

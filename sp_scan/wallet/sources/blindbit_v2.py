@@ -14,7 +14,7 @@ Trust: the stream's shape is checked (widths, counts within a block's, the heigh
 key prefixes in vout order, amounts within the money supply), else the block is refused; found
 outputs are the loop's own scan. BlindBit orders a block's txs by txid and names no positions, so
 two payments of one block are listed in txid order, not in the block's. A failing call raises
-`NodeError` (the stream is opened again from the block it stopped at, `retry.attempts` times with
+`ServerError` (the stream is opened again from the block it stopped at, `retry.attempts` times with
 doubling waits); an answer that does not parse or contradicts itself raises `SourceError`.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from sp_scan.errors import ConfigError, NodeConfigError, NodeError, SourceError
+from sp_scan.errors import ConfigError, ServerConfigError, ServerError, SourceError
 from sp_scan.network import NETWORKS
 from sp_scan.retry import Retry, time_left
 
@@ -74,7 +74,7 @@ class V2Block:
         """The hit txs (those holding a k = 0 key of their own tweak) with their outputs from GetFullBlock.
 
         Raises:
-            NodeError: GetFullBlock fails after the retries.
+            ServerError: GetFullBlock fails after the retries.
             SourceError: GetFullBlock disagrees with the stream.
         """
         if keys0 is None:
@@ -150,7 +150,7 @@ class BlindBitV2Source(Closes):
         return read
 
     def _error(self, exc, call: str) -> Exception:
-        """A failed call as NodeError (the server or the connection), NodeConfigError (what a retry cannot heal),
+        """A failed call as ServerError (the server or the connection), ServerConfigError (what a retry cannot heal),
         or SourceError (an answer that does not parse)."""
         code = exc.code() if callable(getattr(exc, "code", None)) else None
         detail = (exc.details() if callable(getattr(exc, "details", None)) else None) or str(exc)
@@ -158,7 +158,7 @@ class BlindBitV2Source(Closes):
         if code == self.grpc.StatusCode.INTERNAL and "deserializ" in detail.lower():
             return SourceError(f"{self.name}: {call} answered with a message that does not parse")
         final = code is not None and (code.name in _FINAL or _NO_NODE in detail)
-        return (NodeConfigError if final else NodeError)(f"{self.name}: {call}: {code.name if code else 'failed'} {detail}".rstrip())
+        return (ServerConfigError if final else ServerError)(f"{self.name}: {call}: {code.name if code else 'failed'} {detail}".rstrip())
 
     def _unary(self, name: str, request, reply):
         """One call's answer, retried through `retry`."""
@@ -226,7 +226,7 @@ class BlindBitV2Source(Closes):
         """Heights start..stop from the stream (opened again where it broke off, through `retry`).
 
         Raises:
-            NodeError: the server fails after the retries.
+            ServerError: the server fails after the retries.
             SourceError: a message the checks refuse, or a stream that ends early.
         """
         height = start

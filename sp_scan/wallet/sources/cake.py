@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from sp_scan.errors import NodeError, SourceError
+from sp_scan.errors import ServerError, SourceError
 from sp_scan.proto import electrum_sp
 from sp_scan.retry import Retry
 
@@ -55,7 +55,7 @@ class CakeBlock:
         """The hit txs (a streamed key among the k = 0 keys of its own tweak), proven in this block, in block order.
 
         Raises:
-            NodeError: the server fails after the retries.
+            ServerError: the server fails after the retries.
             SourceError: a tx that is not in this block, or whose outputs are not what the stream said.
         """
         if keys0 is None:
@@ -187,7 +187,7 @@ class CakeSource(ElectrumSource):
         """Heights start..stop; a connection that fails is opened again at the block it stopped at.
 
         Raises:
-            NodeError: the server fails after the retries.
+            ServerError: the server fails after the retries.
             SourceError: an answer the checks refuse.
         """
         spent, height = Spends(self.client), start
@@ -198,7 +198,7 @@ class CakeSource(ElectrumSource):
                 for block in self._stream(height, stop, spent):
                     yield block
                     height += 1
-            except NodeError:
+            except ServerError:
                 continue  # broken off: opened again at `height`
 
     def mempool(self) -> BlockTxs | None:

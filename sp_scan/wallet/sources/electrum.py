@@ -5,7 +5,7 @@ Client: the Electrum protocol (newline-delimited JSON-RPC 2.0) over TCP or TLS, 
 Sparrow sends it; requests can be pipelined (sent together, answers matched by id); notifications of the
 methods a source listens to are kept for it, others dropped. Every line is bounded (`MAX_LINE`) and
 counted in `received`. A connection that fails is closed and opened again by the next call; the
-failed call raises `NodeError`, which callers retry through `Retry`.
+failed call raises `ServerError`, which callers retry through `Retry`.
 
 Trust: headers (`blockchain.block.headers`) are checked as Core checks them before anything uses them
 (`Headers`: `sp_scan.headers.HeaderChain`, from the network's checkpoint: proof of work against each
@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 
 from sp_scan import wire
-from sp_scan.errors import MalformedDataError, NodeError, SourceError
+from sp_scan.errors import MalformedDataError, ServerError, SourceError
 from sp_scan.headers import Header, HeaderChain
 from sp_scan.network import BY_GENESIS
 from sp_scan.network import get as get_network
@@ -57,7 +57,7 @@ HEADER_BYTES = 80
 TAPROOT = b"\x51\x20"
 
 
-class Refused(NodeError):
+class Refused(ServerError):
     """The server answered a request with an error object (it does not have what was asked, or will not give it)."""
 
 
@@ -114,10 +114,10 @@ class ElectrumClient:
         self._notes.clear()
         self._note_bytes = 0
 
-    def _lost(self, exc: BaseException | None) -> NodeError:
+    def _lost(self, exc: BaseException | None) -> ServerError:
         self.close()
         reason = "it closed the connection" if exc is None else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
-        return NodeError(f"cannot reach the Electrum server at {self.url} (waiting for {self._waiting}): {reason}")
+        return ServerError(f"cannot reach the Electrum server at {self.url} (waiting for {self._waiting}): {reason}")
 
     # ---- requests ----
 
@@ -125,7 +125,7 @@ class ElectrumClient:
         """Send one request (connecting first when needed); its id.
 
         Raises:
-            NodeError: the server cannot be reached.
+            ServerError: the server cannot be reached.
         """
         if self._sock is None:
             self._connect()
@@ -145,7 +145,7 @@ class ElectrumClient:
         """The result of request `id_` (reading notifications and other answers meanwhile).
 
         Raises:
-            NodeError: the connection failed (Refused: the server answered with an error object).
+            ServerError: the connection failed (Refused: the server answered with an error object).
             SourceError: a line that is not a JSON-RPC message, or over the bounds.
         """
         self._waiting = method
@@ -178,7 +178,7 @@ class ElectrumClient:
         """The params of the next notification of a method in `listen`, reading until one comes.
 
         Raises:
-            NodeError: the connection failed or stayed silent for the timeout.
+            ServerError: the connection failed or stayed silent for the timeout.
             SourceError: as `answer`.
         """
         self._waiting = f"a notification of {', '.join(sorted(self.listen))}"
@@ -250,7 +250,7 @@ class Headers:
         below them the rules need, asked for once).
 
         Raises:
-            NodeError: a request fails.
+            ServerError: a request fails.
             SourceError: a header the checks refuse, or a chain that is not the network's.
         """
         c = self.chain
@@ -340,7 +340,7 @@ class ElectrumSource(Closes):
         `Prover`); a tx it does not have (its error answer) is left out.
 
         Raises:
-            NodeError: the server fails after the retries.
+            ServerError: the server fails after the retries.
             SourceError: a header, a transaction or a proof the checks refuse.
         """
         return self.retry.call(self._outputs, height, hash32, txids32)
@@ -448,7 +448,7 @@ def proven_txs(client: ElectrumClient, wanted: Sequence[tuple[int, bytes, bytes]
     tx's position in its block and its parsed form, by txid32.
 
     Raises:
-        NodeError: a request fails.
+        ServerError: a request fails.
         SourceError: a transaction that does not parse or hash to its txid, or a proof that does not
             lead to its block's merkle root.
     """
@@ -524,7 +524,7 @@ class Spends:
         """The outpoints that a tx of block `height` spends, with its txid (each candidate proven in the block).
 
         Raises:
-            NodeError: a request fails.
+            ServerError: a request fails.
             SourceError: as `proven_txs`, or a malformed history.
         """
         hashes = [scripthash(key) for key in outputs32]

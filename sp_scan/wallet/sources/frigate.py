@@ -116,7 +116,7 @@ class FrigateSource(ElectrumSource):
         unsubscribed; entries of heights outside lo..hi other than 0 (the mempool) are refused.
 
         Raises:
-            NodeError: the server fails or refuses the subscription.
+            ServerError: the server fails or refuses the subscription.
             SourceError: an answer or notification the checks refuse.
         """
         reply = self.client.call(SUBSCRIBE, [*self._keys, start, self.labels])
@@ -177,7 +177,7 @@ class FrigateSource(ElectrumSource):
         """Heights start..stop, a window's history read before its blocks are yielded.
 
         Raises:
-            NodeError: the server fails after the retries.
+            ServerError: the server fails after the retries.
             SourceError: an answer the checks refuse.
         """
         spent = Spends(self.client)
@@ -192,7 +192,7 @@ class FrigateSource(ElectrumSource):
         """The unconfirmed txs the server reports paying the wallet (a subscription of the tip's height), with their tweaks.
 
         Raises:
-            NodeError: the server fails after the retries.
+            ServerError: the server fails after the retries.
             SourceError: a tx that is not what its txid says.
         """
         return self.retry.call(self._mempool)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sp_scan import workers
-from sp_scan.errors import HeightError, NodeError
+from sp_scan.errors import HeightError, ServerError
 from sp_scan.filters import spent_hashes
 from sp_scan.index import Index, Partition
 
@@ -101,14 +101,14 @@ class IndexSource(Closes):
         """(hashes of lo - 1..hi, the partition lo..hi) as one consistent read.
 
         Raises:
-            NodeError: the index kept changing (a reorg of it in progress); retried by the loop.
+            ServerError: the index kept changing (a reorg of it in progress); retried by the loop.
         """
         for _ in range(_STABLE_TRIES):
             before = self.index.block_hashes(lo - 1, hi)
             partition = self.index.partition(lo, hi)
             if self.index.block_hashes(lo - 1, hi) == before:
                 return dict(before), partition
-        raise NodeError(f"{self.name} keeps changing around heights {lo}..{hi} (a reorg in progress)")
+        raise ServerError(f"{self.name} keeps changing around heights {lo}..{hi} (a reorg in progress)")
 
     def blocks(self, start: int, stop: int) -> Iterator[IndexBlock]:
         """Heights start..stop, read PARTITION_BLOCKS at a time.
@@ -126,7 +126,7 @@ class IndexSource(Closes):
             for (lo, hi), (hashes, partition) in zip(ranges, reader):
                 heights = memoryview(partition.heights).cast("I")
                 if list(heights) != list(range(lo, hi + 1)):
-                    raise NodeError(f"{self.name} no longer holds every height {lo}..{hi} (a reorg in progress)")
+                    raise ServerError(f"{self.name} no longer holds every height {lo}..{hi} (a reorg in progress)")
                 for b, height in enumerate(heights):
                     yield IndexBlock(height, hashes[height], hashes.get(height - 1), _slice(partition, b), self.index)
         finally:

@@ -101,7 +101,7 @@ class NodeSource(Closes):
         """Heights start..stop, AHEAD blocks fetched in THREADS threads (`AheadPool`) ahead of the one given.
 
         Raises:
-            NodeError: the node fails after the retries, or serves a block of another hash than it named.
+            ServerError: the node fails after the retries, or serves a block of another hash than it named.
             MalformedDataError, PrevoutsError: a block or its spent outputs do not parse.
         """
         pool = AheadPool(THREADS, "sp-scan-wallet-node")
@@ -130,7 +130,7 @@ class NodeSource(Closes):
         """The taproot outputs of these txs in the node's block of this height, when it has that hash (see `Prover`).
 
         Raises:
-            NodeError: the node fails after the retries.
+            ServerError: the node fails after the retries.
             MalformedDataError: the block does not parse.
         """
         if self.block_hash(height) != hash32:
