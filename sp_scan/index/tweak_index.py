@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .. import filters, workers
 from ..errors import HeightError, IndexStoreError
+from ..proto import blindbit_v1
 from ..retry import Retry
 from ..scan import Receiver
 from ..types import IndexMatch, MempoolTx, MempoolView, Utxo
@@ -17,7 +18,6 @@ from .scan import DEFAULT_PARTITION_BLOCKS, Partition, scan_partition, scan_part
 from .store import Store
 from .sync import Source, Syncer, SyncStats
 
-FILTER_KINDS = ("new-utxos", "spent")
 _PARTITION_COLUMNS = ("n_tx", "txids", "tweaks33", "out_counts", "out_keys", "out_vouts", "out_values")
 _MEMPOOL_HEIGHT = 0xFFFFFFFF  # the mempool partition's pseudo-block: above every wallet's first height
 
@@ -191,8 +191,8 @@ class Index:
             ValueError: an unknown kind.
             IndexStoreError: the block was stored without filters.
         """
-        if kind not in FILTER_KINDS:
-            raise ValueError(f"filter kind must be one of {sorted(FILTER_KINDS)}")
+        if kind not in blindbit_v1.FILTER_KINDS:
+            raise ValueError(f"filter kind must be one of {sorted(blindbit_v1.FILTER_KINDS)}")
         if kind == "new-utxos":
             value = self._store.row(height, ("filter_new",))[0]
         else:

@@ -134,7 +134,7 @@ class BlindBitV1:
             return (name, None, tip[1]), answer(200, body)
         height = routes.parse_height(args[-1])
         hash32 = view.hash_at(height)
-        if name == "filter" and args[0] not in routes.FILTER_KINDS:
+        if name == "filter" and args[0] not in blindbit_v1.FILTER_KINDS:
             raise routes.RouteError(404, f"unknown filter type {args[0][:40]!r} (new-utxos or spent)")
         if hash32 is None:
             raise routes.RouteError(404, f"height {height} is not in the index ({view.range_text()})")

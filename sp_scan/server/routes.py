@@ -21,7 +21,6 @@ from .answers import Answer, answer
 if TYPE_CHECKING:
     from sp_scan.index import Index
 
-FILTER_KINDS = blindbit_v1.FILTER_KINDS
 FILTER_TYPE = 4
 """BlindBit's `filter_type` for its taproot filters (BIP158 parameters, not a basic filter)."""
 MAX_HEIGHT = 2**32 - 1
