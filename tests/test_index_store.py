@@ -29,8 +29,7 @@ FOLD = 4
 @pytest.fixture(scope="module", autouse=True)
 def folding():
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(spends, "FOLD_BLOCKS", FOLD)
-        patch.setattr(store, "FOLD_BLOCKS", FOLD)
+        patch.setattr(store, "fold_interval", lambda blocks: FOLD)
         yield
 
 
@@ -135,14 +134,24 @@ def test_spends_are_resolved_alike_by_a_writer_that_kept_its_output_map_and_by_o
 
 def test_a_fold_changes_no_answer(index, tmp_path, monkeypatch):
     """The same chain with every mark pending, and with them folded after each block."""
-    monkeypatch.setattr(store, "FOLD_BLOCKS", 1 << 30)
+    monkeypatch.setattr(store, "fold_interval", lambda blocks: 1 << 30)
     with synced(tmp_path / "pending.db", CHAIN) as pending:
         assert pending._store._meta_checked("folded") is None
         assert every_read(pending) == every_read(index)
-    monkeypatch.setattr(store, "FOLD_BLOCKS", 1)
+    monkeypatch.setattr(store, "fold_interval", lambda blocks: 1)
     with synced(tmp_path / "folded.db", CHAIN) as folded:
         assert folded._store._meta_checked("folded") == CHAIN.tip and folded.check() == len(CHAIN.blocks)
         assert every_read(folded) == every_read(index)
+
+
+def test_the_fold_interval_grows_with_the_index_within_its_bounds():
+    """Between its bounds the interval is proportional to the index's blocks: a fold's cost, which grows with
+    the `spends` table, stays the same per block."""
+    sizes = range(0, 1 << 20, 4093)
+    intervals = [spends.fold_interval(n) for n in sizes]
+    assert intervals == sorted(intervals) and (intervals[0], intervals[-1]) == (spends.FOLD_MIN, spends.FOLD_MAX)
+    middle = [n for n in sizes if spends.FOLD_MIN < spends.fold_interval(n) and spends.fold_interval(2 * n) < spends.FOLD_MAX]
+    assert middle and all(abs(spends.fold_interval(2 * n) - 2 * spends.fold_interval(n)) <= 1 for n in middle)
 
 
 @pytest.mark.parametrize("to", [4, 7, 2])

@@ -41,7 +41,7 @@ from .mempool_rows import MEMPOOL_COLUMNS
 from .reader import StoreReader, checked
 from .rows import APPLICATION_ID, BLOCK_FIELDS, FIELDS, FORMAT_VERSION, SPENT_FIELDS, BlockRow, bits_sum, block_row, pack_marks, sums
 from .schema import PAGE_SIZE, new_file
-from .spends import FOLD_BLOCKS, Pending, Resolver
+from .spends import Pending, Resolver, fold_interval
 
 __all__ = ["FIELDS", "FORMAT_VERSION", "MEMPOOL_COLUMNS", "NETWORKS", "PAGE_SIZE", "BlockRow", "Store", "block_row"]
 
@@ -258,7 +258,7 @@ class Store(StoreReader):
             mempool_rows.delete(self, row.txids)
             pending.add(height, row.hash32, places)
             self._pending = pending
-            if height - pending.key[0] >= FOLD_BLOCKS:
+            if height - pending.key[0] >= fold_interval(height - first + 1):
                 self._fold(pending)
         return len(places)
 

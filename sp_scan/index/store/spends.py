@@ -8,9 +8,10 @@ the one that marks it.
 
 Marking. A block's `spent` row records the places it spent (`marks`), written once with the block. The
 `spends` bitmaps of the blocks it hit are not rewritten then: the marks of the blocks above the fold
-height (meta `folded`) are pending, and every FOLD_BLOCKS blocks the writer folds them into the bitmaps
-they hit, each bitmap rewritten once for all of them. A reader ORs the pending marks into a bitmap as it
-reads it (`Pending`, kept in step with the file by each store), so every answer is as of the tip.
+height (meta `folded`) are pending, and every `fold_interval` blocks (more as the index grows) the writer
+folds them into the bitmaps they hit, each bitmap rewritten once for all of them. A reader ORs the pending
+marks into a bitmap as it reads it (`Pending`, kept in step with the file by each store), so every answer
+is as of the tip.
 A block's spends of its own outputs go into its own bitmap when it is written.
 
 So `spends[T]` = the marks naming T of T itself and of every block at or below the fold height.
@@ -22,10 +23,21 @@ import collections
 
 from ... import backend
 
-FOLD_BLOCKS = 64
-"""Blocks whose marks stay pending before they are folded into the bitmaps they hit: a fold rewrites the
-bitmaps hit (on mainnet's spread of spends, most of them) once for this many blocks, and a reader keeps
-this many blocks' marks in memory."""
+FOLD_MIN, FOLD_MAX = 64, 256
+"""The bounds of the fold interval (`fold_interval`)."""
+BLOCKS_PER_FOLD_BLOCK = 1024
+"""Indexed blocks per block of fold interval, between the bounds."""
+
+
+def fold_interval(blocks: int) -> int:
+    """Blocks whose marks stay pending before a fold, in an index of `blocks` blocks: one per
+    BLOCKS_PER_FOLD_BLOCK, within FOLD_MIN..FOLD_MAX.
+
+    A fold rewrites every bitmap the pending marks hit, and on mainnet's spread of spends (a third at any age)
+    those pages come to most of the `spends` table, whose size grows with the index: an interval that grows
+    with it keeps the fold's cost per block flat. A reader keeps this many blocks' marks in memory.
+    """
+    return min(FOLD_MAX, max(FOLD_MIN, blocks // BLOCKS_PER_FOLD_BLOCK))
 
 
 class Pending:
