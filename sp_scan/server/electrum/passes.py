@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 from sp_scan import native
 from sp_scan.errors import ClusterError, HeightError, IndexStoreError, InvalidKeyError
+from sp_scan.headers import fork_point
 from sp_scan.index import Index, Partition
 from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS, scan_partition_entries
 from sp_scan.scan import Receiver, scan_tweaks
@@ -347,16 +348,17 @@ class ScanService:
             del self._seen[height]
 
     def _check_reorg(self, index: Index, tip_height: int) -> None:
-        """Find the lowest remembered height whose block changed; send watches past it back to it."""
-        fork = None
-        for height in sorted(self._seen, reverse=True):
+        """Find the lowest remembered height whose block changed (the lowest above `fork_point`); send watches
+        past it back to it."""
+
+        def held(height: int) -> bytes | None:
             try:
-                same = height <= tip_height and index.block_hash(height) == self._seen[height]
+                return index.block_hash(height) if height <= tip_height else None
             except HeightError:
-                same = False
-            if same:
-                break
-            fork = height
+                return None
+
+        common = fork_point(sorted(self._seen.items(), reverse=True), held)
+        fork = min((h for h in self._seen if common is None or h > common), default=None)
         if fork is None:
             return
         log.info("electrum scan: reorg from height %d; rescanning the watches past it", fork)
