@@ -1,4 +1,4 @@
-"""Worker processes in order that stop at once, a thread working ahead, and steps that Ctrl-C must not cut (sp_scan.workers)."""
+"""Worker processes in order that stop at once, threads working ahead, and steps that Ctrl-C must not cut (sp_scan.workers)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sp_scan.workers import Ahead, WorkerDiedError, Workers, signals_held
+from index_support import wait_until
+from sp_scan.errors import ServerError
+from sp_scan.retry import Retry
+from sp_scan.workers import Ahead, AheadPool, WorkerDiedError, Workers, signals_held
 
 
 def square(x: int) -> int:
@@ -128,6 +131,21 @@ def test_ahead_closed_without_waiting_returns_while_the_item_in_hand_still_runs(
     ahead.close(wait=True)
     assert not ahead._thread.is_alive()
     assert fn.started == [1]  # nothing starts after the stop
+
+
+def test_ahead_pool_work_in_flight_gives_up_its_retries_at_once_when_closed():
+    reported = []
+    retry = Retry(attempts=50, delay=3600.0, report=reported.append)  # an hour between tries: only `stop` ends it
+
+    def failing(stop):
+        raise ServerError("the server went away")
+
+    pool = AheadPool(2, "test-ahead")
+    future = pool.submit(lambda stop: retry.call(failing, stop, cancel=stop), pool.stop)
+    wait_until(lambda: reported, what="the first retry")
+    pool.close()
+    assert isinstance(future.exception(timeout=300), ServerError)  # the bound only turns a hang into a failure
+    assert len(reported) == 1
 
 
 def test_closing_kills_workers_stuck_in_a_call_that_never_returns():
