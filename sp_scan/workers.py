@@ -146,10 +146,10 @@ class Ahead(Generic[T, R]):
 
 class AheadPool:
     """Work given as the caller goes, done ahead of it in daemon threads: `submit` gives a Future. For work
-    decided one step at a time or spread over threads (a wallet source's requests); a list of items known in
-    advance, answered in order by one thread, is `Ahead`'s. `close` cancels what has not started and sets
-    `stop`, which running work passes to `Retry.call` so that it gives up instead of retrying. Nothing waits
-    for a server: not `close`, not the process's exit.
+    decided one step at a time or spread over threads (a wallet source's requests, the Electrum scan's next
+    partition); a list of items known in advance, answered in order by one thread, is `Ahead`'s. `close`
+    cancels what has not started and sets `stop`, which running work passes to `Retry.call` so that it gives
+    up instead of retrying. Nothing waits for a server: not `close` (unless told to wait), not the process's exit.
 
     Args:
         threads: the worker threads (started now, ended by `close`).
@@ -159,9 +159,9 @@ class AheadPool:
     def __init__(self, threads: int, name: str) -> None:
         self.stop = threading.Event()
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads = threads
-        for i in range(threads):
-            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True).start()
+        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(threads)]
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, fn: Callable, *args: object) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
@@ -178,7 +178,9 @@ class AheadPool:
             except BaseException as exc:  # noqa: BLE001  (handed to whoever waits on the future)
                 future.set_exception(exc)
 
-    def close(self) -> None:
+    def close(self, wait: bool = False) -> None:
+        """Cancel what has not started and set `stop`; with `wait`, return once the threads have ended (after the
+        work in hand: for a caller that closes what that work uses), else at once."""
         self.stop.set()
         while True:
             try:
@@ -187,8 +189,11 @@ class AheadPool:
                 break
             if task is not None:
                 task[0].cancel()
-        for _ in range(self._threads):
+        for _ in self._threads:
             self._tasks.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()
 
 
 class WorkerDiedError(ChildProcessError):

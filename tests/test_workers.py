@@ -148,6 +148,21 @@ def test_ahead_pool_work_in_flight_gives_up_its_retries_at_once_when_closed():
     assert len(reported) == 1
 
 
+def test_ahead_pool_closed_with_wait_returns_once_the_work_in_hand_ends_and_cancels_the_rest():
+    started, gate = threading.Event(), threading.Event()
+    pool = AheadPool(1, "test-ahead")
+    running = pool.submit(lambda: (started.set(), gate.wait(300))[1])
+    queued = pool.submit(square, 3)
+    assert started.wait(300)
+    closer = threading.Thread(target=pool.close, kwargs={"wait": True})
+    closer.start()
+    wait_until(queued.cancelled, what="the queued work cancelled")
+    assert closer.is_alive() and pool.stop.is_set()  # it waits for the running work only
+    gate.set()
+    closer.join(300)
+    assert not closer.is_alive() and running.result() is True
+
+
 def test_closing_kills_workers_stuck_in_a_call_that_never_returns():
     workers = Workers(2, hang_on_minus_one)
     results = workers.in_order([1, -1, -1, 4], 4)

@@ -36,7 +36,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from sp_scan import native
@@ -46,6 +46,7 @@ from sp_scan.index import Index, Partition
 from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS, scan_partition_entries
 from sp_scan.scan import Receiver, scan_tweaks
 from sp_scan.types import MempoolTx
+from sp_scan.workers import AheadPool
 
 log = logging.getLogger("sp_scan.server.electrum")
 
@@ -232,7 +233,7 @@ class ScanService:
 
     def _run(self) -> None:
         index = None
-        reader = ThreadPoolExecutor(1, thread_name_prefix="sp-scan-electrum-read")
+        reader = AheadPool(1, "sp-scan-electrum-read")
         ahead: tuple[tuple[int, int], Future] | None = None
         try:
             while True:
@@ -253,7 +254,7 @@ class ScanService:
                     if not self._stopping and not self._finished:
                         self._wake.wait(self.poll)
         finally:
-            reader.shutdown(wait=True)
+            reader.close(wait=True)  # the partition in hand is read before the index closes
             if index is not None:
                 index.close()
             if self._tasks:
@@ -267,7 +268,7 @@ class ScanService:
             if native.ENABLED:
                 native.release_scanner(watch.receiver)
 
-    def _turn(self, index: Index, reader: ThreadPoolExecutor, ahead) -> tuple[bool, tuple | None]:
+    def _turn(self, index: Index, reader: AheadPool, ahead) -> tuple[bool, tuple | None]:
         """Scan one partition for the watches in it; return (whether there was one, the read-ahead)."""
         tip = index.tip()
         if tip is None:
