@@ -15,14 +15,15 @@ future, BIP94's timewarp rule); the rules of each chain and its checkpoint are i
   two hours of now. The chain is kept from the checkpoint's difficulty period on (or from the lowest
   height asked for below it), so every rule has the blocks it reads.
 A server that switches branches is followed once the new headers pass; `work` gives a branch's chain work
-so that a caller compares two branches before it switches (Core follows the most work).
+so that a caller compares two branches before it switches (Core follows the most work). `fork_point` finds
+where two chains part: the index's sync, the wallet's and the Electrum server's scans each roll back to it.
 """
 
 from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from .errors import SourceError
@@ -90,6 +91,20 @@ def meets(hash32: bytes, bits: int, pow_rules: Pow) -> bool:
     """Whether a block hash meets its nBits, a valid target no easier than the chain's limit (Core's CheckProofOfWork)."""
     value = target(bits)
     return value is not None and value <= pow_rules.limit and int.from_bytes(hash32, "little") <= value
+
+
+def fork_point(ours: Iterable[tuple[int, bytes]], theirs: Callable[[int], bytes | None]) -> int | None:
+    """The highest height where our chain and theirs hold the same block; None when they share none of ours.
+
+    Args:
+        ours: our (height, hash) pairs from the top down (read lazily: the walk stops at the first shared one).
+        theirs: their hash at a height, None when they hold no block there; asked once per height walked, as
+            given (a caller that retries passes its retrying call; what it raises ends the walk).
+    """
+    for height, hash32 in ours:
+        if theirs(height) == hash32:
+            return height
+    return None
 
 
 def retarget(pow_rules: Pow, last_bits: int, first_bits: int, span: int) -> int:

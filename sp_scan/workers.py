@@ -1,5 +1,5 @@
-"""Worker processes that answer in order and stop at once, a thread that works ahead of its caller, and
-steps that Ctrl-C or SIGTERM must not cut in two.
+"""Worker processes that answer in order and stop at once, threads that work ahead of their caller (`Ahead`,
+`AheadPool`), and steps that Ctrl-C or SIGTERM must not cut in two.
 
 `Workers` runs one function over items in worker processes, each worker with its own pipe, so
 that no lock is shared between processes: any worker can be killed at any moment (a stop
@@ -13,6 +13,7 @@ and the height to resume from) are kept whole by `signals_held`.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import contextlib
 import ctypes
 import itertools
@@ -88,7 +89,8 @@ def signals_to_the_main_thread() -> None:
 
 class Ahead(Generic[T, R]):
     """fn(item) for each item, computed in one thread while the caller works on the answers before; an iterator
-    of the answers in item order, at most `ahead` computed and not yet taken.
+    of the answers in item order, at most `ahead` computed and not yet taken. For items known in advance;
+    work the caller decides as it goes is `AheadPool`'s.
 
     The overlap pays when fn releases the GIL for its long parts (the C stages and SQLite do).
 
@@ -140,6 +142,58 @@ class Ahead(Generic[T, R]):
         self._slots.release()
         if wait:
             self._thread.join()
+
+
+class AheadPool:
+    """Work given as the caller goes, done ahead of it in daemon threads: `submit` gives a Future. For work
+    decided one step at a time or spread over threads (a wallet source's requests, the Electrum scan's next
+    partition); a list of items known in advance, answered in order by one thread, is `Ahead`'s. `close`
+    cancels what has not started and sets `stop`, which running work passes to `Retry.call` so that it gives
+    up instead of retrying. Nothing waits for a server: not `close` (unless told to wait), not the process's exit.
+
+    Args:
+        threads: the worker threads (started now, ended by `close`).
+        name: their thread names' prefix.
+    """
+
+    def __init__(self, threads: int, name: str) -> None:
+        self.stop = threading.Event()
+        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(threads)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable, *args: object) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._tasks.put((future, fn, args))
+        return future
+
+    def _run(self) -> None:
+        while (task := self._tasks.get()) is not None:
+            future, fn, args = task
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001  (handed to whoever waits on the future)
+                future.set_exception(exc)
+
+    def close(self, wait: bool = False) -> None:
+        """Cancel what has not started and set `stop`; with `wait`, return once the threads have ended (after the
+        work in hand: for a caller that closes what that work uses), else at once."""
+        self.stop.set()
+        while True:
+            try:
+                task = self._tasks.get_nowait()
+            except queue.Empty:
+                break
+            if task is not None:
+                task[0].cancel()
+        for _ in self._threads:
+            self._tasks.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()
 
 
 class WorkerDiedError(ChildProcessError):

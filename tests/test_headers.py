@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from sp_scan.errors import SourceError
-from sp_scan.headers import HeaderChain, compact, meets, retarget, target, work
+from sp_scan.headers import HeaderChain, compact, fork_point, meets, retarget, target, work
 from sp_scan.network import get
 from sp_scan.wire import sha256d
 
@@ -202,3 +202,22 @@ def test_a_branch_replaces_the_kept_headers_above_where_it_leaves_them_and_its_w
         fork.append(mine(sha256d(fork[-1]), START + 3000 + 600 * i, bits, m.rules, salt=b"fork"))
     m.chain.extend(4, fork)
     assert m.chain.top == 6 and m.chain.hash32(4) == sha256d(fork[0]) and m.chain.work(4, 6) > before
+
+
+@pytest.mark.parametrize("depth", [0, 1, 5, 9])
+def test_fork_point_is_the_highest_height_both_chains_hold_and_asks_nothing_below_it(depth):
+    ours = {h: bytes([h]) * 32 for h in range(10, 20)}
+    theirs = {h: ours[h] if h < 20 - depth else b"\xff" * 32 for h in range(10, 25)}
+    asked = []
+    pairs = ((h, ours[h]) for h in range(19, 9, -1))
+    assert fork_point(pairs, lambda h: asked.append(h) or theirs.get(h)) == 19 - depth
+    assert asked == list(range(19, 18 - depth, -1))
+    assert next(pairs, None) == ((18 - depth, ours[18 - depth]) if depth < 9 else None)  # the walk read no further
+
+
+def test_fork_point_is_none_when_no_block_is_shared_and_a_height_they_lack_is_not_shared():
+    ours = [(h, bytes([h]) * 32) for h in range(19, 9, -1)]
+    assert fork_point(ours, lambda h: b"\xff" * 32) is None
+    assert fork_point(ours, lambda h: None) is None
+    assert fork_point(ours, lambda h: dict(ours)[h] if h < 15 else None) == 14  # they end at 14, below our tip
+    assert fork_point([], lambda h: pytest.fail("asked")) is None

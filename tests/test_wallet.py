@@ -298,21 +298,3 @@ def test_a_node_whose_next_block_does_not_link_to_its_own_is_asked_again_then_re
             with pytest.raises(ServerError, match=f"block 9 names {branch.blocks[8].hash_hex} as its parent, not the wallet's {chain.blocks[8].hash_hex}.*seen 6 times"):
                 w.sync(NodeSource(f"rest+{server.url}"), scan)
             assert w.tip() == (8, chain.hash_at(8)) and w.outputs() == found != []
-
-
-def test_work_a_closed_source_left_in_flight_gives_up_its_retries_at_once():
-    from sp_scan.index import Retry
-    from sp_scan.wallet.sources import AheadPool
-
-    reported = []
-    retry = Retry(attempts=50, delay=3600.0, report=reported.append)  # an hour between tries: only `stop` ends it
-
-    def failing(stop):
-        raise ServerError("the server went away")
-
-    pool = AheadPool(2, "test-ahead")
-    future = pool.submit(lambda stop: retry.call(failing, stop, cancel=stop), pool.stop)
-    wait_until(lambda: reported, what="the first retry")
-    pool.close()
-    assert isinstance(future.exception(timeout=300), ServerError)  # the bound only turns a hang into a failure
-    assert len(reported) == 1

@@ -1,4 +1,4 @@
-"""Worker processes in order that stop at once, a thread working ahead, and steps that Ctrl-C must not cut (sp_scan.workers)."""
+"""Worker processes in order that stop at once, threads working ahead, and steps that Ctrl-C must not cut (sp_scan.workers)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sp_scan.workers import Ahead, WorkerDiedError, Workers, signals_held
+from index_support import wait_until
+from sp_scan.errors import ServerError
+from sp_scan.retry import Retry
+from sp_scan.workers import Ahead, AheadPool, WorkerDiedError, Workers, signals_held
 
 
 def square(x: int) -> int:
@@ -128,6 +131,36 @@ def test_ahead_closed_without_waiting_returns_while_the_item_in_hand_still_runs(
     ahead.close(wait=True)
     assert not ahead._thread.is_alive()
     assert fn.started == [1]  # nothing starts after the stop
+
+
+def test_ahead_pool_work_in_flight_gives_up_its_retries_at_once_when_closed():
+    reported = []
+    retry = Retry(attempts=50, delay=3600.0, report=reported.append)  # an hour between tries: only `stop` ends it
+
+    def failing(stop):
+        raise ServerError("the server went away")
+
+    pool = AheadPool(2, "test-ahead")
+    future = pool.submit(lambda stop: retry.call(failing, stop, cancel=stop), pool.stop)
+    wait_until(lambda: reported, what="the first retry")
+    pool.close()
+    assert isinstance(future.exception(timeout=300), ServerError)  # the bound only turns a hang into a failure
+    assert len(reported) == 1
+
+
+def test_ahead_pool_closed_with_wait_returns_once_the_work_in_hand_ends_and_cancels_the_rest():
+    started, gate = threading.Event(), threading.Event()
+    pool = AheadPool(1, "test-ahead")
+    running = pool.submit(lambda: (started.set(), gate.wait(300))[1])
+    queued = pool.submit(square, 3)
+    assert started.wait(300)
+    closer = threading.Thread(target=pool.close, kwargs={"wait": True})
+    closer.start()
+    wait_until(queued.cancelled, what="the queued work cancelled")
+    assert closer.is_alive() and pool.stop.is_set()  # it waits for the running work only
+    gate.set()
+    closer.join(300)
+    assert not closer.is_alive() and running.result() is True
 
 
 def test_closing_kills_workers_stuck_in_a_call_that_never_returns():

@@ -34,6 +34,7 @@ from typing import NoReturn, Protocol
 
 from .. import filters, wire, workers
 from ..errors import HeightError, IndexStoreError, ServerError, SPError
+from ..headers import fork_point
 from ..network import TAPROOT_ACTIVATION
 from ..node import block_data, fetch_block
 from ..retry import Retry
@@ -246,7 +247,8 @@ class Syncer:
         self.stats.behind = source_tip
 
     def _switch_branch(self, tip: tuple[int, bytes]) -> None:
-        """The source holds another block at the index's tip height: roll back to the highest block both hold.
+        """The source holds another block at the index's tip height: roll back to the highest block both hold
+        (`fork_point`, each source call retried).
 
         Called only when the source's chain is at least as long as the index's (a competing branch).
 
@@ -257,14 +259,13 @@ class Syncer:
             theirs = self._source_hash(tip[0])
             self._refuse_files(f"the block file at height {tip[0]} is {theirs[::-1].hex()}, not the index's {tip[1][::-1].hex()}")
         first = self.store.first_height
-        h = tip[0]
-        while h >= first and self.store.row(h, ["hash"])[0] != self._source_hash(h):
-            h -= 1
+        ours = ((h, self.store.row(h, ["hash"])[0]) for h in range(tip[0], first - 1, -1))
+        keep = fork_point(ours, self._source_hash)
         if self.retry.call(self.source.tip_height) < tip[0]:
             return  # the node went behind while the fork was looked for: the next round waits or refuses
-        self.stats.rolled_back += self.store.rollback(max(h, first - 1))
+        self.stats.rolled_back += self.store.rollback(first - 1 if keep is None else keep)
         self.stats.reorgs += 1
-        self.stats.height = h if h >= first else None
+        self.stats.height = keep
 
     def _not_linked(self, got: Fetched, tip: tuple[int, bytes]) -> None:
         """A fetched block whose parent is not the index's tip: the source switched branches (return) or is inconsistent.

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 from .. import scan as sp_scan
 from ..errors import HeightError, InvalidKeyError, ServerError, SourceError, WalletStoreError, WrongNetworkError
-from ..headers import Header, meets, work
+from ..headers import Header, fork_point, meets, work
 from ..retry import stopping
 from ..network import get as get_network
 from ..scan import Receiver
@@ -367,16 +367,15 @@ class WalletSyncer:
             self._wait(interval)
 
     def _roll_back(self, tip: tuple[int, bytes], source_tip: int) -> None:
-        """The source has another block at the wallet's tip: forget every block above the highest stored one it still has.
+        """The source has another block at the wallet's tip: forget every block above the highest stored one it still has
+        (`fork_point`; the source retries its calls itself).
 
         Raises:
             _LessWork: the source's branch above that block has no more chain work than the wallet's.
         """
-        keep = self.store.birthday - 1
-        for height, hash32 in self.store.hashes(tip[0], KEEP_HASHES):
-            if self.source.block_hash(height) == hash32:
-                keep = height
-                break
+        keep = fork_point(self.store.hashes(tip[0], KEEP_HASHES), self.source.block_hash)
+        if keep is None:
+            keep = self.store.birthday - 1
         bits = self.store.bits(keep)
         theirs = self.source.work(keep + 1, source_tip) if bits is not None else None
         if theirs is not None and theirs <= sum(map(work, bits)):

@@ -36,15 +36,17 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from sp_scan import native
 from sp_scan.errors import ClusterError, HeightError, IndexStoreError, InvalidKeyError
+from sp_scan.headers import fork_point
 from sp_scan.index import Index, Partition
 from sp_scan.index.scan import DEFAULT_PARTITION_BLOCKS, scan_partition_entries
 from sp_scan.scan import Receiver, scan_tweaks
 from sp_scan.types import MempoolTx
+from sp_scan.workers import AheadPool
 
 log = logging.getLogger("sp_scan.server.electrum")
 
@@ -231,7 +233,7 @@ class ScanService:
 
     def _run(self) -> None:
         index = None
-        reader = ThreadPoolExecutor(1, thread_name_prefix="sp-scan-electrum-read")
+        reader = AheadPool(1, "sp-scan-electrum-read")
         ahead: tuple[tuple[int, int], Future] | None = None
         try:
             while True:
@@ -252,7 +254,7 @@ class ScanService:
                     if not self._stopping and not self._finished:
                         self._wake.wait(self.poll)
         finally:
-            reader.shutdown(wait=True)
+            reader.close(wait=True)  # the partition in hand is read before the index closes
             if index is not None:
                 index.close()
             if self._tasks:
@@ -266,7 +268,7 @@ class ScanService:
             if native.ENABLED:
                 native.release_scanner(watch.receiver)
 
-    def _turn(self, index: Index, reader: ThreadPoolExecutor, ahead) -> tuple[bool, tuple | None]:
+    def _turn(self, index: Index, reader: AheadPool, ahead) -> tuple[bool, tuple | None]:
         """Scan one partition for the watches in it; return (whether there was one, the read-ahead)."""
         tip = index.tip()
         if tip is None:
@@ -347,16 +349,17 @@ class ScanService:
             del self._seen[height]
 
     def _check_reorg(self, index: Index, tip_height: int) -> None:
-        """Find the lowest remembered height whose block changed; send watches past it back to it."""
-        fork = None
-        for height in sorted(self._seen, reverse=True):
+        """Find the lowest remembered height whose block changed (the lowest above `fork_point`); send watches
+        past it back to it."""
+
+        def held(height: int) -> bytes | None:
             try:
-                same = height <= tip_height and index.block_hash(height) == self._seen[height]
+                return index.block_hash(height) if height <= tip_height else None
             except HeightError:
-                same = False
-            if same:
-                break
-            fork = height
+                return None
+
+        common = fork_point(sorted(self._seen.items(), reverse=True), held)
+        fork = min((h for h in self._seen if common is None or h > common), default=None)
         if fork is None:
             return
         log.info("electrum scan: reorg from height %d; rescanning the watches past it", fork)

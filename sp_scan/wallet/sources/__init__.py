@@ -88,12 +88,12 @@ from pathlib import Path
 from sp_scan.errors import SourceURLError
 
 from .base import (
-    DEADLINE, MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, AheadPool, BlockTxs, Closes, Keys0, Prover, WalletSource, SourceBlock, Spend, endpoint,
+    DEADLINE, MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Closes, Keys0, Prover, WalletSource, SourceBlock, Spend, endpoint,
     taproot_outputs,
 )  # fmt: skip
 
 __all__ = [
-    "DEADLINE", "MAX_BLOCK_OUTPUTS", "MAX_BLOCK_TXS", "MAX_MONEY", "RETRY", "AheadPool", "BlockTxs", "Closes", "Keys0", "Prover", "WalletSource",
+    "DEADLINE", "MAX_BLOCK_OUTPUTS", "MAX_BLOCK_TXS", "MAX_MONEY", "RETRY", "BlockTxs", "Closes", "Keys0", "Prover", "WalletSource",
     "SourceBlock", "Spend", "endpoint", "open", "open_prover", "taproot_outputs",
 ]  # fmt: skip
 

@@ -1,16 +1,13 @@
-"""What every wallet source shares: the answer types, the interfaces (`WalletSource`, `Prover`, `SourceBlock`), the
-read-ahead threads and the URL parsing; `sp_scan.wallet.sources` describes them.
+"""What every wallet source shares: the answer types, the interfaces (`WalletSource`, `Prover`, `SourceBlock`) and the
+URL parsing; `sp_scan.wallet.sources` describes them.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import itertools
-import queue
 import struct
-import threading
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -231,52 +228,6 @@ class Prover(Protocol):
     def tip_height(self) -> int: ...
     def outputs(self, height: int, hash32: bytes, txids32: Sequence[bytes]) -> dict[bytes, list[tuple[int, bytes, int]]] | None: ...
     def close(self) -> None: ...
-
-
-class AheadPool:
-    """Work a source's `blocks` does ahead of the loop, in daemon threads: `submit` gives a Future; `close`
-    (the generator's `finally`) cancels what has not started and sets `stop`, which running work passes
-    to `Retry.call` so that it gives up instead of retrying. Nothing waits for a server: not the
-    generator's close, not the process's exit.
-
-    Args:
-        threads: the worker threads (started now, ended by `close`).
-        name: their thread names' prefix.
-    """
-
-    def __init__(self, threads: int, name: str) -> None:
-        self.stop = threading.Event()
-        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads = threads
-        for i in range(threads):
-            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True).start()
-
-    def submit(self, fn: Callable, *args: object) -> concurrent.futures.Future:
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        self._tasks.put((future, fn, args))
-        return future
-
-    def _run(self) -> None:
-        while (task := self._tasks.get()) is not None:
-            future, fn, args = task
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(*args))
-            except BaseException as exc:  # noqa: BLE001  (handed to whoever waits on the future)
-                future.set_exception(exc)
-
-    def close(self) -> None:
-        self.stop.set()
-        while True:
-            try:
-                task = self._tasks.get_nowait()
-            except queue.Empty:
-                break
-            if task is not None:
-                task[0].cancel()
-        for _ in range(self._threads):
-            self._tasks.put(None)
 
 
 class Closes:

@@ -36,8 +36,9 @@ from sp_scan.filters import matches, spent_hashes
 from sp_scan.network import NETWORKS
 from sp_scan.proto import blindbit_v1
 from sp_scan.retry import Retry, time_left
+from sp_scan.workers import AheadPool
 
-from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, AheadPool, BlockTxs, Closes, Keys0, Spend, hex_bytes, integer, json_field, json_list
+from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Closes, Keys0, Spend, hex_bytes, integer, json_field, json_list
 
 MAX_BODY = 64 << 20
 """The largest answer read (after gunzip): a mainnet block's /utxos is a few MB."""

@@ -21,8 +21,9 @@ from sp_scan.errors import SourceURLError
 from sp_scan.node import RestNode, RpcNode, block_data, fetch_block
 from sp_scan.retry import Retry
 from sp_scan.types import BlockData
+from sp_scan.workers import AheadPool
 
-from .base import DEADLINE, RETRY, AheadPool, BlockTxs, Closes, Keys0, Spend, endpoint, taproot_outputs
+from .base import DEADLINE, RETRY, BlockTxs, Closes, Keys0, Spend, endpoint, taproot_outputs
 
 AHEAD = 8
 """Blocks fetched ahead of the one being scanned."""
