@@ -169,6 +169,7 @@ class AheadPool:
         return future
 
     def _run(self) -> None:
+        signals_to_the_main_thread()
         while (task := self._tasks.get()) is not None:
             future, fn, args = task
             if not future.set_running_or_notify_cancel():

@@ -163,6 +163,21 @@ def test_ahead_pool_closed_with_wait_returns_once_the_work_in_hand_ends_and_canc
     assert not closer.is_alive() and running.result() is True
 
 
+def test_both_read_ahead_shapes_leave_ctrl_c_and_sigterm_to_the_main_thread():
+    def mask(_=None):
+        return signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+    ahead = Ahead(mask, [0], 1, threading.Event())
+    pool = AheadPool(1, "test-mask")
+    try:
+        for held in (next(ahead), pool.submit(mask).result(timeout=60)):
+            assert {signal.SIGINT, signal.SIGTERM} <= held
+    finally:
+        ahead.close()
+        pool.close()
+    assert signal.SIGINT not in mask()
+
+
 def test_closing_kills_workers_stuck_in_a_call_that_never_returns():
     workers = Workers(2, hang_on_minus_one)
     results = workers.in_order([1, -1, -1, 4], 4)
