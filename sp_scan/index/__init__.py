@@ -12,7 +12,7 @@ for m in index.scan(receiver, start=900_000):   # IndexMatch: height, txid32, vo
 index.tweaks(900_000, dust_limit=1000, cut_through=True)   # what a light-client server serves
 ```
 
-Three rooms: `store` (SQLite; the only SQL), `sync` (sources -> blocks -> store; reorgs), `scan`
+Three parts: `store` (SQLite; the only SQL), `sync` (sources -> blocks -> store; reorgs), `scan`
 (partitions of packed buffers scanned in C, for one wallet or many in one pass); `tweak_index` holds
 `Index`, the API over them, and `mempool` the node's mempool beside the blocks. `cluster` scans the
 partitions on a Dask cluster; it needs the dist extra and is imported only by whoever uses it. Heights are ints; hashes are 32 bytes in internal

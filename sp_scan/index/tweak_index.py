@@ -1,4 +1,4 @@
-"""`Index`: one open tweak index file, and the read, scan and sync API over its rooms (store, scan, sync)."""
+"""`Index`: one open tweak index file, and the read, scan and sync API over its three parts (store, scan, sync)."""
 
 from __future__ import annotations
 

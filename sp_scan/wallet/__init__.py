@@ -15,7 +15,7 @@ signed = sp_scan.psbt.sign_sp_inputs(psbt, spend_key32)                  # then 
 wallet.broadcast(signed, Broadcaster("rpc+http://127.0.0.1:8332", wallet.network, cookie_file=cookie))   # recorded until its block
 ```
 
-Design: three rooms, as the index has. The **store** (`store`, SQLite, the only SQL, a checksum on
+Design: three parts, as the index has. The **store** (`store`, SQLite, the only SQL, a checksum on
 every row) holds the wallet's public keys, labels and birthday, the synced tip with the hashes of the
 blocks below it, every output found with its spend tweak, spend and whether a source proved it, and
 the pending spends that hold coins. The **sources** (`sources/`, one module
