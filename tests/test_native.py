@@ -443,8 +443,22 @@ def test_native_block_index_equals_the_reference(name):
     assert name != "mainnet" or (data.n_tx, len(data.taproot_keys) // 32) == (1412, 2062)
 
 
-def test_block_work_releases_the_gil():
-    """A Python thread runs while another thread is inside the block loop.
+def _block_tweaks():
+    block_bytes, spent = _sample("mainnet")
+    return lambda: native.block_tweaks(block_bytes, spent)
+
+
+def _output_map_add_block():
+    n = 5000  # txs of 4 outputs: ~10 ms a call
+    txids, counts, vouts = os.urandom(32 * n), struct.pack(f"<{n}I", *[4] * n), struct.pack(f"<{4 * n}I", *[v % 4 for v in range(4 * n)])
+    maps = [native.output_map() for _ in range(100)]  # made outside the calls (a new map reads os.urandom without the GIL)
+    return lambda: maps.pop().add_block(7, txids, counts, vouts, b"")
+
+
+@pytest.mark.parametrize("work", [_block_tweaks, _output_map_add_block], ids=["block_tweaks", "output_map.add_block"])
+def test_block_work_releases_the_gil(work):
+    """A Python thread runs while another thread is inside the block loop (the tweaks of a block, or the
+    writer's map built from a block's outputs).
 
     Waits for events, not times. With a 5 s switch interval the calling thread gives the GIL away
     only inside a call that releases it, or when a forced switch falls due (once per 5 s, so in at
@@ -452,7 +466,7 @@ def test_block_work_releases_the_gil():
     """
     import threading
 
-    block_bytes, spent = _sample("mainnet")
+    call_work = work()
     call, stop, seen = [0], threading.Event(), set()
 
     def spin():
@@ -469,7 +483,7 @@ def test_block_work_releases_the_gil():
         results = []
         while len(seen) < 3 and len(results) < 100:
             call[0] += 1  # odd: inside a call
-            results.append(native.block_tweaks(block_bytes, spent))
+            results.append(call_work())
             call[0] += 1
     finally:
         stop.set()

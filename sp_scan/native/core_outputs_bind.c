@@ -97,6 +97,25 @@ static void outpoint_at(unsigned char outpoint36[36], const unsigned char *txid3
     memcpy(outpoint36 + 32, vout4, 4);
 }
 
+/* Block `height`'s outputs put in the map, but those set in `bits` (NULL: none); the outputs added (not
+ * held before), or -1 out of memory. Runs without the GIL. */
+static Py_ssize_t add_block(spn_outmap *map, unsigned long height, const block_outputs *b, const unsigned char *bits) {
+    const unsigned char *txids = b->txids.buf, *counts = b->counts.buf, *vouts = b->vouts.buf;
+    unsigned char outpoint36[36];
+    Py_ssize_t added = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        for (uint32_t k = le32(counts + 4 * i); k > 0; k--, o++) {
+            if (bits != NULL && bits[o >> 3] >> (o & 7) & 1) continue;
+            outpoint_at(outpoint36, txids + 32 * i, vouts + 4 * o);
+            int r = spn_outmap_put(map, spn_outmap_identify(map, outpoint36, 0), (uint32_t)height, (uint32_t)o);
+            if (r < 0) return -1;
+            added += r;
+        }
+    }
+    return added;
+}
+
 static PyObject *OutputMap_add_block(OutputMapObject *self, PyObject *args) {
     unsigned long height;
     block_outputs b = {0};
@@ -109,20 +128,14 @@ static PyObject *OutputMap_add_block(OutputMapObject *self, PyObject *args) {
         PyErr_Format(PyExc_ValueError, "add_block: spent holds %zd bytes for %zu outputs", spent.len, b.outputs);
         goto done;
     }
-    const unsigned char *txids = b.txids.buf, *counts = b.counts.buf, *vouts = b.vouts.buf, *bits = spent.buf;
-    unsigned char outpoint36[36];
-    size_t o = 0;
-    for (size_t i = 0; i < b.n; i++) {
-        for (uint32_t k = le32(counts + 4 * i); k > 0; k--, o++) {
-            if (spent.len != 0 && bits[o >> 3] >> (o & 7) & 1) continue;
-            outpoint_at(outpoint36, txids + 32 * i, vouts + 4 * o);
-            int r = spn_outmap_put(&self->map, spn_outmap_identify(&self->map, outpoint36, 0), (uint32_t)height, (uint32_t)o);
-            if (r < 0) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            added += r;
-        }
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    added = add_block(&self->map, height, &b, spent.len != 0 ? spent.buf : NULL);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (added < 0) {
+        PyErr_NoMemory();
+        goto done;
     }
     out = PyLong_FromSsize_t(added);
 done:

@@ -28,10 +28,11 @@ import contextlib
 import itertools
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ... import backend
+from ... import backend, workers
 from ...errors import IndexStoreError
 from ...network import NETWORKS
 from . import file, mempool_rows, upgrade
@@ -205,7 +206,8 @@ class Store(StoreReader):
         self._resolver = None
 
     def _resolver_loaded(self, first: int, tip: int | None) -> Resolver:
-        """The writer's output map, built from the whole file at its first use (every block's unspent outputs).
+        """The writer's output map, built from the whole file at its first use (every block's unspent outputs;
+        the rows read a batch ahead in a thread).
 
         Raises:
             IndexStoreError: a damaged row.
@@ -213,9 +215,15 @@ class Store(StoreReader):
         if self._resolver is not None:
             return self._resolver
         resolver = Resolver()
-        for start in range(first, tip + 1, _LOAD_BATCH) if tip is not None else ():
-            for height, (txids, counts, vouts), _, bits in self._rows(("txids", "out_counts", "out_vouts"), start, start + _LOAD_BATCH - 1, spent=True, bounds=(first, tip)):
-                resolver.load(height, txids, counts, vouts, bits)
+        batches = range(first, tip + 1, _LOAD_BATCH) if tip is not None else ()
+        columns = ("txids", "out_counts", "out_vouts")
+        read = workers.Ahead(lambda start: self._rows(columns, start, start + _LOAD_BATCH - 1, spent=True, bounds=(first, tip)), batches, 1, threading.Event())
+        try:
+            for rows in read:  # the next batch read (SQLite, zlib: without the GIL) while this one is put in the map
+                for height, (txids, counts, vouts), _, bits in rows:
+                    resolver.load(height, txids, counts, vouts, bits)
+        finally:
+            read.close(wait=True)
         self._resolver = resolver
         return resolver
 
