@@ -23,9 +23,9 @@ import collections
 
 from ... import backend
 
-FOLD_MIN, FOLD_MAX = 64, 256
+FOLD_MIN, FOLD_MAX = 128, 256
 """The bounds of the fold interval (`fold_interval`)."""
-BLOCKS_PER_FOLD_BLOCK = 1024
+BLOCKS_PER_FOLD_BLOCK = 512
 """Indexed blocks per block of fold interval, between the bounds."""
 
 
