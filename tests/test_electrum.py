@@ -28,6 +28,7 @@ from electrum_support import ElectrumThread, ElectrumX, RawClient, Relay
 from serving import sync, synced_index
 from sp_scan import address as sp_address
 from sp_scan import crypto
+from sp_scan.proto import electrum_sp
 from sp_scan.server.electrum import ElectrumLimits, cake
 from sp_scan.server.electrum.caps import SubscriptionCaps
 from sp_scan.server.limits import Gate, Limits, ip_group
@@ -398,10 +399,10 @@ def test_the_compact_form_matches_cakes_captured_fixture():
 @pytest.mark.parametrize("historical", [True, False], ids=["historical", "unspent-only"])
 def test_tweaks_subscribe_streams_the_index_tweaks_per_block_then_done(electrum, kernel_chain, historical):
     with negotiated(electrum.port) as c:
-        response = c.call(cake.TWEAKS_SUBSCRIBE, [95, 1000, historical])
-        done = {"jsonrpc": "2.0", "method": cake.TWEAKS_SUBSCRIBE, "params": [{"max_protocol_version": 2, "message": "done"}]}
+        response = c.call(electrum_sp.CAKE_TWEAKS_SUBSCRIBE, [95, 1000, historical])
+        done = {"jsonrpc": "2.0", "method": electrum_sp.CAKE_TWEAKS_SUBSCRIBE, "params": [{"max_protocol_version": 2, "message": "done"}]}
         assert response["result"] == done
-        blocks = [n["params"] for n in c.notifications if n["method"] == cake.TWEAKS_SUBSCRIBE]
+        blocks = [n["params"] for n in c.notifications if n["method"] == electrum_sp.CAKE_TWEAKS_SUBSCRIBE]
         assert blocks[-1] == done["params"]
         want = {h: cake_v1(kernel_chain, h, historical) for h in range(95, kernelchain.SAMPLE_TIP + 1)}
         want = {str(h): v for h, v in want.items() if v or h == kernelchain.SAMPLE_TIP}
@@ -417,18 +418,18 @@ def test_tweaks_subscribe_streams_the_index_tweaks_per_block_then_done(electrum,
 
 def test_cake_errors_are_electrs_strings_and_historical_markers_need_the_backend(electrum, kernel_index):
     with negotiated(electrum.port) as c:
-        for method, params in [(cake.TWEAKS_SUBSCRIBE, [0, 10, True, 3]), (cake.TWEAKS_SUBSCRIBE, ["x", 10]), (cake.BLOCK_TWEAKS, [5000]), (cake.TWEAKS_GET, ["xx", 0, 101])]:
+        for method, params in [(electrum_sp.CAKE_TWEAKS_SUBSCRIBE, [0, 10, True, 3]), (electrum_sp.CAKE_TWEAKS_SUBSCRIBE, ["x", 10]), (electrum_sp.CAKE_BLOCK_TWEAKS, [5000]), (electrum_sp.CAKE_TWEAKS_GET, ["xx", 0, 101])]:
             error = c.call(method, params)["error"]
             assert isinstance(error, str) and error, (method, params, error)  # electrs: "error": "<message>"
         assert c.result("server.ping") is None
     with ElectrumThread(kernel_index) as bare, negotiated(bare.port) as c:
-        assert "backend" in c.call(cake.TWEAKS_SUBSCRIBE, [95, 10, True])["error"]
-        assert c.call(cake.TWEAKS_SUBSCRIBE, [95, 10, False])["result"]["params"][0]["message"] == "done"
+        assert "backend" in c.call(electrum_sp.CAKE_TWEAKS_SUBSCRIBE, [95, 10, True])["error"]
+        assert c.call(electrum_sp.CAKE_TWEAKS_SUBSCRIBE, [95, 10, False])["result"]["params"][0]["message"] == "done"
 
 
 def test_tweaks_subscribe_protocol_2_sends_one_compact_record_per_block(electrum, kernel_chain):
     with negotiated(electrum.port) as c:
-        response = c.call(cake.TWEAKS_SUBSCRIBE, {"height": 0, "count": 2000, "historical": True, "protocol_version": 2})
+        response = c.call(electrum_sp.CAKE_TWEAKS_SUBSCRIBE, {"height": 0, "count": 2000, "historical": True, "protocol_version": 2})
         assert response["result"]["params"] == [{"max_protocol_version": 2, "message": "done"}]
         records = [decode_compact(base64.b64decode(n["params"][0]["tweaks_v2"])) for n in c.notifications if "tweaks_v2" in n["params"][0]]
         want = {h: [(t, w, [(v, k) for v, k, _, _ in outs]) for t, w, outs in taproot_outputs(kernel_chain, h)] for h in range(kernelchain.SAMPLE_TIP + 1)}
@@ -438,13 +439,13 @@ def test_tweaks_subscribe_protocol_2_sends_one_compact_record_per_block(electrum
 def test_block_tweaks_and_tweaks_get(electrum, kernel_chain):
     with negotiated(electrum.port) as c:
         for h in (0, 101, 104, 108):
-            assert c.result(cake.BLOCK_TWEAKS, [h]) == [t.tweak33.hex() for t in kernel_chain.tweaks(h)]
+            assert c.result(electrum_sp.CAKE_BLOCK_TWEAKS, [h]) == [t.tweak33.hex() for t in kernel_chain.tweaks(h)]
         for txid32, _, outs in taproot_outputs(kernel_chain, 101):
             for vout, _, amount, spent in outs:
-                assert c.result(cake.TWEAKS_GET, [txid32[::-1].hex(), vout, 101]) == {"amount": amount, "spent": spent}
+                assert c.result(electrum_sp.CAKE_TWEAKS_GET, [txid32[::-1].hex(), vout, 101]) == {"amount": amount, "spent": spent}
         txid32, _, outs = taproot_outputs(kernel_chain, 101)[0]
-        assert "no tweak row" in c.call(cake.TWEAKS_GET, [txid32[::-1].hex(), 99, 101])["error"]
-        assert "no tweak row" in c.call(cake.TWEAKS_GET, [txid32[::-1].hex(), outs[0][0], 102])["error"]
+        assert "no tweak row" in c.call(electrum_sp.CAKE_TWEAKS_GET, [txid32[::-1].hex(), 99, 101])["error"]
+        assert "no tweak row" in c.call(electrum_sp.CAKE_TWEAKS_GET, [txid32[::-1].hex(), outs[0][0], 102])["error"]
 
 
 # --- load and hostile input ---
@@ -528,7 +529,7 @@ def test_a_client_that_never_reads_is_disconnected_and_the_others_are_served(ker
         sleeper.connect(("127.0.0.1", server.port))
         sleeper.sendall(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "server.version", "params": ["s", "1.4"]}).encode() + b"\n")
         sleeper.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": SP, "params": [*keys(), 0, [1, 7]]}).encode() + b"\n")
-        request = json.dumps({"jsonrpc": "2.0", "id": 2, "method": cake.TWEAKS_SUBSCRIBE, "params": [0, 1000, False]}).encode() + b"\n"
+        request = json.dumps({"jsonrpc": "2.0", "id": 2, "method": electrum_sp.CAKE_TWEAKS_SUBSCRIBE, "params": [0, 1000, False]}).encode() + b"\n"
         sleeper.settimeout(5)
         for _ in range(2000):  # each streams every block's tweaks: far more than the socket buffers hold
             try:

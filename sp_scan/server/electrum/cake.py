@@ -31,13 +31,11 @@ from dataclasses import dataclass
 
 from sp_scan.errors import HeightError, SPError
 from sp_scan.index import Index, Partition
-from sp_scan.proto import electrum_sp
 from sp_scan.wire import compact_size, parse_tx, sha256d
 
 from .frigate import named
 from .rpc import PlainError
 
-TWEAKS_SUBSCRIBE, BLOCK_TWEAKS, TWEAKS_GET = electrum_sp.CAKE_TWEAKS_SUBSCRIBE, electrum_sp.CAKE_BLOCK_TWEAKS, electrum_sp.CAKE_TWEAKS_GET
 MAX_COUNT = 1000
 """electrs caps `count` at 1000 blocks."""
 PROTOCOLS = (1, 2)

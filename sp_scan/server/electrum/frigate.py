@@ -19,12 +19,10 @@ from sp_scan import address as sp_address
 from sp_scan import crypto
 from sp_scan.errors import InvalidKeyError
 from sp_scan.network import get as get_network
-from sp_scan.proto import electrum_sp
 from sp_scan.scan import Receiver
 
 from .passes import Entry, Watch
 
-SUBSCRIBE, UNSUBSCRIBE = electrum_sp.FRIGATE_SUBSCRIBE, electrum_sp.FRIGATE_UNSUBSCRIBE
 INVALID_PARAMS = -32602
 SUBSCRIPTION_LIMIT = -32005
 """Frigate's SubscriptionLimitException: a per-IP or server-wide subscription cap."""

@@ -27,6 +27,7 @@ from aiorpcx import RPCError
 
 from sp_scan.errors import HeightError
 from sp_scan.index import Index
+from sp_scan.proto import electrum_sp
 
 from ..answers import Readers
 from ..limits import Gate
@@ -218,7 +219,7 @@ class ElectrumSession(LineSession):
     async def serve_request(self, request):
         method, args = request.method, request.args
         self.state.requests += 1
-        if not self.state.gate.allow_request(self.ticket, frigate.SUBSCRIBE_COST if method == frigate.SUBSCRIBE else 1):
+        if not self.state.gate.allow_request(self.ticket, frigate.SUBSCRIBE_COST if method == electrum_sp.FRIGATE_SUBSCRIBE else 1):
             raise RPCError(RATE_LIMITED, "too many requests from your address; slow down")
         if method == "server.version":
             return await self.server_version(args)
@@ -393,7 +394,7 @@ class ElectrumSession(LineSession):
             sub.history_done = True
         sub.progress, sub.last_sent = progress, now
         for params in frigate.notifications(sub, entries, progress):
-            self.notify(frigate.SUBSCRIBE, params)
+            self.notify(electrum_sp.FRIGATE_SUBSCRIBE, params)
 
     async def _tick(self) -> None:
         """During a history scan, a progress notification at least every PROGRESS_EVERY seconds; the
@@ -408,7 +409,7 @@ class ElectrumSession(LineSession):
             for sub in list(self.subs.values()):
                 if sub.opened and not sub.history_done and now - sub.last_sent >= frigate.PROGRESS_EVERY:
                     sub.last_sent = now
-                    self.notify(frigate.SUBSCRIBE, frigate.notifications(sub, [], sub.progress)[0])
+                    self.notify(electrum_sp.FRIGATE_SUBSCRIBE, frigate.notifications(sub, [], sub.progress)[0])
 
     def _drop(self, sub: frigate.Subscription) -> None:
         self.subs.pop(sub.address, None)
@@ -443,9 +444,9 @@ class ElectrumSession(LineSession):
                 if marked:
                     await cake.spend_markers(self.backend.request, spent)
                 for params in messages:
-                    await self.send_notification(cake.TWEAKS_SUBSCRIBE, [params])
-        done = {"jsonrpc": "2.0", "method": cake.TWEAKS_SUBSCRIBE, "params": [cake.done_message()]}
-        await self.send_notification(cake.TWEAKS_SUBSCRIBE, done["params"])
+                    await self.send_notification(electrum_sp.CAKE_TWEAKS_SUBSCRIBE, [params])
+        done = {"jsonrpc": "2.0", "method": electrum_sp.CAKE_TWEAKS_SUBSCRIBE, "params": [cake.done_message()]}
+        await self.send_notification(electrum_sp.CAKE_TWEAKS_SUBSCRIBE, done["params"])
         return done
 
     async def block_tweaks(self, args):
@@ -508,9 +509,9 @@ LOCAL = {
     "blockchain.headers.subscribe": ElectrumSession.headers_subscribe,
     SCRIPTHASH_SUBSCRIBE: ElectrumSession.scripthash_subscribe,
     SCRIPTHASH_UNSUBSCRIBE: ElectrumSession.scripthash_unsubscribe,
-    frigate.SUBSCRIBE: ElectrumSession.sp_subscribe,
-    frigate.UNSUBSCRIBE: ElectrumSession.sp_unsubscribe,
-    cake.TWEAKS_SUBSCRIBE: _electrs_errors(ElectrumSession.tweaks_subscribe),
-    cake.BLOCK_TWEAKS: _electrs_errors(ElectrumSession.block_tweaks),
-    cake.TWEAKS_GET: _electrs_errors(ElectrumSession.tweaks_get),
+    electrum_sp.FRIGATE_SUBSCRIBE: ElectrumSession.sp_subscribe,
+    electrum_sp.FRIGATE_UNSUBSCRIBE: ElectrumSession.sp_unsubscribe,
+    electrum_sp.CAKE_TWEAKS_SUBSCRIBE: _electrs_errors(ElectrumSession.tweaks_subscribe),
+    electrum_sp.CAKE_BLOCK_TWEAKS: _electrs_errors(ElectrumSession.block_tweaks),
+    electrum_sp.CAKE_TWEAKS_GET: _electrs_errors(ElectrumSession.tweaks_get),
 }

@@ -29,7 +29,6 @@ from sp_scan.retry import Retry
 from .base import MAX_BLOCK_OUTPUTS, MAX_BLOCK_TXS, MAX_MONEY, RETRY, BlockTxs, Keys0, Spend, hex_bytes, integer, taproot_outputs
 from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, proven_txs
 
-TWEAKS = electrum_sp.CAKE_TWEAKS_SUBSCRIBE
 AHEAD = 32
 """Blocks asked for ahead of the one being scanned."""
 HEADERS_AHEAD = 2016
@@ -134,7 +133,7 @@ class CakeSource(ElectrumSource):
         SourceURLError: another URL.
     """
 
-    KIND, LISTEN, SCHEMES = "Cake's electrs", (TWEAKS,), ("cake+tcp", "cake+ssl")
+    KIND, LISTEN, SCHEMES = "Cake's electrs", (electrum_sp.CAKE_TWEAKS_SUBSCRIBE,), ("cake+tcp", "cake+ssl")
 
     def __init__(self, url: str, *, retry: Retry = RETRY, ahead: int = AHEAD, timeout: float = TIMEOUT) -> None:
         super().__init__(url, retry=retry, timeout=timeout)
@@ -144,16 +143,16 @@ class CakeSource(ElectrumSource):
     def _take(self, height: int, id_: int, last: int):
         """Block `height`'s streamed body ({} when the server sent none for it), once its call is answered; the
         bodies of later blocks asked for (up to `last`) that came meanwhile are kept, others dropped."""
-        self.client.answer(id_, TWEAKS)
+        self.client.answer(id_, electrum_sp.CAKE_TWEAKS_SUBSCRIBE)
         for params in self.client.pending_notes():
             message = params[0] if isinstance(params, list) and len(params) == 1 else params
             if isinstance(message, dict) and "message" in message:
                 continue  # the end of a call: {"message": "done"} (sp-scan's adds "max_protocol_version")
             if not isinstance(message, dict) or len(message) != 1:
-                raise SourceError(f"{self.name}: a {TWEAKS} notification is not one object of one key")
+                raise SourceError(f"{self.name}: a {electrum_sp.CAKE_TWEAKS_SUBSCRIBE} notification is not one object of one key")
             ((key, body),) = message.items()
             if not isinstance(key, str) or not key.isdigit() or len(key) > 10:
-                raise SourceError(f"{self.name}: a {TWEAKS} notification names no height")
+                raise SourceError(f"{self.name}: a {electrum_sp.CAKE_TWEAKS_SUBSCRIBE} notification names no height")
             if height <= int(key) <= last and self._streamed.setdefault(int(key), body) != body:
                 raise SourceError(f"{self.name} sent block {key} twice, differently")
         return self._streamed.pop(height, {})
@@ -164,7 +163,7 @@ class CakeSource(ElectrumSource):
         try:
             for height in range(start, stop + 1):
                 while nxt <= stop and len(sent) < self.ahead:
-                    sent.append(client.send(TWEAKS, [nxt, 1, True]))
+                    sent.append(client.send(electrum_sp.CAKE_TWEAKS_SUBSCRIBE, [nxt, 1, True]))
                     nxt += 1
                 if not heads:
                     heads.extend(self.headers.get(height, min(HEADERS_AHEAD, stop - height + 1)))

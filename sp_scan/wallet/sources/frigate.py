@@ -37,7 +37,6 @@ from sp_scan.retry import Retry
 from .base import MAX_BLOCK_TXS, RETRY, BlockTxs, Keys0, Spend, hex_bytes, integer, taproot_outputs
 from .electrum import TIMEOUT, ElectrumSource, Spends, block_hash32, block_txs, parsed_tx, proven_txs
 
-SUBSCRIBE, UNSUBSCRIBE = electrum_sp.FRIGATE_SUBSCRIBE, electrum_sp.FRIGATE_UNSUBSCRIBE
 MAX_LABELS = 10
 """Frigate scans at most this many labels besides change."""
 WINDOW = 2016
@@ -85,7 +84,7 @@ class FrigateSource(ElectrumSource):
         SourceError: more labels than Frigate scans.
     """
 
-    KIND, LISTEN = "Frigate", (SUBSCRIBE,)
+    KIND, LISTEN = "Frigate", (electrum_sp.FRIGATE_SUBSCRIBE,)
 
     def __init__(
         self, url: str, *, scan_key32: bytes, spend_pubkey33: bytes, labels: Sequence[int] = (), retry: Retry = RETRY, window: int = WINDOW,
@@ -119,7 +118,7 @@ class FrigateSource(ElectrumSource):
             ServerError: the server fails or refuses the subscription.
             SourceError: an answer or notification the checks refuse.
         """
-        reply = self.client.call(SUBSCRIBE, [*self._keys, start, self.labels])
+        reply = self.client.call(electrum_sp.FRIGATE_SUBSCRIBE, [*self._keys, start, self.labels])
         self._check_reply(reply)
         found: dict[bytes, tuple[int, bytes]] = {}
         while True:
@@ -148,7 +147,7 @@ class FrigateSource(ElectrumSource):
                     raise SourceError(f"{self.name} reported more transactions than the blocks hold")
             if progress >= 1:
                 break
-        self.client.call(UNSUBSCRIBE, self._keys)
+        self.client.call(electrum_sp.FRIGATE_UNSUBSCRIBE, self._keys)
         return found
 
     def _check_reply(self, reply: object) -> None:
