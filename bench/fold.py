@@ -46,13 +46,8 @@ def build(path: Path, blocks: int) -> Store:
 
 
 def marks(rng: random.Random, tip: int, interval: int, per_block: int, ages: Ages) -> list[memoryview]:
-    """Each of `interval` blocks above `tip`: its places (u64 `height << 32 | ordinal`), ascending."""
-    found = []
-    for b in range(interval):
-        height = tip + 1 + b
-        places = sorted({ages.height(rng, min(height, tip + 1)) << 32 | rng.randrange(OUTPUTS) for _ in range(per_block)})
-        found.append(memoryview(array("Q", places)))
-    return found
+    """Each of `interval` blocks above `tip`: its places (u64 `height << 32 | ordinal`, at or below `tip`), ascending."""
+    return [memoryview(array("Q", sorted({ages.height(rng, tip + 1) << 32 | rng.randrange(OUTPUTS) for _ in range(per_block)}))) for _ in range(interval)]
 
 
 def run(blocks: int, folds: int, per_block: int, workdir: Path, seed: int, interval: int | None) -> str:
@@ -64,8 +59,8 @@ def run(blocks: int, folds: int, per_block: int, workdir: Path, seed: int, inter
         store = build(path, blocks)
         wal = Path(f"{path}-wal")
         seconds, wal_bytes, rewritten = [], [], []
+        tip = blocks - 1
         for _ in range(folds):
-            tip = blocks - 1
             pending = spends.Pending(tip, tip, b"")
             for places in marks(rng, tip, interval, per_block, ages):
                 pending.add(tip, b"", places)
